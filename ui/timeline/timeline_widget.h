@@ -1,0 +1,78 @@
+// The Gantt timeline: a custom-painted widget (not Qt Charts). Rows are grouped by rank, one
+// lane per kind or stream. Drawing goes through core's level of detail (core/lod.h), so a frame
+// costs what is on screen, not the size of the run.
+//
+// Several runs can be shown stacked on one time axis (compare): each run's steps are aligned to
+// a common origin (step `alignStep` of each run starts at t = 0) and zoom/pan are shared.
+#pragma once
+
+#include "lockstep/core/types.h"
+
+#include <QWidget>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace lockstep::ui {
+
+struct TimelineRun {
+    std::shared_ptr<const core::Run> run;
+    QString label; // shown in the row header when several runs are stacked
+};
+
+struct SpanRef {
+    int run = -1;      // index into the runs given to setRuns
+    qint64 span = -1;  // index into run->spans
+    bool valid() const { return run >= 0 && span >= 0; }
+};
+
+class TimelineWidget : public QWidget {
+    Q_OBJECT
+public:
+    explicit TimelineWidget(QWidget* parent = nullptr);
+    ~TimelineWidget() override;
+
+    void setRuns(std::vector<TimelineRun> runs);
+    const std::vector<TimelineRun>& runs() const;
+    // Re-reads a run that grew (live view) without resetting the view.
+    void updateRun(int index, std::shared_ptr<const core::Run> run);
+
+    // View, in aligned nanoseconds (see header comment).
+    void setViewRange(core::TimeNs t0, core::TimeNs t1);
+    std::pair<core::TimeNs, core::TimeNs> viewRange() const;
+    void fitAll();
+    void zoomToStep(int step);
+    void zoomBy(double factor, double anchorFraction = 0.5);
+    void panBy(double fractionOfView);
+
+    void select(SpanRef ref);
+    SpanRef selection() const;
+
+    // Replay: a vertical cursor; spans left of it are drawn as done, the rest dimmed.
+    void setReplayCursor(std::optional<core::TimeNs> t);
+
+    // Items drawn in the last paint (for tests and the frame-time benchmark).
+    qint64 lastFrameItemCount() const;
+    int rowCount() const;
+
+signals:
+    void selectionChanged(lockstep::ui::SpanRef ref);
+    void viewRangeChanged(qint64 t0, qint64 t1);
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+    void wheelEvent(QWheelEvent* event) override;
+    void mousePressEvent(QMouseEvent* event) override;
+    void mouseMoveEvent(QMouseEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
+    void mouseDoubleClickEvent(QMouseEvent* event) override;
+    void keyPressEvent(QKeyEvent* event) override;
+    bool event(QEvent* event) override; // tooltips
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace lockstep::ui
