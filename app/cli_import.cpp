@@ -1,1 +1,6 @@
-// placeholder: filled in by its owner
+// placeholder until its owner fills it in: registers no sub-command yet.
+#include "commands.h"
+
+namespace lockstep::app {
+void registerImportCommands(CLI::App&) {}
+} // namespace lockstep::app
