@@ -1,0 +1,75 @@
+// Importers: torch.profiler (Kineto) Chrome-trace JSON (plain or gzip) and Nsight Systems
+// SQLite exports (`nsys export --type sqlite`) into one Lockstep run database, one file per rank.
+// The format of each file is detected from its content (gzip magic, '{' or '[' JSON, the SQLite
+// header), never from its name. Qt-free; errors are values (core/result.h), nothing throws.
+//
+// Malformed events never abort an import: they are counted per kind ("missing ts", "negative
+// duration", "unmatched B/E", ...) into the run's diagnostics table. Only a file that cannot be
+// read at all (missing, not a trace, truncated before any event, ...) is an error.
+#pragma once
+
+#include "lockstep/core/result.h"
+#include "lockstep/core/types.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::core {
+
+enum class TraceFormat : uint8_t {
+    Unknown = 0,
+    KinetoJson = 1,   // Chrome trace-event JSON from torch.profiler: {"traceEvents": [...]} or [...]
+    KinetoJsonGz = 2, // the same, gzip-compressed (".json.gz", export_chrome_trace("x.json.gz"))
+    NsysSqlite = 3,   // Nsight Systems export: CUPTI_ACTIVITY_KIND_* tables, StringIds, NVTX_EVENTS
+};
+const char* traceFormatName(TraceFormat format);
+// Looks at the first bytes of the file only. Error when the file cannot be opened.
+Result<TraceFormat> detectTraceFormat(const std::string& path);
+TraceFormat detectTraceFormat(std::string_view firstBytes);
+
+struct ImportOptions {
+    // Rank of the first file; the next files get rank+1, rank+2, ... When unset, a Kineto file's
+    // "distributedInfo".rank is used, else the file's position in the list.
+    std::optional<int> rank;
+    // World size of the run; when unset, "distributedInfo".world_size, else the number of ranks.
+    std::optional<int> worldSize;
+    bool overwrite = false;          // replace an existing output file (CLI --force)
+    std::string runName;             // defaults to the output file's stem
+    bool includePythonFunctions = false; // "python_function" events: many, and rarely useful
+    int warmupSteps = 3;             // RunConfig::warmupSteps of the imported run
+};
+
+struct ImportStats {
+    int files = 0;
+    int ranks = 0;
+    int worldSize = 0;
+    int64_t bytesRead = 0;     // input bytes (decompressed size for gzip)
+    int64_t events = 0;        // trace events / rows seen
+    int64_t spans = 0;         // spans written
+    int64_t commSpans = 0;     // of which communication (Comm + CommKernel)
+    int64_t lanes = 0;
+    int64_t steps = 0;         // step rows (rank, step)
+    int64_t skipped = 0;       // events counted into diagnostics
+    std::vector<Diagnostic> diagnostics;
+};
+
+// Imports `files` (one per rank) into a new run database at `outDb` through core's writer.
+// `progress` is called with a fraction in [0, 1] from the calling thread; it may be empty.
+Result<ImportStats> importTraces(const std::vector<std::string>& files, const std::string& outDb,
+                                 const ImportOptions& options = {},
+                                 std::function<void(double)> progress = {});
+
+// The same, into memory only (the run is normalized; config.source is "kineto" or "nsys").
+Result<Run> importTracesToRun(const std::vector<std::string>& files, const ImportOptions& options = {},
+                              std::function<void(double)> progress = {}, ImportStats* stats = nullptr);
+
+// In-memory entry points for tests and fuzzers: one rank's trace given as bytes (JSON, gzip or
+// SQLite image; format detected from content).
+Result<Run> importTraceBytes(std::string_view bytes, const ImportOptions& options = {},
+                             ImportStats* stats = nullptr);
+
+} // namespace lockstep::core
