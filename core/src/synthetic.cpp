@@ -1,1 +1,276 @@
-// placeholder: filled in by its owner
+// Synthetic DDP runs: a deterministic, plausible timeline of any size for tests, benchmarks and
+// the UI's performance checks.
+//
+// The model of one step (all ranks start a step together, as synchronous DDP does):
+//   compute lane: data | forward | backward segments ... | wait | optimizer
+//   comm lane:                     bucket 0 | bucket 1 | ...
+// Backward is cut into buckets × backwardSegmentsPerBucket segments; each segment ends at one
+// parameter's gradient-ready instant. Bucket b is ready when its last segment ends; its
+// all-reduce launches when it is ready and the previous bucket's all-reduce is done on that
+// rank (one communication stream, buckets in order). A collective cannot finish before every
+// rank has joined it, so its completion is the latest launch over ranks plus its duration:
+// that is how a late rank (the straggler, whose data loading is delayed) makes the others wait.
+// The wait span runs from the end of backward to the completion of the last bucket, then the
+// optimizer runs; the next step starts when the slowest rank has finished the optimizer.
+#include "lockstep/core/synthetic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace lockstep::core {
+namespace {
+
+// splitmix64: tiny, fast and deterministic across platforms (std:: distributions are not).
+class Rng {
+public:
+    explicit Rng(uint64_t seed) : m_state(seed) {}
+    uint64_t next()
+    {
+        uint64_t z = (m_state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    // A factor in [1 - amplitude, 1 + amplitude].
+    double jitter(double amplitude)
+    {
+        const double u = static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0);
+        return 1.0 + amplitude * (2.0 * u - 1.0);
+    }
+
+private:
+    uint64_t m_state;
+};
+
+// ±5% keeps steps plausible (real steps vary a little) without hiding the straggler.
+constexpr double kJitter = 0.05;
+// Shares of the nominal step (the rest is idle slack between steps).
+constexpr double kDataShare = 0.05;
+constexpr double kForwardShare = 0.25;
+constexpr double kBackwardShare = 0.45;
+constexpr double kOptimizerShare = 0.10;
+constexpr TimeNs kRunStartNs = 1'700'000'000'000'000'000; // a plausible CLOCK_REALTIME
+constexpr int64_t kBatchPerRank = 32;
+
+TimeNs scaled(TimeNs base, double share, Rng& rng)
+{
+    return std::max<TimeNs>(1, static_cast<TimeNs>(std::llround(static_cast<double>(base) * share * rng.jitter(kJitter))));
+}
+
+} // namespace
+
+Run makeSyntheticRun(const SyntheticParams& p)
+{
+    Run run;
+    const int32_t world = std::max<int32_t>(1, p.worldSize);
+    const int32_t steps = std::max<int32_t>(0, p.steps);
+    const int32_t nBuckets = std::max<int32_t>(1, p.buckets);
+    const int32_t segs = std::max<int32_t>(1, p.backwardSegmentsPerBucket);
+    const TimeNs stepNs = std::max<TimeNs>(1000, p.stepNs);
+    Rng rng(p.seed);
+
+    RunConfig& c = run.config;
+    c.name = "synthetic";
+    c.source = "synthetic";
+    c.model = "synthetic";
+    c.modelArgs = "buckets=" + std::to_string(nBuckets) + " segments=" + std::to_string(segs);
+    c.worldSize = world;
+    c.backend = "gloo";
+    c.device = "cpu";
+    c.batchPerRank = kBatchPerRank;
+    c.stepsPlanned = steps;
+    c.optimizer = "sgd";
+    c.compress = "none";
+    c.host = "localhost";
+    c.commandLine = "synthetic";
+    c.createdNs = kRunStartNs;
+    c.status = RunStatus::Completed;
+    if (p.stragglerRank >= 0)
+        c.extra["straggler_rank"] = std::to_string(p.stragglerRank);
+    run.clocksCorrected = true;
+
+    // Buckets in backward order: bucket 0 holds the last layers (capped smaller, like PyTorch's
+    // first bucket), so parameter names count down from the top layer.
+    const int32_t nParams = nBuckets * segs;
+    std::vector<std::vector<StringId>> paramIds(nBuckets);
+    for (int32_t b = 0; b < nBuckets; ++b) {
+        Bucket bucket;
+        bucket.index = b;
+        bucket.bytes = b == 0 ? (1ll << 20) : (8ll << 20) + (static_cast<int64_t>(b) << 16);
+        for (int32_t k = 0; k < segs; ++k) {
+            const int32_t layer = nParams - 1 - (b * segs + k);
+            std::string name = "layers." + std::to_string(layer / 2) + (layer % 2 ? ".bias" : ".weight");
+            paramIds[b].push_back(run.strings.intern(name));
+            bucket.params.push_back(std::move(name));
+        }
+        run.buckets.push_back(std::move(bucket));
+    }
+
+    for (int32_t r = 0; r < world; ++r) {
+        RankInfo info;
+        info.rank = r;
+        info.host = "localhost";
+        info.pid = 1000 + r;
+        info.device = "cpu";
+        run.ranks.push_back(info);
+        Lane compute;
+        compute.id = LaneId{static_cast<uint32_t>(2 * r)};
+        compute.rank = r;
+        compute.kind = LaneKind::Compute;
+        compute.name = "compute";
+        Lane comm;
+        comm.id = LaneId{static_cast<uint32_t>(2 * r + 1)};
+        comm.rank = r;
+        comm.kind = LaneKind::Comm;
+        comm.name = "comm";
+        run.lanes.push_back(std::move(compute));
+        run.lanes.push_back(std::move(comm));
+    }
+
+    const StringId nData = run.strings.intern("data");
+    const StringId nForward = run.strings.intern("forward");
+    const StringId nBackward = run.strings.intern("backward");
+    const StringId nWait = run.strings.intern("wait");
+    const StringId nOptimizer = run.strings.intern("optimizer.step");
+    const StringId nAllReduce = run.strings.intern("allreduce");
+
+    // Spans are written straight into their final place, lane after lane, so they are already
+    // in the invariant order and normalize() only confirms it. Every rank-step has exactly
+    // data, forward, nParams segments, wait and optimizer on the compute lane (the last bucket
+    // launches at the end of backward at the earliest, so the wait is never empty).
+    const size_t computePerStep = 4 + static_cast<size_t>(nParams);
+    const size_t computePerLane = computePerStep * steps;
+    const size_t commPerLane = static_cast<size_t>(nBuckets) * steps;
+    run.spans.resize((computePerLane + commPerLane) * world);
+    run.instants.resize(static_cast<size_t>(nParams) * steps * world);
+    std::vector<size_t> cursor(2 * world);
+    for (int32_t r = 0; r < world; ++r) {
+        cursor[2 * r] = r * (computePerLane + commPerLane);
+        cursor[2 * r + 1] = cursor[2 * r] + computePerLane;
+    }
+    std::vector<size_t> instantCursor(world);
+    for (int32_t r = 0; r < world; ++r)
+        instantCursor[r] = static_cast<size_t>(r) * nParams * steps;
+    run.steps.reserve(static_cast<size_t>(world) * steps);
+
+    std::vector<std::vector<TimeNs>> ready(world, std::vector<TimeNs>(nBuckets));
+    std::vector<std::vector<TimeNs>> launch(world, std::vector<TimeNs>(nBuckets));
+    std::vector<TimeNs> backwardEnd(world);
+    std::vector<TimeNs> dur(nBuckets);
+    TimeNs t0 = kRunStartNs + 1'000'000;
+    for (int32_t s = 0; s < steps; ++s) {
+        for (int32_t r = 0; r < world; ++r) {
+            const LaneId lane{static_cast<uint32_t>(2 * r)};
+            size_t& out = cursor[2 * r];
+            TimeNs t = t0;
+            auto add = [&](SpanKind kind, StringId name, TimeNs length, int32_t bucket) {
+                Span sp;
+                sp.start = t;
+                sp.end = t + length;
+                sp.lane = lane;
+                sp.name = name;
+                sp.step = s;
+                sp.bucket = bucket;
+                sp.kind = kind;
+                run.spans[out++] = sp;
+                t = sp.end;
+            };
+            const TimeNs delay = r == p.stragglerRank ? std::max<TimeNs>(0, p.stragglerDelayNs) : 0;
+            add(SpanKind::DataLoad, nData, scaled(stepNs, kDataShare, rng) + delay, kNoBucket);
+            add(SpanKind::Forward, nForward, scaled(stepNs, kForwardShare, rng), kNoBucket);
+            const double segShare = kBackwardShare / nParams;
+            for (int32_t b = 0; b < nBuckets; ++b) {
+                for (int32_t k = 0; k < segs; ++k) {
+                    add(SpanKind::Backward, nBackward, scaled(stepNs, segShare, rng), b);
+                    Instant in;
+                    in.ts = t;
+                    in.lane = lane;
+                    in.name = paramIds[b][k];
+                    in.step = s;
+                    in.bucket = b;
+                    in.kind = InstantKind::GradReady;
+                    run.instants[instantCursor[r]++] = in;
+                }
+                ready[r][b] = t;
+            }
+            backwardEnd[r] = t;
+        }
+        // One duration per bucket and step, shared by all ranks (it is one collective).
+        for (int32_t b = 0; b < nBuckets; ++b)
+            dur[b] = scaled(stepNs, kBackwardShare * p.commFraction / nBuckets, rng);
+        // Collectives: launch in order on each rank, complete together after the last launch.
+        TimeNs prevCompletion = 0;
+        std::vector<TimeNs> completion(nBuckets);
+        for (int32_t b = 0; b < nBuckets; ++b) {
+            TimeNs last = 0;
+            for (int32_t r = 0; r < world; ++r) {
+                launch[r][b] = std::max(ready[r][b], prevCompletion);
+                last = std::max(last, launch[r][b]);
+            }
+            completion[b] = last + dur[b];
+            prevCompletion = completion[b];
+        }
+        TimeNs nextStart = 0;
+        for (int32_t r = 0; r < world; ++r) {
+            const LaneId commLane{static_cast<uint32_t>(2 * r + 1)};
+            for (int32_t b = 0; b < nBuckets; ++b) {
+                Span sp;
+                sp.start = launch[r][b];
+                sp.end = completion[b];
+                sp.bytes = run.buckets[b].bytes;
+                sp.lane = commLane;
+                sp.name = nAllReduce;
+                sp.step = s;
+                sp.bucket = b;
+                sp.kind = SpanKind::Comm;
+                run.spans[cursor[2 * r + 1]++] = sp;
+            }
+            const LaneId lane{static_cast<uint32_t>(2 * r)};
+            TimeNs t = backwardEnd[r];
+            // The last bucket is ready at the end of backward and takes at least 1 ns, so
+            // allDone > t: the wait span always exists (the span count above relies on it).
+            const TimeNs allDone = completion[nBuckets - 1];
+            run.spans[cursor[2 * r]++] = Span{t, allDone, 0, lane, nWait, s, kNoBucket, SpanKind::Wait};
+            t = allDone;
+            const TimeNs opt = scaled(stepNs, kOptimizerShare, rng);
+            run.spans[cursor[2 * r]++] = Span{t, t + opt, 0, lane, nOptimizer, s, kNoBucket, SpanKind::Optimizer};
+            t += opt;
+            Step st;
+            st.rank = r;
+            st.step = s;
+            st.start = t0;
+            st.end = t;
+            st.loss = 2.5 / (1.0 + 0.05 * s);
+            st.samples = kBatchPerRank;
+            run.steps.push_back(st);
+            nextStart = std::max(nextStart, t);
+        }
+        // A little slack between steps (the Python loop, logging) so steps do not touch.
+        t0 = nextStart + stepNs / 20;
+    }
+    c.endedNs = t0;
+
+    // Steps were generated step-major; normalize() puts them rank-major as the invariant says.
+    run.normalize();
+    return run;
+}
+
+Run makeSyntheticRunWithSpans(int64_t totalSpans, int32_t worldSize)
+{
+    SyntheticParams p;
+    p.worldSize = std::max<int32_t>(1, worldSize);
+    p.buckets = 8;
+    p.backwardSegmentsPerBucket = 16;
+    // Per rank and step: data, forward, 128 backward segments, wait, optimizer, 8 all-reduces.
+    const int64_t perRankStep = 4 + static_cast<int64_t>(p.buckets) * p.backwardSegmentsPerBucket + p.buckets;
+    p.steps = static_cast<int32_t>(std::max<int64_t>(1, totalSpans / (perRankStep * p.worldSize)));
+    if (p.worldSize > 1) {
+        // A mild straggler so the straggler analysis has something to find.
+        p.stragglerRank = p.worldSize - 1;
+        p.stragglerDelayNs = p.stepNs / 10;
+    }
+    return makeSyntheticRun(p);
+}
+
+} // namespace lockstep::core
