@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <vector>
 
 using namespace lockstep::core;
@@ -62,6 +63,48 @@ int main(int argc, char** argv)
     std::printf("summarize_s: %.3f s\n", tSummary);
     std::printf("# %d steps, overlap %.3f, step %.3f ms, stragglers %zu\n", summary.steps, summary.overlapRatio,
                 summary.stepTimeMs, summary.stragglers.size());
-    (void)sink;
-    return 0;
+
+    // Level of detail: building every lane's levels for the whole run.
+    t = Clock::now();
+    RunLod runLod(run);
+    std::printf("lod_build_10M_s: %.3f s (%zu lanes)\n", secondsSince(t), runLod.laneCount());
+    run = Run(); // free the memory before the single-lane run
+
+    // Queries on one lane of about 10 M spans (a 1-rank run: its compute lane holds ~94%).
+    Run one = makeSyntheticRunWithSpans(spans * 140 / 132 + 1000, 1);
+    const auto [a, b] = one.laneSpanRange(LaneId{0});
+    std::span<const Span> lane(one.spans.data() + a, b - a);
+    t = Clock::now();
+    LaneLod lod(lane);
+    std::printf("lod_build_lane_s: %.3f s (%zu spans in the lane)\n", secondsSince(t), lane.size());
+    const TimeNs t0 = lane.front().start, t1 = lane.back().end;
+    constexpr double kPixels = 2000.0, kMinPixels = 3.0;
+    std::vector<DrawItem> items;
+    size_t outItems = 0;
+    const double zoomedOut = medianSeconds(21, [&](int) {
+        items.clear();
+        lod.query(t0, t1, static_cast<double>(t1 - t0) / kPixels, kMinPixels, items);
+        outItems = items.size();
+    });
+    std::printf("lod_query_zoomed_out_ms: %.3f ms (%zu items)\n", zoomedOut * 1e3, outItems);
+    // Zoomed in: a 2 ms window (1 µs per pixel) at spread-out positions.
+    const TimeNs window = static_cast<TimeNs>(kPixels * 1000.0);
+    const double zoomedIn = medianSeconds(101, [&](int i) {
+        items.clear();
+        const TimeNs w0 = t0 + (t1 - t0 - window) / 101 * i;
+        lod.query(w0, w0 + window, 1000.0, kMinPixels, items);
+        outItems = items.size();
+    });
+    std::printf("lod_query_zoomed_in_ms: %.4f ms (%zu items)\n", zoomedIn * 1e3, outItems);
+    // Visible range alone: many calls per sample so the clock's resolution does not dominate.
+    constexpr int kCalls = 1000;
+    const double vr = medianSeconds(21, [&](int rep) {
+        for (int i = 0; i < kCalls; ++i) {
+            const TimeNs w0 = t0 + (t1 - t0 - window) / kCalls * ((i * 7919 + rep) % kCalls);
+            const auto r = lod.visibleRange(w0, w0 + window);
+            sink += r.second - r.first;
+        }
+    });
+    std::printf("visible_range_us: %.3f us\n", vr / kCalls * 1e6);
+    return sink == 0 ? 1 : 0;
 }

@@ -1,1 +1,203 @@
-// placeholder: filled in by its owner
+// Level of detail for the timeline: visible range, folding of sub-pixel spans, pre-folded levels.
+//
+// Folding at a threshold T (= nsPerPixel × minPixels, the narrowest thing worth drawing alone)
+// walks items in start order with one pending "fold":
+//  - an item at least T long that is a single span is drawn alone (the pending fold is flushed
+//    first, so the output stays in start order);
+//  - a narrow item joins the pending fold when the gap from the fold's end (the running maximum
+//    of ends, so nested and overlapping spans count as no gap) is under T, else the pending fold
+//    is flushed and the item starts a new one. A fold keeps its span count and longest span.
+//
+// Pre-folded levels. Folding at T visits every span in the window; fully zoomed out that is the
+// whole lane (10 M spans, ~30 ms: too slow for a 16 ms frame). Level k is the fold of the lane
+// at gap g_k (geometric, ×4). The fold is idempotent in this sense: for g ≤ T, folding a
+// level-g list at T gives exactly the items that folding the raw spans at T gives. Why: a
+// folded item of level g is a contiguous run of spans each narrower than g ≤ T with gaps under
+// g ≤ T, so a fold at T merges them too, and its start and running end are those of the run;
+// treating any folded item (count > 1) as narrow at T reproduces the raw walk step by step.
+// So a query starts from the coarsest level whose gap ≤ T. Items in a window of width W at
+// that level are at most about 4·W/T (groups are separated by gaps ≥ g ≥ T/4), i.e. about
+// 4 × screen pixels / minPixels: the work follows the screen, not the trace.
+// A level is kept only if it is at least a quarter smaller than the list it was folded from
+// (a level that folds nothing would only cost memory); levels stop once a level has few items.
+#include "lockstep/core/lod.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace lockstep::core {
+namespace {
+
+// Finest pre-folded gap (1 µs) and the factor between levels: with ×4 a query visits at most
+// ~4× the items a perfectly matched level would give, and a 10 M-span lane needs ~15 levels to
+// go from 1 µs to minutes.
+constexpr TimeNs kFinestGapNs = 1024;
+constexpr TimeNs kLevelFactor = 4;
+// A level must shrink its source by at least this share to be worth storing.
+constexpr double kMinShrink = 0.75;
+// Below this many items a level is cheap to fold at query time; no coarser level is needed.
+constexpr size_t kSmallLevel = 256;
+
+// The fold described above; `emit` receives finished items in start order.
+template <class Emit>
+class Folder {
+public:
+    Folder(TimeNs threshold, Emit emit) : m_t(threshold), m_emit(emit) {}
+    void add(const DrawItem& it)
+    {
+        const bool narrow = it.count > 1 || it.end - it.start < m_t;
+        if (!narrow) {
+            flush();
+            m_emit(it);
+            return;
+        }
+        if (m_have && it.start - m_cur.end < m_t) {
+            m_cur.end = std::max(m_cur.end, it.end);
+            m_cur.count += it.count;
+            m_cur.maxDuration = std::max(m_cur.maxDuration, it.maxDuration);
+            return;
+        }
+        flush();
+        m_cur = it;
+        m_have = true;
+    }
+    void flush()
+    {
+        if (m_have)
+            m_emit(m_cur);
+        m_have = false;
+    }
+
+private:
+    TimeNs m_t;
+    Emit m_emit;
+    DrawItem m_cur;
+    bool m_have = false;
+};
+
+inline DrawItem itemOf(const Span& s, size_t index)
+{
+    DrawItem it;
+    it.start = s.start;
+    it.end = std::max(s.end, s.start);
+    it.span = static_cast<uint32_t>(index);
+    it.count = 1;
+    it.maxDuration = it.end - it.start;
+    return it;
+}
+
+} // namespace
+
+LaneLod::LaneLod(std::span<const Span> spans) : m_spans(spans)
+{
+    TimeNs first = 0, last = 0;
+    for (size_t i = 0; i < spans.size(); ++i) {
+        m_maxDuration = std::max(m_maxDuration, spans[i].end - spans[i].start);
+        if (i == 0 || spans[i].start < first)
+            first = spans[i].start;
+        last = std::max(last, spans[i].end);
+    }
+    const TimeNs extent = last - first;
+
+    // Count first, materialize only a level that is worth keeping: most fine gaps fold nothing
+    // on a lane of wide spans, and building a 10 M-item list just to drop it would dominate.
+    size_t sourceSize = spans.size();
+    const std::vector<DrawItem>* source = nullptr; // null: the raw spans
+    auto feed = [&](auto& folder) {
+        if (source) {
+            for (const DrawItem& it : *source)
+                folder.add(it);
+        } else {
+            for (size_t i = 0; i < spans.size(); ++i)
+                folder.add(itemOf(spans[i], i));
+        }
+        folder.flush();
+    };
+    for (TimeNs gap = kFinestGapNs; sourceSize > kSmallLevel; gap *= kLevelFactor) {
+        size_t count = 0;
+        Folder counter(gap, [&count](const DrawItem&) { ++count; });
+        feed(counter);
+        if (static_cast<double>(count) <= kMinShrink * static_cast<double>(sourceSize)) {
+            Level level;
+            level.gap = gap;
+            level.items.reserve(count);
+            Folder builder(gap, [&level](const DrawItem& it) {
+                level.items.push_back(it);
+                level.maxItemLength = std::max(level.maxItemLength, it.end - it.start);
+            });
+            feed(builder);
+            m_levels.push_back(std::move(level));
+            source = &m_levels.back().items;
+            sourceSize = count;
+        }
+        if (gap > extent || gap > std::numeric_limits<TimeNs>::max() / kLevelFactor)
+            break;
+    }
+}
+
+// Spans are sorted by start, so spans starting at or after t1 are out, and a span that starts
+// before t0 - maxDuration ends before t0. The range between the two searches can still hold a
+// few spans that end before t0 (within the widened margin); callers clip while drawing.
+std::pair<size_t, size_t> LaneLod::visibleRange(TimeNs t0, TimeNs t1) const
+{
+    if (m_spans.empty() || t1 <= t0)
+        return {0, 0};
+    const TimeNs lo = t0 - m_maxDuration;
+    auto first = std::lower_bound(m_spans.begin(), m_spans.end(), lo,
+                                  [](const Span& s, TimeNs t) { return s.start < t; });
+    auto last = std::lower_bound(first, m_spans.end(), t1,
+                                 [](const Span& s, TimeNs t) { return s.start < t; });
+    // Trim the leading spans of the margin that end before the window (cheap, and exact for
+    // lanes without nesting).
+    while (first != last && first->end <= t0 && first->end > first->start)
+        ++first;
+    return {static_cast<size_t>(first - m_spans.begin()), static_cast<size_t>(last - m_spans.begin())};
+}
+
+void LaneLod::query(TimeNs t0, TimeNs t1, double nsPerPixel, double minPixels, std::vector<DrawItem>& out) const
+{
+    if (m_spans.empty() || t1 <= t0)
+        return;
+    const double td = std::max(0.0, nsPerPixel * minPixels);
+    const TimeNs threshold = td >= 9.0e18 ? std::numeric_limits<TimeNs>::max() / 2 : static_cast<TimeNs>(td);
+    Folder folder(threshold, [&out](const DrawItem& it) { out.push_back(it); });
+
+    // The coarsest level that is still no coarser than the threshold.
+    const Level* level = nullptr;
+    for (const Level& l : m_levels) {
+        if (l.gap <= threshold)
+            level = &l;
+    }
+    if (!level) {
+        const auto [first, last] = visibleRange(t0, t1);
+        for (size_t i = first; i < last; ++i)
+            folder.add(itemOf(m_spans[i], i));
+        folder.flush();
+        return;
+    }
+    const auto& items = level->items;
+    const TimeNs lo = t0 - level->maxItemLength;
+    auto first = std::lower_bound(items.begin(), items.end(), lo,
+                                  [](const DrawItem& it, TimeNs t) { return it.start < t; });
+    auto last = std::lower_bound(first, items.end(), t1,
+                                 [](const DrawItem& it, TimeNs t) { return it.start < t; });
+    for (auto it = first; it != last; ++it) {
+        if (it->end < t0 || (it->end == t0 && it->end > it->start))
+            continue; // in the widened margin but not reaching the window
+        folder.add(*it);
+    }
+    folder.flush();
+}
+
+RunLod::RunLod(const Run& run)
+{
+    m_lanes.resize(run.lanes.size());
+    m_offsets.assign(run.lanes.size(), 0);
+    for (size_t i = 0; i < run.lanes.size(); ++i) {
+        const auto [first, last] = run.laneSpanRange(LaneId{static_cast<uint32_t>(i)});
+        m_offsets[i] = first;
+        m_lanes[i] = LaneLod(std::span<const Span>(run.spans.data() + first, last - first));
+    }
+}
+
+} // namespace lockstep::core
