@@ -581,6 +581,11 @@ RunSummary summarize(const Run& run)
     const std::vector<BucketStat> stats = bucketStats(run);
     const StragglerReport rep = stragglersFrom(run, stats);
     s.stragglers = rep.stragglers;
+    for (int32_t rank : rep.stragglers) {
+        for (const RankStraggle& rs : rep.perRank)
+            if (rs.rank == rank)
+                s.stragglerWaitMs.push_back(rs.meanWaitNs * toMs);
+    }
 
     // Per bucket: the table's buckets in index order, plus any bucket only seen in spans.
     struct Acc {

@@ -113,6 +113,7 @@ struct RunSummary {
     std::vector<BucketSummary> buckets;
     int64_t spans = 0;
     int64_t diagnostics = 0;    // sum of diagnostic counts
+    std::vector<double> stragglerWaitMs; // parallel to stragglers: mean wait each caused per steady step
 };
 RunSummary summarize(const Run& run);
 
