@@ -25,6 +25,20 @@ struct SpanRef {
     int run = -1;      // index into the runs given to setRuns
     qint64 span = -1;  // index into run->spans
     bool valid() const { return run >= 0 && span >= 0; }
+    friend bool operator==(SpanRef, SpanRef) = default;
+};
+
+class TimelineRunModel;
+
+// One row of the timeline, top to bottom (for tests, hit testing and embedding views).
+enum class TimelineRowKind { RunHeader, RankHeader, Lane };
+struct TimelineRow {
+    TimelineRowKind kind = TimelineRowKind::Lane;
+    int run = 0;
+    int rank = 0;
+    int lane = -1;   // LaneId::v for lane rows, -1 for headers
+    int top = 0;     // widget y of the row's top (before vertical scrolling)
+    int height = 0;
 };
 
 class TimelineWidget : public QWidget {
@@ -54,7 +68,24 @@ public:
 
     // Items drawn in the last paint (for tests and the frame-time benchmark).
     qint64 lastFrameItemCount() const;
+    // All rows: run headers (only when several runs), rank headers and lane rows.
     int rowCount() const;
+
+    // ---- Additions (not in the first contract) ----
+    std::vector<TimelineRow> rows() const;
+    int rankRowCount() const;              // rank header rows over all runs
+    std::optional<core::TimeNs> replayCursor() const;
+    // Aligned [start, end] of step `step` over all ranks of all runs; nullopt if absent.
+    std::optional<std::pair<core::TimeNs, core::TimeNs>> stepRange(int step) const;
+    // Widget x of an aligned time at the current view, and back.
+    double xForTime(core::TimeNs aligned) const;
+    core::TimeNs timeForX(double x) const;
+    // Centre pixel of a span at the current view (its row and time); (-1, -1) if not shown.
+    QPoint spanCenter(SpanRef ref) const;
+    // The per-run model (alignment, LOD, strips); nullptr for a bad index.
+    const TimelineRunModel* runModel(int index) const;
+    static constexpr int kGutterWidth = 132;
+    static constexpr int kRulerHeight = 30;
 
 signals:
     void selectionChanged(lockstep::ui::SpanRef ref);

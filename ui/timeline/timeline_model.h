@@ -1,0 +1,134 @@
+// What the timeline knows about one run, computed once when the run is given (off the paint
+// path) and kept: its level of detail, its time alignment, its rows, per-step overlap strips,
+// step boundaries and step stragglers. Painting only queries these structures for the visible
+// window; nothing here loops over all spans per frame.
+//
+// Also the run-level helpers shared by the widget, the details panel and the replay views:
+// alignment (one place), per-(rank, step) compute/communication unions, bucket states at a time.
+#pragma once
+
+#include "lockstep/core/analysis.h"
+#include "lockstep/core/lod.h"
+#include "lockstep/core/types.h"
+
+#include <memory>
+#include <vector>
+
+namespace lockstep::ui {
+
+// ---- Alignment: the one place that decides where a run's t = 0 is. ----
+// Runs are compared step against step: the first steady step (config.warmupSteps) of each run
+// starts at aligned t = 0, so warm-up jitter and different launch times do not shift the
+// comparison. A run shorter than its warm-up aligns on step 0; a run without steps on its
+// first span.
+int32_t alignStep(const core::Run& run);
+core::TimeNs alignmentOrigin(const core::Run& run);
+
+// ---- Per-rank compute and communication unions (DESIGN.md's C and M). ----
+// Which lanes count follows core::stepBreakdown: on a rank that has GpuStream lanes with spans
+// only device spans count, otherwise host spans.
+struct RankUnions {
+    std::vector<core::Interval> compute; // C, sorted and disjoint
+    std::vector<core::Interval> comm;    // M, sorted and disjoint
+};
+// laneMaxDuration[lane] = the longest span of that lane (lets a window query start from a
+// binary search; see LaneLod).
+RankUnions rankUnions(const core::Run& run, const std::vector<core::TimeNs>& laneMaxDuration, int32_t rank,
+                      core::TimeNs lo, core::TimeNs hi);
+std::vector<core::TimeNs> laneMaxDurations(const core::Run& run);
+// Sorted-disjoint set algebra.
+std::vector<core::Interval> intersectIntervals(const std::vector<core::Interval>& a,
+                                               const std::vector<core::Interval>& b);
+std::vector<core::Interval> subtractIntervals(const std::vector<core::Interval>& a,
+                                              const std::vector<core::Interval>& b);
+// One rank's breakdown of one step, by the same definitions as core::stepBreakdown but for one
+// (rank, step) only, so a details panel need not analyse the whole run. `found` false when the
+// rank has no such step.
+core::StepBreakdown rankStepBreakdown(const core::Run& run, const std::vector<core::TimeNs>& laneMaxDuration,
+                                      int32_t rank, int32_t step, bool* found = nullptr);
+
+// ---- Buckets at a point in time (replay). ----
+enum class BucketState : uint8_t {
+    Pending,  // some gradients not ready yet (ready < total)
+    Waiting,  // all gradients ready, all-reduce not launched (an earlier bucket holds it back)
+    InFlight, // launched, not complete
+    Done,
+};
+const char* bucketStateName(BucketState state);
+struct BucketStatus {
+    int32_t bucket = 0;
+    int64_t bytes = 0;
+    int32_t ready = 0;  // gradients ready at the time asked
+    int32_t total = 0;  // gradients of the bucket in this step
+    BucketState state = BucketState::Pending;
+    core::TimeNs launch = -1;     // absolute; -1 if no all-reduce recorded
+    core::TimeNs completion = -1;
+};
+// States of every bucket of `rank` in `step` at absolute time t.
+std::vector<BucketStatus> bucketStatesAt(const core::Run& run, int32_t rank, int32_t step, core::TimeNs t);
+// The step of `rank` at absolute time t: the last one that started at or before t (the first
+// step when t is before all). kNoStep if the rank has no steps.
+int32_t stepAt(const core::Run& run, int32_t rank, core::TimeNs t);
+
+// ---- The cached per-run model of the widget. ----
+struct StepSpan {
+    int32_t step = 0;
+    core::TimeNs start = 0; // absolute
+    core::TimeNs end = 0;
+};
+
+class TimelineRunModel {
+public:
+    explicit TimelineRunModel(std::shared_ptr<const core::Run> run);
+    TimelineRunModel(const TimelineRunModel&) = delete;
+    TimelineRunModel& operator=(const TimelineRunModel&) = delete;
+
+    const core::Run& run() const { return *m_run; }
+    const std::shared_ptr<const core::Run>& runPtr() const { return m_run; }
+    const core::RunLod& lod() const { return m_lod; }
+    core::TimeNs origin() const { return m_origin; }
+    int32_t alignStep() const { return m_alignStep; }
+    core::TimeNs toAligned(core::TimeNs t) const { return t - m_origin; }
+    core::TimeNs toAbsolute(core::TimeNs aligned) const { return aligned + m_origin; }
+    // Aligned extent of everything in the run.
+    core::TimeNs alignedBegin() const { return m_begin - m_origin; }
+    core::TimeNs alignedEnd() const { return m_end - m_origin; }
+
+    struct RankLanes {
+        int32_t rank = 0;
+        std::vector<core::LaneId> lanes; // display order: compute, comm, GPU streams, threads
+        core::LaneId stripLane;          // the lane row that carries the overlap strip
+        std::vector<StepSpan> steps;     // this rank's steps, sorted by step
+        // Overlap strip pieces as spans (kind Comm), so LaneLod folds them like any lane.
+        std::vector<core::Span> overlapped;
+        std::vector<core::Span> exposed;
+        core::LaneLod overlappedLod;
+        core::LaneLod exposedLod;
+    };
+    const std::vector<std::unique_ptr<RankLanes>>& ranks() const { return m_ranks; }
+    const RankLanes* rank(int32_t r) const;
+
+    // Step windows over all ranks (min start, max end), sorted by step.
+    const std::vector<StepSpan>& steps() const { return m_steps; }
+    const StepSpan* step(int32_t s) const;
+    // Step straggler per step (rank -1 when none), sorted by step.
+    const std::vector<core::StepStraggler>& stepStragglers() const { return m_stragglers; }
+    // [first, last) of run.instants on a lane.
+    std::pair<size_t, size_t> laneInstants(core::LaneId lane) const { return m_laneInstants[lane.v]; }
+    const std::vector<core::TimeNs>& laneMaxDurations() const { return m_laneMaxDuration; }
+
+private:
+    std::shared_ptr<const core::Run> m_run;
+    core::RunLod m_lod;
+    core::TimeNs m_origin = 0;
+    int32_t m_alignStep = 0;
+    core::TimeNs m_begin = 0;
+    core::TimeNs m_end = 0;
+    std::vector<std::unique_ptr<RankLanes>> m_ranks;
+    std::vector<StepSpan> m_steps;
+    std::vector<core::StepStraggler> m_stragglers;
+    std::vector<std::pair<size_t, size_t>> m_laneInstants;
+    std::vector<core::TimeNs> m_laneMaxDuration;
+};
+
+} // namespace lockstep::ui
