@@ -1,6 +1,108 @@
-// placeholder until its owner fills it in: registers no sub-command yet.
+// `lockstep import FILE... --out RUN.db`: torch.profiler (Kineto) JSON / gzip traces and Nsight
+// Systems SQLite exports, one file per rank, into one run database (lockstep/import/import.h).
 #include "commands.h"
 
+#include "lockstep/import/import.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <unistd.h>
+
 namespace lockstep::app {
-void registerImportCommands(CLI::App&) {}
+
+namespace {
+
+struct ImportArgs {
+    std::vector<std::string> files;
+    std::string out;
+    int rank = -1;
+    int worldSize = 0;
+    bool force = false;
+    bool quiet = false;
+    bool pythonFunctions = false;
+    int warmup = -1;
+    std::string name;
+};
+
+int runImport(const ImportArgs& a)
+{
+    core::ImportOptions options;
+    if (a.rank >= 0)
+        options.rank = a.rank;
+    if (a.worldSize > 0)
+        options.worldSize = a.worldSize;
+    if (a.warmup >= 0)
+        options.warmupSteps = a.warmup;
+    options.overwrite = a.force;
+    options.runName = a.name;
+    options.includePythonFunctions = a.pythonFunctions;
+
+    // Progress on stderr: a bar redrawn in place on a terminal, a few lines otherwise.
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    int lastShown = -1;
+    auto progress = [&](double f) {
+        if (a.quiet)
+            return;
+        const int pct = static_cast<int>(f * 100.0);
+        if (pct == lastShown || (!tty && pct / 25 == lastShown / 25 && pct != 100))
+            return;
+        lastShown = pct;
+        if (tty) {
+            const int width = 30;
+            const int filled = pct * width / 100;
+            std::fprintf(stderr, "\rimporting [%-*s] %3d%%", width, std::string(static_cast<size_t>(filled), '#').c_str(), pct);
+            if (pct >= 100)
+                std::fputc('\n', stderr);
+        } else {
+            std::fprintf(stderr, "importing: %d%%\n", pct);
+        }
+        std::fflush(stderr);
+    };
+    auto stats = core::importTraces(a.files, a.out, options, progress);
+    if (!stats) {
+        if (tty && lastShown >= 0 && lastShown < 100)
+            std::fputc('\n', stderr);
+        std::cerr << "lockstep import: " << stats.error().message << "\n";
+        return 1;
+    }
+    std::cout << "imported " << stats->files << " file(s) into " << a.out << ": " << stats->ranks << " rank(s), world size "
+              << stats->worldSize << ", " << stats->steps << " step rows, " << stats->lanes << " lanes, " << stats->spans
+              << " spans (" << stats->commSpans << " communication)\n";
+    for (const auto& d : stats->diagnostics)
+        std::cout << "  " << core::severityName(d.severity) << ": " << d.kind << " x" << d.count << " — " << d.message
+                  << "\n";
+    return 0;
+}
+
+} // namespace
+
+void registerImportCommands(CLI::App& app)
+{
+    auto args = std::make_shared<ImportArgs>();
+    auto* cmd = app.add_subcommand(
+        "import",
+        "Import torch.profiler (Kineto) Chrome-trace JSON (plain or .gz) or Nsight Systems SQLite exports "
+        "(nsys export --type sqlite), one file per rank, into one run database");
+    cmd->add_option("files", args->files, "trace files, one per rank (format detected from content)")
+        ->required()
+        ->check(CLI::ExistingFile);
+    cmd->add_option("-o,--out", args->out, "run database to write")->required();
+    cmd->add_option("--rank", args->rank, "rank of the first file; the next files get the following ranks "
+                                          "(default: distributedInfo in the trace, else file order)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--world-size", args->worldSize, "world size of the run (default: from the traces)")
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--warmup", args->warmup,
+                    "steps numbered below this are warm-up (default: the first imported step + 1)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--name", args->name, "run name (default: the output file's stem)");
+    cmd->add_flag("--python-functions", args->pythonFunctions, "also import python_function events");
+    cmd->add_flag("-f,--force", args->force, "replace the output file if it exists");
+    cmd->add_flag("-q,--quiet", args->quiet, "no progress display");
+    cmd->callback([args] { exitStatus() = runImport(*args); });
+}
+
 } // namespace lockstep::app

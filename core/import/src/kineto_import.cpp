@@ -1,13 +1,920 @@
-// placeholder: filled in by the importers work (API in lockstep/import/import.h)
-#include "lockstep/import/import.h"
+// torch.profiler (Kineto) Chrome trace-event JSON → RankTrace: one rank's lanes, spans and
+// steps. Plain or gzip (the ByteSource inflates as it reads), object form
+// ({"traceEvents": [...], "distributedInfo": {...}, "baseTimeNanoseconds": N}) or bare array.
+#include "import_internal.h"
 
-namespace lockstep::core {
-const char* traceFormatName(TraceFormat) { return "unknown"; }
-TraceFormat detectTraceFormat(std::string_view) { return TraceFormat::Unknown; }
-Result<TraceFormat> detectTraceFormat(const std::string&) { return fail("import: not implemented yet"); }
-Result<ImportStats> importTraces(const std::vector<std::string>&, const std::string&, const ImportOptions&,
-                                 std::function<void(double)>) { return fail("import: not implemented yet"); }
-Result<Run> importTracesToRun(const std::vector<std::string>&, const ImportOptions&, std::function<void(double)>,
-                              ImportStats*) { return fail("import: not implemented yet"); }
-Result<Run> importTraceBytes(std::string_view, const ImportOptions&, ImportStats*) { return fail("import: not implemented yet"); }
-} // namespace lockstep::core
+#include <simdjson.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <unordered_set>
+
+namespace lockstep::core::detail {
+
+namespace {
+
+namespace od = simdjson::ondemand;
+
+constexpr size_t kInitialBuffer = 8u << 20; // read size: big enough to amortise syscalls and inflate
+constexpr size_t kPadding = simdjson::SIMDJSON_PADDING;
+
+// Finding where one JSON value ends, resumably across buffer refills.
+//
+// Why a scanner of our own in front of simdjson: a trace is one huge array. simdjson's
+// On-Demand API iterates a document that must sit whole in memory, and it also allocates a
+// structural index of up to 4 bytes per input byte; for a 1 GB trace (or a gzip one, once
+// inflated) that alone breaks the "peak memory ≤ 2× the file" promise. So this state machine
+// walks the bytes once, tracking only "inside a string", "after a backslash" and a bracket
+// depth counter, and hands each complete element of traceEvents to On-Demand on its own.
+// Memory is one read buffer plus the largest single event, whatever the file size. The depth is
+// a counter, not recursion, so a file nested a million levels deep cannot exhaust the stack
+// (On-Demand then refuses such an event with its own depth limit, counted as malformed).
+class ValueScanner {
+public:
+    // Scans d[i, len). Returns true when the value ended; i is then one past its end.
+    bool feed(const char* d, size_t len, size_t& i)
+    {
+        if (!m_started) {
+            m_started = true;
+            const char c = d[i];
+            if (c == '{' || c == '[') {
+                m_depth = 1;
+                ++i;
+            } else if (c == '"') {
+                m_inString = true;
+                m_stringOnly = true;
+                ++i;
+            } else {
+                m_scalar = true;
+            }
+        }
+        if (m_scalar) {
+            for (; i < len; ++i) {
+                const char c = d[i];
+                if (c == ',' || c == '}' || c == ']' || c == ' ' || c == '\n' || c == '\r' || c == '\t')
+                    return true;
+            }
+            return false;
+        }
+        while (i < len) {
+            if (m_inString) {
+                const void* q = std::memchr(d + i, '"', len - i);
+                if (!q) {
+                    i = len;
+                    return false;
+                }
+                const size_t qi = static_cast<const char*>(q) - d;
+                size_t b = qi;
+                while (b > 0 && d[b - 1] == '\\')
+                    --b;
+                i = qi + 1;
+                if (((qi - b) & 1) == 0) {
+                    m_inString = false;
+                    if (m_stringOnly)
+                        return true;
+                }
+                continue;
+            }
+            while (i < len && !kSpecial[static_cast<unsigned char>(d[i])])
+                ++i;
+            if (i == len)
+                return false;
+            switch (d[i++]) {
+            case '"': m_inString = true; break;
+            case '{':
+            case '[': ++m_depth; break;
+            default:
+                if (--m_depth == 0)
+                    return true;
+            }
+        }
+        return false;
+    }
+    bool scalar() const { return m_scalar; }
+
+private:
+    static constexpr std::array<bool, 256> kSpecial = [] {
+        std::array<bool, 256> t{};
+        t['"'] = t['{'] = t['}'] = t['['] = t[']'] = true;
+        return t;
+    }();
+    int64_t m_depth = 0;
+    bool m_started = false;
+    bool m_inString = false;
+    bool m_stringOnly = false;
+    bool m_scalar = false;
+};
+
+bool iequals(std::string_view a, std::string_view b)
+{
+    if (a.size() != b.size())
+        return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+        char x = a[i], y = b[i];
+        if (x >= 'A' && x <= 'Z')
+            x = static_cast<char>(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z')
+            y = static_cast<char>(y - 'A' + 'a');
+        if (x != y)
+            return false;
+    }
+    return true;
+}
+
+bool icontains(std::string_view hay, std::string_view needle)
+{
+    if (needle.size() > hay.size())
+        return false;
+    for (size_t i = 0; i + needle.size() <= hay.size(); ++i)
+        if (iequals(hay.substr(i, needle.size()), needle))
+            return true;
+    return false;
+}
+
+std::string_view trimToken(std::string_view t)
+{
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\n' || t.back() == '\r' || t.back() == '\t'))
+        t.remove_suffix(1);
+    return t;
+}
+
+enum class EventClass : uint8_t { Host, Gpu, Skip };
+
+struct Event {
+    std::string_view name, ph, cat;
+    std::string_view pid, tid;   // raw tokens ("7", "\"CPU functions\"")
+    std::string_view ts, dur;    // raw tokens
+    std::string_view argName;    // args.name of metadata events
+    std::string_view collective, dtype;
+    int64_t extId = -1, device = -1, stream = -1, bytes = -1, inNelems = -1, outNelems = -1;
+    bool hasName = false, hasCommMeta = false;
+};
+
+} // namespace
+
+// Collective of a communication op or kernel, normalised so that "allreduce", "all_reduce",
+// "c10d::allreduce_", "gloo:all_reduce" and "ncclDevKernel_AllReduce_Sum_f32" agree.
+std::string_view normaliseCollective(std::string_view name)
+{
+    if (icontains(name, "allreduce") || icontains(name, "all_reduce"))
+        return "allreduce";
+    if (icontains(name, "reduce_scatter") || icontains(name, "reducescatter"))
+        return "reduce_scatter";
+    if (icontains(name, "allgather") || icontains(name, "all_gather"))
+        return "allgather";
+    if (icontains(name, "alltoall") || icontains(name, "all_to_all"))
+        return "alltoall";
+    if (icontains(name, "broadcast"))
+        return "broadcast";
+    if (icontains(name, "barrier"))
+        return "barrier";
+    if (icontains(name, "sendrecv") || icontains(name, "send") || icontains(name, "recv"))
+        return "p2p";
+    if (icontains(name, "reduce"))
+        return "reduce";
+    return "collective";
+}
+
+namespace {
+
+class KinetoParser {
+public:
+    KinetoParser(ByteSource& source, const ImportOptions& options, Interner& strings, RankTrace& out,
+                 const ProgressFn& progress)
+        : m_source(source), m_options(options), m_strings(strings), m_out(out), m_progress(progress)
+    {
+        m_buf.resize(kInitialBuffer + kPadding);
+    }
+
+    Status run();
+
+private:
+    enum class State { Start, ObjKey, ObjColon, ObjValue, ObjAfterValue, Item, AfterItem, Done };
+
+    // Buffer: bytes [0, m_len) are valid; m_pos is the scan position. refill() keeps
+    // [keep, m_len), moves it to the front and reads more; returns the shift applied.
+    size_t refill(size_t keep);
+    int peekNonWs();
+    bool scanValue(size_t* start, size_t* end);
+    Status structuralError(const std::string& what);
+    Status finish();
+    void onTopValue(std::string_view key, std::string_view text);
+    void onEvent(const char* p, size_t n);
+    void addEvent(const Event& e);
+    uint32_t laneFor(EventClass cls, const Event& e);
+    size_t addSpan(uint32_t lane, TimeNs start, TimeNs end, StringId name, SpanKind kind, int64_t bytes);
+    void addHostSpan(uint32_t lane, TimeNs start, TimeNs end, std::string_view name, const Event& e);
+    void diag(std::string_view kind, std::string_view message, Severity s = Severity::Warning)
+    {
+        m_out.diagnostics.add(kind, s, message);
+    }
+
+    ByteSource& m_source;
+    const ImportOptions& m_options;
+    Interner& m_strings;
+    RankTrace& m_out;
+    const ProgressFn& m_progress;
+
+    std::vector<char> m_buf;
+    size_t m_len = 0;
+    size_t m_pos = 0;
+    bool m_eof = false;
+    int64_t m_bufOffset = 0; // input offset of m_buf[0]
+    int64_t m_lastProgress = 0;
+    bool m_topArray = false;
+    std::string m_key;
+    od::parser m_parser;
+
+    std::optional<int64_t> m_baseNs;
+    std::string m_laneKey;
+    struct Hash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> m_laneByKey;
+    std::vector<std::pair<std::string, std::string>> m_laneTokens; // (pid, tid) per host lane
+    std::unordered_map<std::string, std::string> m_threadNames;  // "pid\x1ftid" -> name
+    std::unordered_map<std::string, std::string> m_processNames; // pid -> name
+    struct Open {
+        TimeNs start;
+        std::string name;
+        Event e; // views into the event text are not kept: only scalar fields are used
+    };
+    std::unordered_map<uint32_t, std::vector<Open>> m_open; // B events per lane
+    // External-id links: comm CPU ops by their External id, kernels waiting to be classified.
+    struct CommOp {
+        int64_t bytes;
+        StringId collective;
+    };
+    std::unordered_map<int64_t, CommOp> m_commOps;
+    std::vector<std::pair<size_t, int64_t>> m_kernelsWithExtId;
+    std::unordered_set<int32_t> m_stepsSeen;
+    int64_t m_eventsTotal = 0;
+};
+
+size_t KinetoParser::refill(size_t keep)
+{
+    const size_t kept = m_len - keep;
+    const size_t capacity = m_buf.size() - kPadding;
+    if (keep > 0) {
+        std::memmove(m_buf.data(), m_buf.data() + keep, kept);
+    } else if (kept == capacity) {
+        // One value larger than the buffer: grow (bounded by the input itself).
+        m_buf.resize(capacity * 2 + kPadding);
+    }
+    m_len = kept;
+    m_pos -= keep;
+    m_bufOffset += static_cast<int64_t>(keep);
+    const size_t room = m_buf.size() - kPadding - m_len;
+    const size_t n = m_eof ? 0 : m_source.read(m_buf.data() + m_len, room);
+    if (n == 0)
+        m_eof = true;
+    m_len += n;
+    m_out.bytes += static_cast<int64_t>(n);
+    std::memset(m_buf.data() + m_len, 0, kPadding);
+    if (m_progress && m_source.consumed() - m_lastProgress >= (16 << 20)) {
+        m_lastProgress = m_source.consumed();
+        m_progress(m_lastProgress);
+    }
+    return keep;
+}
+
+int KinetoParser::peekNonWs()
+{
+    for (;;) {
+        while (m_pos < m_len) {
+            const char c = m_buf[m_pos];
+            if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+                ++m_pos;
+            else
+                return static_cast<unsigned char>(c);
+        }
+        if (m_eof)
+            return -1;
+        refill(m_pos);
+    }
+}
+
+bool KinetoParser::scanValue(size_t* start, size_t* end)
+{
+    ValueScanner scanner;
+    size_t begin = m_pos;
+    size_t i = m_pos;
+    for (;;) {
+        if (i < m_len && scanner.feed(m_buf.data(), m_len, i)) {
+            *start = begin;
+            *end = i;
+            m_pos = i;
+            return true;
+        }
+        if (m_eof) {
+            if (scanner.scalar() && i > begin) { // a number that ends the file
+                *start = begin;
+                *end = i;
+                m_pos = i;
+                return true;
+            }
+            return false;
+        }
+        m_pos = i;
+        const size_t shift = refill(begin);
+        begin -= shift;
+        i -= shift;
+    }
+}
+
+Status KinetoParser::structuralError(const std::string& what)
+{
+    const int64_t offset = m_bufOffset + static_cast<int64_t>(m_pos);
+    const std::string message = what + " at byte " + std::to_string(offset);
+    if (m_out.events == 0)
+        return fail("not a valid trace-event JSON file: " + message);
+    m_out.diagnostics.add("malformed JSON (import stopped)", Severity::Error, message);
+    return {};
+}
+
+Status KinetoParser::run()
+{
+    refill(0);
+    if (m_len >= 3 && std::memcmp(m_buf.data(), "\xEF\xBB\xBF", 3) == 0)
+        m_pos = 3; // UTF-8 byte order mark
+    State state = State::Start;
+    while (state != State::Done) {
+        const int c = peekNonWs();
+        if (c < 0) {
+            if (!m_source.error().empty())
+                return structuralError(m_source.error());
+            if (state == State::Start)
+                return fail("empty file: no JSON trace in it");
+            if (m_out.events == 0)
+                return fail("truncated trace-event JSON: the file ends before any event");
+            m_out.diagnostics.add("truncated input", Severity::Error,
+                                  "the file ends inside the JSON document; events up to there were imported");
+            break;
+        }
+        switch (state) {
+        case State::Start:
+            ++m_pos;
+            if (c == '{') {
+                state = State::ObjKey;
+            } else if (c == '[') {
+                m_topArray = true;
+                state = State::Item;
+            } else {
+                return fail("not a trace-event JSON file: it starts with neither '{' nor '['");
+            }
+            break;
+        case State::ObjKey: {
+            if (c == '}') {
+                ++m_pos;
+                state = State::Done;
+                break;
+            }
+            if (c != '"')
+                return structuralError("expected a key string in the top-level object");
+            size_t s = 0, e = 0;
+            if (!scanValue(&s, &e))
+                continue; // EOF: reported at the top of the loop
+            m_key.assign(m_buf.data() + s + 1, e - s - 2);
+            state = State::ObjColon;
+            break;
+        }
+        case State::ObjColon:
+            if (c != ':')
+                return structuralError("expected ':' after a key");
+            ++m_pos;
+            state = State::ObjValue;
+            break;
+        case State::ObjValue: {
+            if (m_key == "traceEvents" && c == '[') {
+                ++m_pos;
+                state = State::Item;
+                break;
+            }
+            size_t s = 0, e = 0;
+            if (!scanValue(&s, &e))
+                continue;
+            onTopValue(m_key, std::string_view(m_buf.data() + s, e - s));
+            state = State::ObjAfterValue;
+            break;
+        }
+        case State::ObjAfterValue:
+            ++m_pos;
+            if (c == ',')
+                state = State::ObjKey;
+            else if (c == '}')
+                state = State::Done;
+            else
+                return structuralError("expected ',' or '}' in the top-level object");
+            break;
+        case State::Item: {
+            if (c == ']') {
+                ++m_pos;
+                state = m_topArray ? State::Done : State::ObjAfterValue;
+                break;
+            }
+            size_t s = 0, e = 0;
+            if (!scanValue(&s, &e))
+                continue;
+            if (c == '{')
+                onEvent(m_buf.data() + s, e - s);
+            else
+                diag("event is not an object", "an element of traceEvents is not a JSON object");
+            state = State::AfterItem;
+            break;
+        }
+        case State::AfterItem:
+            ++m_pos;
+            if (c == ',')
+                state = State::Item;
+            else if (c == ']')
+                state = m_topArray ? State::Done : State::ObjAfterValue;
+            else
+                return structuralError("expected ',' or ']' between events");
+            break;
+        case State::Done: break;
+        }
+    }
+    return finish();
+}
+
+void KinetoParser::onTopValue(std::string_view key, std::string_view text)
+{
+    if (key == "traceEvents") {
+        diag("traceEvents is not an array", "the traceEvents member is not an array; no events in it",
+             Severity::Error);
+        return;
+    }
+    if (key != "distributedInfo" && key != "baseTimeNanoseconds")
+        return;
+    simdjson::padded_string padded(text);
+    od::document doc;
+    if (m_parser.iterate(padded).get(doc)) {
+        diag("malformed metadata", "a top-level member could not be parsed");
+        return;
+    }
+    if (key == "baseTimeNanoseconds") {
+        std::string_view tok;
+        int64_t base = 0;
+        if (doc.raw_json_token().get(tok) || parseInteger(trimToken(tok), &base) != NumberParse::Ok || base < 0) {
+            diag("malformed metadata", "baseTimeNanoseconds is not a non-negative integer");
+            return;
+        }
+        m_baseNs = base;
+        return;
+    }
+    od::object obj;
+    if (doc.get_object().get(obj)) {
+        diag("malformed metadata", "distributedInfo is not an object");
+        return;
+    }
+    for (auto fieldResult : obj) {
+        od::field field;
+        if (std::move(fieldResult).get(field))
+            break;
+        std::string_view k;
+        if (field.unescaped_key().get(k))
+            break;
+        if (k == "rank" || k == "world_size") {
+            int64_t v = 0;
+            std::string_view tok;
+            od::value fv = field.value();
+            tok = fv.raw_json_token();
+            if (parseInteger(trimToken(tok), &v) != NumberParse::Ok
+                || v < 0 || v > 1'000'000) {
+                diag("malformed metadata", "distributedInfo rank/world_size is not a sensible integer");
+                continue;
+            }
+            (k == "rank" ? m_out.rank : m_out.worldSize) = static_cast<int>(v);
+        } else if (k == "backend") {
+            std::string_view b;
+            if (!field.value().get_string().get(b))
+                m_out.backend = std::string(b);
+        }
+    }
+}
+
+void KinetoParser::onEvent(const char* p, size_t n)
+{
+    ++m_out.events;
+    const size_t capacity = static_cast<size_t>(m_buf.data() + m_buf.size() - p);
+    od::document doc;
+    od::object obj;
+    if (m_parser.iterate(p, n, capacity).get(doc) || doc.get_object().get(obj)) {
+        diag("malformed event", "an event could not be parsed as a JSON object");
+        return;
+    }
+    Event e;
+    bool bad = false;
+    for (auto fieldResult : obj) {
+        od::field field;
+        if (std::move(fieldResult).get(field)) {
+            bad = true;
+            break;
+        }
+        od::raw_json_string key = field.key();
+        od::value v = field.value();
+        if (key == "ph") {
+            if (v.get_string().get(e.ph))
+                e.ph = "?";
+        } else if (key == "name") {
+            if (v.get_string().get(e.name)) {
+                diag("wrong type", "an event's name is not a string");
+                e.name = "?";
+            }
+            e.hasName = true;
+        } else if (key == "ts") {
+            e.ts = v.raw_json_token();
+        } else if (key == "dur") {
+            e.dur = v.raw_json_token();
+        } else if (key == "cat") {
+            if (v.get_string().get(e.cat))
+                e.cat = {};
+        } else if (key == "pid") {
+            e.pid = v.raw_json_token();
+        } else if (key == "tid") {
+            e.tid = v.raw_json_token();
+        } else if (key == "args") {
+            od::object args;
+            if (v.get_object().get(args))
+                continue; // args of another type: nothing we use
+            for (auto argResult : args) {
+                od::field arg;
+                if (std::move(argResult).get(arg)) {
+                    bad = true;
+                    break;
+                }
+                od::raw_json_string ak = arg.key();
+                std::string_view tok;
+                auto intArg = [&](int64_t* out) {
+                    od::value av = arg.value();
+                    if (parseInteger(trimToken(av.raw_json_token()), out) != NumberParse::Ok)
+                        *out = -1;
+                };
+                if (ak == "External id")
+                    intArg(&e.extId);
+                else if (ak == "device")
+                    intArg(&e.device);
+                else if (ak == "stream")
+                    intArg(&e.stream);
+                else if (ak == "bytes")
+                    intArg(&e.bytes);
+                else if (ak == "In msg nelems" || ak == "In msg size")
+                    intArg(&e.inNelems);
+                else if (ak == "Out msg nelems" || ak == "Out msg size")
+                    intArg(&e.outNelems);
+                else if (ak == "Collective name") {
+                    e.hasCommMeta = true;
+                    if (arg.value().get_string().get(e.collective))
+                        e.collective = {};
+                } else if (ak == "dtype") {
+                    if (arg.value().get_string().get(e.dtype))
+                        e.dtype = {};
+                } else if (ak == "Process Group Name" || ak == "Process Group Ranks" || ak == "Group size") {
+                    e.hasCommMeta = true;
+                } else if (ak == "name") {
+                    if (arg.value().get_string().get(e.argName))
+                        e.argName = {};
+                }
+            }
+        }
+        if (bad)
+            break;
+    }
+    if (bad) {
+        diag("malformed event", "an event could not be parsed as a JSON object");
+        return;
+    }
+    addEvent(e);
+}
+
+uint32_t KinetoParser::laneFor(EventClass cls, const Event& e)
+{
+    // Key: class + the identifying numbers. GPU lanes by (device, stream) from args when
+    // present (Kineto puts them there), else by (pid, tid) which Kineto sets to the same.
+    m_laneKey.clear();
+    int64_t device = e.device, stream = e.stream;
+    if (cls == EventClass::Gpu) {
+        if (device < 0 && parseInteger(trimToken(e.pid), &device) != NumberParse::Ok)
+            device = 0;
+        if (stream < 0 && parseInteger(trimToken(e.tid), &stream) != NumberParse::Ok)
+            stream = 0;
+        m_laneKey.push_back('g');
+        m_laneKey.append(std::to_string(device));
+        m_laneKey.push_back('/');
+        m_laneKey.append(std::to_string(stream));
+    } else {
+        m_laneKey.push_back('h');
+        m_laneKey.append(trimToken(e.pid));
+        m_laneKey.push_back('\x1f');
+        m_laneKey.append(trimToken(e.tid));
+    }
+    auto it = m_laneByKey.find(m_laneKey);
+    if (it != m_laneByKey.end())
+        return it->second;
+    const auto index = static_cast<uint32_t>(m_out.lanes.size());
+    RawLane lane;
+    if (cls == EventClass::Gpu) {
+        lane.kind = LaneKind::GpuStream;
+        lane.device = static_cast<int32_t>(std::clamp<int64_t>(device, -1, INT32_MAX));
+        lane.stream = stream;
+        lane.name = "gpu " + std::to_string(device) + " stream " + std::to_string(stream);
+    } else {
+        lane.kind = LaneKind::HostThread;
+        int64_t tid = 0;
+        lane.stream = parseInteger(trimToken(e.tid), &tid) == NumberParse::Ok ? tid : static_cast<int64_t>(index);
+        lane.name = "thread " + std::string(trimToken(e.tid));
+    }
+    m_out.lanes.push_back(std::move(lane));
+    m_laneTokens.emplace_back(std::string(trimToken(e.pid)), std::string(trimToken(e.tid)));
+    m_laneByKey.emplace(m_laneKey, index);
+    return index;
+}
+
+size_t KinetoParser::addSpan(uint32_t lane, TimeNs start, TimeNs end, StringId name, SpanKind kind, int64_t bytes)
+{
+    Span s;
+    s.start = start;
+    s.end = end;
+    s.lane = LaneId{lane};
+    s.name = name;
+    s.kind = kind;
+    s.bytes = std::max<int64_t>(bytes, 0);
+    m_out.spans.push_back(s);
+    return m_out.spans.size() - 1;
+}
+
+bool isCommOpName(std::string_view n)
+{
+    return n == "record_param_comms" || n.starts_with("c10d::") || n.starts_with("gloo:")
+        || n.starts_with("nccl:") || n.starts_with("ProcessGroupNCCL::") || n.starts_with("ProcessGroupGloo::");
+}
+
+int64_t commBytes(const Event& e)
+{
+    const int64_t nelems = e.inNelems >= 0 ? e.inNelems : e.outNelems;
+    if (nelems < 0)
+        return 0;
+    const int size = dtypeSize(e.dtype);
+    const int64_t elem = size > 0 ? size : 4; // float32 when the dtype is not recorded
+    return nelems > INT64_MAX / elem ? INT64_MAX : nelems * elem;
+}
+
+void KinetoParser::addHostSpan(uint32_t lane, TimeNs start, TimeNs end, std::string_view name, const Event& e)
+{
+    SpanKind kind = SpanKind::CpuOp;
+    int64_t bytes = 0;
+    const bool comm = e.hasCommMeta || isCommOpName(name);
+    if (name.starts_with("ProfilerStep#")) {
+        kind = SpanKind::Other;
+        int64_t n = 0;
+        if (parseInteger(name.substr(13), &n) == NumberParse::Ok && n >= 0 && n <= INT32_MAX) {
+            if (m_stepsSeen.insert(static_cast<int32_t>(n)).second) {
+                Step st;
+                st.step = static_cast<int32_t>(n);
+                st.start = start;
+                st.end = end;
+                m_out.steps.push_back(st);
+            } else {
+                diag("duplicate step", "a ProfilerStep#N appears more than once; the first one is the step");
+            }
+        } else {
+            diag("malformed step name", "a ProfilerStep# event without a step number");
+        }
+    } else if (comm) {
+        kind = SpanKind::Comm;
+        bytes = commBytes(e);
+    } else if (name.starts_with("DistributedDataParallel.forward") || name.starts_with("## forward")) {
+        kind = SpanKind::Forward;
+    } else if (name.starts_with("Optimizer.")) {
+        kind = SpanKind::Optimizer;
+    } else if (name.starts_with("enumerate(DataLoader)")) {
+        kind = SpanKind::DataLoad;
+    } else if (!e.cat.empty() && (iequals(e.cat, "Trace") || iequals(e.cat, "overhead"))) {
+        kind = SpanKind::Other;
+    }
+    const size_t index = addSpan(lane, start, end, m_strings.intern(name), kind, bytes);
+    if (kind == SpanKind::Comm) {
+        const StringId collective =
+            m_strings.intern(normaliseCollective(e.collective.empty() ? name : e.collective));
+        m_out.collective.emplace(index, collective);
+        if (e.extId >= 0)
+            m_commOps[e.extId] = CommOp{bytes, collective};
+    }
+}
+
+void KinetoParser::addEvent(const Event& e)
+{
+    if (e.ph.empty()) {
+        diag("missing ph", "an event without a phase (ph) was skipped");
+        return;
+    }
+    const char ph = e.ph.size() == 1 ? e.ph[0] : '?';
+    if (ph == 'M') {
+        if (e.argName.empty())
+            return;
+        if (e.name == "thread_name")
+            m_threadNames[std::string(trimToken(e.pid)) + '\x1f' + std::string(trimToken(e.tid))] = std::string(e.argName);
+        else if (e.name == "process_name")
+            m_processNames[std::string(trimToken(e.pid))] = std::string(e.argName);
+        return;
+    }
+    switch (ph) {
+    case 'X':
+    case 'B':
+    case 'E': break;
+    case 's': case 'f': case 't': // flows (CPU op → kernel arrows): External id carries the link
+    case 'i': case 'I': case 'C': case 'b': case 'e': case 'n': case 'P': case 'O': case 'N': case 'D':
+    case 'R': case 'c':
+        m_out.diagnostics.add("ignored event phase", Severity::Info,
+                              "instant, counter, flow, async and object events are not imported");
+        return;
+    default:
+        diag("unknown phase", "an event with an unknown phase (ph) was skipped");
+        return;
+    }
+    // Which lane family.
+    EventClass cls = EventClass::Host;
+    SpanKind gpuKind = SpanKind::Kernel;
+    if (!e.cat.empty()) {
+        if (iequals(e.cat, "kernel")) {
+            cls = EventClass::Gpu;
+        } else if (iequals(e.cat, "gpu_memcpy") || iequals(e.cat, "memcpy")) {
+            cls = EventClass::Gpu;
+            gpuKind = SpanKind::Memcpy;
+        } else if (iequals(e.cat, "gpu_memset") || iequals(e.cat, "memset")) {
+            cls = EventClass::Gpu;
+            gpuKind = SpanKind::Memset;
+        } else if (iequals(e.cat, "gpu_user_annotation")) {
+            cls = EventClass::Gpu;
+            gpuKind = SpanKind::Other;
+        } else if (iequals(e.cat, "python_function") && !m_options.includePythonFunctions) {
+            m_out.diagnostics.add("python_function events skipped", Severity::Info,
+                                  "python_function events are skipped (ImportOptions::includePythonFunctions)");
+            return;
+        }
+    }
+    int64_t ts = 0;
+    if (e.ts.empty()) {
+        diag("missing ts", "an event without a timestamp (ts) was skipped");
+        return;
+    }
+    switch (parseMicrosToNs(e.ts, &ts)) {
+    case NumberParse::Ok: break;
+    case NumberParse::NotNumber: diag("wrong type", "an event's ts is not a number; skipped"); return;
+    case NumberParse::OutOfRange: diag("timestamp out of range", "a ts or dur does not fit in int64 ns; skipped"); return;
+    }
+    const uint32_t lane = laneFor(cls, e);
+    if (ph == 'B') {
+        m_open[lane].push_back(Open{ts, std::string(e.hasName ? e.name : "?"), {}});
+        auto& o = m_open[lane].back();
+        o.e.hasCommMeta = e.hasCommMeta;
+        o.e.inNelems = e.inNelems;
+        o.e.outNelems = e.outNelems;
+        o.e.extId = e.extId;
+        o.e.cat = iequals(e.cat, "Trace") ? "Trace" : "";
+        return;
+    }
+    if (ph == 'E') {
+        auto it = m_open.find(lane);
+        if (it == m_open.end() || it->second.empty()) {
+            diag("unmatched B/E", "an end (E) event without a matching begin (B) was skipped");
+            return;
+        }
+        Open o = std::move(it->second.back());
+        it->second.pop_back();
+        if (ts < o.start) {
+            diag("negative duration", "an event ends before it starts; skipped");
+            return;
+        }
+        if (cls == EventClass::Gpu)
+            addSpan(lane, o.start, ts, m_strings.intern(o.name), gpuKind, 0);
+        else
+            addHostSpan(lane, o.start, ts, o.name, o.e);
+        return;
+    }
+    // 'X'
+    if (e.dur.empty()) {
+        diag("missing dur", "a complete (X) event without a duration (dur) was skipped");
+        return;
+    }
+    int64_t dur = 0;
+    switch (parseMicrosToNs(e.dur, &dur)) {
+    case NumberParse::Ok: break;
+    case NumberParse::NotNumber: diag("wrong type", "an event's dur is not a number; skipped"); return;
+    case NumberParse::OutOfRange: diag("timestamp out of range", "a ts or dur does not fit in int64 ns; skipped"); return;
+    }
+    if (dur < 0) {
+        diag("negative duration", "an event ends before it starts; skipped");
+        return;
+    }
+    int64_t end = 0;
+    if (__builtin_add_overflow(ts, dur, &end)) {
+        diag("timestamp out of range", "a ts or dur does not fit in int64 ns; skipped");
+        return;
+    }
+    if (!e.hasName)
+        diag("missing name", "an event without a name was imported as \"?\"", Severity::Info);
+    const std::string_view name = e.hasName ? e.name : std::string_view("?");
+    if (cls == EventClass::Host) {
+        addHostSpan(lane, ts, end, name, e);
+        return;
+    }
+    SpanKind kind = gpuKind;
+    int64_t bytes = gpuKind == SpanKind::Memcpy || gpuKind == SpanKind::Memset ? e.bytes : 0;
+    bool comm = false;
+    if (gpuKind == SpanKind::Kernel
+        && (e.hasCommMeta || name.starts_with("nccl") || name.starts_with("ncclKernel_")
+            || name.starts_with("ncclDevKernel_"))) {
+        // Metadata first; the nccl name prefix is the fallback for traces without it.
+        comm = true;
+        kind = SpanKind::CommKernel;
+        bytes = commBytes(e);
+    }
+    const size_t index = addSpan(lane, ts, end, m_strings.intern(name), kind, bytes);
+    if (comm) {
+        const StringId collective =
+            m_strings.intern(normaliseCollective(e.collective.empty() ? name : e.collective));
+        m_out.collective.emplace(index, collective);
+    } else if (gpuKind == SpanKind::Kernel && e.extId >= 0) {
+        m_kernelsWithExtId.emplace_back(index, e.extId);
+    }
+}
+
+Status KinetoParser::finish()
+{
+    if (m_progress)
+        m_progress(m_source.consumed());
+    for (auto& [lane, stack] : m_open)
+        if (!stack.empty())
+            m_out.diagnostics.add("unmatched B/E", Severity::Warning,
+                                  "a begin (B) event without a matching end (E) was skipped",
+                                  static_cast<int64_t>(stack.size()));
+    // A kernel launched by a communication op (same External id) is a communication kernel:
+    // the way NCCL kernels are found when their names are not the usual ones.
+    for (const auto& [index, extId] : m_kernelsWithExtId) {
+        auto it = m_commOps.find(extId);
+        if (it == m_commOps.end())
+            continue;
+        Span& s = m_out.spans[index];
+        s.kind = SpanKind::CommKernel;
+        s.bytes = it->second.bytes;
+        m_out.collective.emplace(index, it->second.collective);
+    }
+    // Newer Kineto writes ts relative to baseTimeNanoseconds (found after traceEvents).
+    if (m_baseNs && *m_baseNs != 0) {
+        const int64_t base = *m_baseNs;
+        size_t kept = 0;
+        std::vector<size_t> remap;
+        bool dropped = false;
+        for (size_t i = 0; i < m_out.spans.size(); ++i) {
+            Span s = m_out.spans[i];
+            if (__builtin_add_overflow(s.start, base, &s.start) || __builtin_add_overflow(s.end, base, &s.end)) {
+                diag("timestamp out of range", "a ts or dur does not fit in int64 ns; skipped");
+                dropped = true;
+                continue;
+            }
+            m_out.spans[kept++] = s;
+            if (dropped) {
+                // Rare: keep the collective side table aligned with the compacted spans.
+                auto it = m_out.collective.find(i);
+                if (it != m_out.collective.end()) {
+                    const StringId c = it->second;
+                    m_out.collective.erase(it);
+                    m_out.collective[kept - 1] = c;
+                }
+            }
+        }
+        m_out.spans.resize(kept);
+        std::erase_if(m_out.steps, [&](Step& st) {
+            return __builtin_add_overflow(st.start, base, &st.start) || __builtin_add_overflow(st.end, base, &st.end);
+        });
+    }
+    for (size_t i = 0; i < m_out.lanes.size(); ++i) {
+        if (m_out.lanes[i].kind != LaneKind::HostThread)
+            continue;
+        const auto& [pid, tid] = m_laneTokens[i];
+        auto it = m_threadNames.find(pid + '\x1f' + tid);
+        if (it != m_threadNames.end() && !it->second.empty())
+            m_out.lanes[i].name = it->second;
+        int64_t pidValue = 0;
+        if (m_out.pid == 0 && parseInteger(pid, &pidValue) == NumberParse::Ok)
+            m_out.pid = pidValue;
+    }
+    if (m_out.events == 0 && m_out.spans.empty())
+        m_out.diagnostics.add("empty trace", Severity::Warning, "the trace holds no events");
+    return {};
+}
+
+} // namespace
+
+Status parseKineto(ByteSource& source, const ImportOptions& options, Interner& strings, RankTrace& out,
+                   const ProgressFn& progress)
+{
+    out.source = "kineto";
+    KinetoParser parser(source, options, strings, out, progress);
+    return parser.run();
+}
+
+} // namespace lockstep::core::detail

@@ -40,7 +40,11 @@ struct ImportOptions {
     bool overwrite = false;          // replace an existing output file (CLI --force)
     std::string runName;             // defaults to the output file's stem
     bool includePythonFunctions = false; // "python_function" events: many, and rarely useful
-    int warmupSteps = 3;             // RunConfig::warmupSteps of the imported run
+    // RunConfig::warmupSteps of the imported run (steps numbered below it are warm-up). When
+    // unset: the first imported step number + 1, i.e. only the first profiled step, which
+    // carries the profiler's own start-up cost, is excluded (profilers usually record steps that
+    // are already past the job's warm-up, numbered from wherever the schedule started).
+    std::optional<int> warmupSteps;
 };
 
 struct ImportStats {
