@@ -85,7 +85,8 @@ QString formatTickLabel(core::TimeNs t, core::TimeNs tickStep)
 {
     if (t == 0)
         return QStringLiteral("0");
-    const Unit u = unitFor(static_cast<double>(tickStep) * 5);
+    // The unit of twice the major spacing: 500 µs majors read as 0.5, 1, 1.5 ms.
+    const Unit u = unitFor(static_cast<double>(tickStep) * 10);
     // Enough decimals to tell neighbouring major ticks apart.
     int decimals = 0;
     for (double s = static_cast<double>(tickStep) * 5 / u.scale; s < 1 - 1e-9 && decimals < 9; s *= 10)

@@ -853,10 +853,15 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* event)
     if (!it) {
         select({});
     } else if (it->count > 1) {
-        // A folded item: zoom until its spans are wide enough to be told apart.
+        // A folded item: zoom onto it. A fold that already fills much of the view (zoomed
+        // out, whole steps fold into one item) zooms 4x at the click instead, so every click
+        // makes progress.
         const TimelineRunModel& m = *d.models[it->run];
         const TimeNs len = std::max<TimeNs>(it->end - it->start, kMinViewNs);
-        setViewRange(m.toAligned(it->start) - len / 10, m.toAligned(it->start) + len + len / 10);
+        if (len * 3 > d.t1 - d.t0)
+            zoomBy(4.0, (pos.x() - kGutterWidth) / d.areaWidth(this));
+        else
+            setViewRange(m.toAligned(it->start) - len / 10, m.toAligned(it->start) + len + len / 10);
     } else {
         select(SpanRef{it->run, qint64(it->span)});
     }
