@@ -1,1 +1,388 @@
-// placeholder: filled in by its owner
+// The run database's schema: the ONE place it is declared, with a comment per column, and its
+// migration steps. Everything that opens a run file (writer, reader, validator) shares the
+// checks at the bottom of this file.
+//
+// Conventions
+//  - Times are int64 ns of CLOCK_REALTIME in the recording rank's own clock (never corrected on
+//    disk; RankInfo's offsets are stored beside them and RunReader::load applies them).
+//  - Strings that repeat millions of times (span and instant names) are interned in `strings`
+//    and referenced by id; id 0 is the empty string.
+//  - Enums: the hot tables (spans, instants) store small ints, the numeric values of SpanKind /
+//    InstantKind in types.h (one byte each on disk); the cold tables store the names from
+//    types.cpp (lanes.kind = laneKindName, run.status = runStatusName, diagnostics.severity =
+//    severityName) so that a person reading the file with the sqlite3 shell sees words.
+//  - "no step" / "no bucket" are stored as -1 (kNoStep, kNoBucket); a NaN loss as NULL.
+//
+// Versions (PRAGMA user_version; PRAGMA application_id = kApplicationId, "LKST")
+//  1  the base DDL below.
+//  2  lanes.max_dur_ns: the longest span of each lane, kept by the writer, so that a window
+//     query can bound its index range from below (a span overlapping [t0, t1) starts at or after
+//     t0 - max_dur). Migration adds the column and backfills it from spans.
+// A new file runs the base DDL and then every migration step: the path old files take is the
+// path every new file takes, so migrations cannot rot.
+#include "schema.h"
+
+#include "lockstep/core/run_db.h"
+
+#include <sys/stat.h>
+
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace lockstep::core {
+
+const int kSchemaVersion = 2;
+
+namespace schema {
+namespace {
+
+// Version 1. Kept exactly as first shipped: migrations start from it.
+constexpr const char* kBaseDdl = R"sql(
+-- Interned strings: span/instant names. id 0 is ''.
+CREATE TABLE strings (
+  id   INTEGER PRIMARY KEY,  -- StringId.v, dense from 0
+  text TEXT NOT NULL         -- the string
+);
+
+-- The run: exactly one row (id = 1), one column per RunConfig field.
+CREATE TABLE run (
+  id                     INTEGER PRIMARY KEY CHECK (id = 1),
+  name                   TEXT NOT NULL DEFAULT '',  -- shown in the browser
+  source                 TEXT NOT NULL DEFAULT 'lockstep', -- lockstep | kineto | nsys
+  model                  TEXT NOT NULL DEFAULT '',  -- mlp | transformer | convnet | imported
+  model_args             TEXT NOT NULL DEFAULT '',  -- e.g. "layers=8 width=1024"
+  world_size             INTEGER NOT NULL DEFAULT 1, -- number of ranks
+  backend                TEXT NOT NULL DEFAULT '',  -- gloo | nccl
+  device                 TEXT NOT NULL DEFAULT '',  -- cpu | cuda
+  bucket_cap_bytes       INTEGER NOT NULL DEFAULT 0, -- DDP bucket cap
+  first_bucket_cap_bytes INTEGER NOT NULL DEFAULT 0, -- cap of the first bucket
+  batch_per_rank         INTEGER NOT NULL DEFAULT 0, -- samples per rank per step
+  steps_planned          INTEGER NOT NULL DEFAULT 0, -- steps the run was asked to do
+  warmup_steps           INTEGER NOT NULL DEFAULT 3, -- excluded from steady-state metrics
+  optimizer              TEXT NOT NULL DEFAULT '',  -- sgd | adamw
+  compress               TEXT NOT NULL DEFAULT '',  -- none | fp16 | bf16
+  accumulate             INTEGER NOT NULL DEFAULT 1, -- gradient accumulation steps
+  link_gbps              REAL NOT NULL DEFAULT 0,   -- emulated link speed, 0 = not emulated
+  command_line           TEXT NOT NULL DEFAULT '',  -- how the run was started
+  host                   TEXT NOT NULL DEFAULT '',  -- host that launched it
+  created_ns             INTEGER NOT NULL DEFAULT 0, -- start of the run
+  ended_ns               INTEGER NOT NULL DEFAULT 0, -- end of the run, 0 while running
+  status                 TEXT NOT NULL DEFAULT 'running', -- runStatusName: running|completed|failed
+  failure_cause          TEXT NOT NULL DEFAULT ''   -- why it failed, '' otherwise
+);
+
+-- RunConfig::extra: anything else (fault injection, seeds, ...).
+CREATE TABLE config_extra (
+  key   TEXT PRIMARY KEY,  -- name
+  value TEXT NOT NULL      -- value as text
+);
+
+-- One row per rank, with its clock alignment to rank 0 (types.h RankInfo).
+CREATE TABLE ranks (
+  rank                INTEGER PRIMARY KEY, -- 0 .. world_size-1
+  host                TEXT NOT NULL DEFAULT '', -- host name
+  pid                 INTEGER NOT NULL DEFAULT 0, -- process id
+  device              TEXT NOT NULL DEFAULT '', -- "cpu", "cuda:0"
+  clock_offset_ns     INTEGER NOT NULL DEFAULT 0, -- rank 0's clock - this rank's, at sync start
+  clock_rtt_ns        INTEGER NOT NULL DEFAULT 0, -- round trip of the kept sample
+  clock_sync_start_ns INTEGER NOT NULL DEFAULT 0, -- local time of the start sample (0 = unknown)
+  clock_offset_end_ns INTEGER NOT NULL DEFAULT 0, -- offset at the end sample
+  clock_sync_end_ns   INTEGER NOT NULL DEFAULT 0  -- local time of the end sample (0 = none)
+);
+
+-- Timeline lanes: rank x kind/stream.
+CREATE TABLE lanes (
+  id     INTEGER PRIMARY KEY, -- LaneId.v, dense from 0
+  rank   INTEGER NOT NULL,    -- owning rank
+  kind   TEXT NOT NULL,       -- laneKindName: compute | comm | gpu_stream | host_thread
+  device INTEGER NOT NULL DEFAULT -1, -- GPU index for gpu_stream lanes, -1 otherwise
+  stream INTEGER NOT NULL DEFAULT -1, -- CUDA stream or host thread id, -1 if none
+  name   TEXT NOT NULL DEFAULT ''     -- shown in the timeline
+);
+
+-- Steps per rank. A step row is committed in the same transaction as the step's spans: readers
+-- use its presence to tell finished steps from the one still being written.
+CREATE TABLE steps (
+  rank     INTEGER NOT NULL, -- rank
+  step     INTEGER NOT NULL, -- step number from 0
+  start_ns INTEGER NOT NULL, -- step start (rank's clock)
+  end_ns   INTEGER NOT NULL, -- step end (rank's clock)
+  loss     REAL,             -- training loss, NULL if unknown
+  samples  INTEGER NOT NULL DEFAULT 0, -- samples this rank processed in this step
+  PRIMARY KEY (rank, step)
+) WITHOUT ROWID;
+
+-- Gradient buckets (the same on every rank).
+CREATE TABLE buckets (
+  idx    INTEGER PRIMARY KEY,      -- bucket index, launch order
+  bytes  INTEGER NOT NULL,         -- payload of its all-reduce
+  params TEXT NOT NULL DEFAULT ''  -- parameter names in packing order, joined by '\n'
+);
+
+-- Spans: the hot table (millions of rows). Clustered on its key: the (lane, start_ns) index IS
+-- the table (WITHOUT ROWID), so a window query is one range scan with no row lookups and an
+-- append is one b-tree insert. See run_db.cpp "Writer speed" for the measurements.
+CREATE TABLE spans (
+  lane     INTEGER NOT NULL, -- lanes.id
+  start_ns INTEGER NOT NULL, -- start (rank's clock)
+  seq      INTEGER NOT NULL, -- append order, makes the key unique (spans may share a start)
+  end_ns   INTEGER NOT NULL, -- end (rank's clock), >= start_ns
+  kind     INTEGER NOT NULL, -- SpanKind numeric value (types.h)
+  name     INTEGER NOT NULL, -- strings.id
+  step     INTEGER NOT NULL, -- step it belongs to, -1 = none
+  bucket   INTEGER NOT NULL, -- bucket index for collectives, -1 = none
+  bytes    INTEGER NOT NULL, -- payload of a collective or memcpy, 0 otherwise
+  PRIMARY KEY (lane, start_ns, seq)
+) WITHOUT ROWID;
+
+-- Instants: gradient-ready events and markers.
+CREATE TABLE instants (
+  lane   INTEGER NOT NULL, -- lanes.id
+  kind   INTEGER NOT NULL, -- InstantKind numeric value (0 = grad ready, 1 = marker)
+  name   INTEGER NOT NULL, -- strings.id (the parameter name for grad ready)
+  ts_ns  INTEGER NOT NULL, -- time (rank's clock)
+  step   INTEGER NOT NULL, -- step, -1 = none
+  bucket INTEGER NOT NULL  -- bucket of the parameter, -1 = none
+);
+CREATE INDEX instants_lane_ts ON instants (lane, ts_ns);
+
+-- Anomalies counted per kind (Perfetto's habit): never abort an import or a recording.
+CREATE TABLE diagnostics (
+  kind     TEXT PRIMARY KEY, -- e.g. "misplaced end event"
+  severity TEXT NOT NULL,    -- severityName: info | warning | error
+  count    INTEGER NOT NULL, -- occurrences
+  message  TEXT NOT NULL DEFAULT '' -- an example or explanation
+);
+
+INSERT INTO strings (id, text) VALUES (0, '');
+INSERT INTO run (id) VALUES (1);
+)sql";
+
+struct Migration {
+    int toVersion;
+    const char* sql;
+};
+
+// Each step takes the file from toVersion - 1 to toVersion, in one transaction.
+constexpr std::array<Migration, 1> kMigrations = {{
+    {2, R"sql(
+-- lanes.max_dur_ns: the longest span (end_ns - start_ns) of the lane, 0 if none. Kept by the
+-- writer (updated in the same transaction as the spans); window queries widen their lower bound
+-- on start_ns by it.
+ALTER TABLE lanes ADD COLUMN max_dur_ns INTEGER NOT NULL DEFAULT 0;
+UPDATE lanes SET max_dur_ns =
+  COALESCE((SELECT MAX(end_ns - start_ns) FROM spans WHERE spans.lane = lanes.id), 0);
+)sql"},
+}};
+
+uint32_t be32(const unsigned char* p)
+{
+    return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
+}
+
+bool fileExists(const std::string& path)
+{
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+// Percent-encodes a path for a file: URI (SQLite treats '?', '#' and '%' specially).
+std::string fileUri(const std::string& path)
+{
+    std::string uri = "file:";
+    for (unsigned char c : path) {
+        if (c == '?' || c == '#' || c == '%' || c < 0x20 || c >= 0x7f) {
+            char buf[4];
+            std::snprintf(buf, sizeof buf, "%%%02X", c);
+            uri += buf;
+        } else {
+            uri += static_cast<char>(c);
+        }
+    }
+    return uri + "?mode=ro";
+}
+
+} // namespace
+
+Status exec(sqlite3* db, const char* sql, const char* what)
+{
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+    if (rc != SQLITE_OK) {
+        std::string msg = std::string(what) + ": " + (err ? err : sqlite3_errstr(rc));
+        sqlite3_free(err);
+        if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB)
+            msg = std::string(what) + ": the run database is corrupt or truncated";
+        return fail(msg);
+    }
+    return {};
+}
+
+std::string sqliteError(sqlite3* db, int rc, const std::string& path, const char* what)
+{
+    const int primary = rc & 0xff;
+    if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB)
+        return path + ": the run database is corrupt or truncated (" + what + ")";
+    return path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+}
+
+Result<int> userVersion(sqlite3* db)
+{
+    sqlite3_stmt* st = nullptr;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, nullptr);
+    if (rc != SQLITE_OK)
+        return fail(sqliteError(db, rc, sqlite3_db_filename(db, "main"), "reading user_version"));
+    rc = sqlite3_step(st);
+    const int v = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+    sqlite3_finalize(st);
+    if (v < 0)
+        return fail(sqliteError(db, rc, sqlite3_db_filename(db, "main"), "reading user_version"));
+    return v;
+}
+
+Status createOrMigrate(sqlite3* db, int targetVersion)
+{
+    if (targetVersion < 0)
+        targetVersion = kSchemaVersion;
+    auto version = userVersion(db);
+    if (!version)
+        return std::unexpected(version.error());
+    int v = *version;
+    if (v > kSchemaVersion)
+        return fail("the run database has schema version " + std::to_string(v)
+                    + ", newer than this build's " + std::to_string(kSchemaVersion)
+                    + "; use a newer Lockstep");
+    if (v == 0) {
+        // A fresh file: base DDL, application_id and version 1 in one transaction.
+        std::string sql = "BEGIN;\n";
+        sql += kBaseDdl;
+        sql += "PRAGMA application_id = " + std::to_string(kApplicationId) + ";\n";
+        sql += "PRAGMA user_version = 1;\nCOMMIT;";
+        if (auto s = exec(db, sql.c_str(), "creating the schema"); !s) {
+            sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+            return s;
+        }
+        v = 1;
+    }
+    for (const Migration& m : kMigrations) {
+        if (m.toVersion <= v || m.toVersion > targetVersion)
+            continue;
+        std::string sql = "BEGIN;\n";
+        sql += m.sql;
+        sql += "PRAGMA user_version = " + std::to_string(m.toVersion) + ";\nCOMMIT;";
+        if (auto s = exec(db, sql.c_str(), "migrating the run database"); !s) {
+            sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+            return fail(s.error().message + " (to version " + std::to_string(m.toVersion) + ")");
+        }
+        v = m.toVersion;
+    }
+    return {};
+}
+
+// The SQLite file header (https://sqlite.org/fileformat.html#the_database_header) carries all we
+// need to refuse a file without letting SQLite near it: the magic string (0), page size (16),
+// change counter (24), page count (28, valid when 92 equals 24), user_version (60) and
+// application_id (68), all big-endian.
+Status checkHeader(const std::string& path, int* version)
+{
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        return fail(path + ": no such file");
+    if (S_ISDIR(st.st_mode))
+        return fail(path + ": is a directory, not a Lockstep run database");
+    if (st.st_size == 0)
+        return fail(path + ": the file is empty, not a Lockstep run database");
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        return fail(path + ": cannot be read (permission?)");
+    unsigned char h[100] = {};
+    in.read(reinterpret_cast<char*>(h), sizeof h);
+    const auto got = in.gcount();
+    static constexpr char kMagic[] = "SQLite format 3";
+    if (got < 16 || std::memcmp(h, kMagic, 16) != 0)
+        return fail(path + ": not a Lockstep run database (not an SQLite file)");
+    if (got < 100)
+        return fail(path + ": the run database is corrupt or truncated (header cut short)");
+    if (static_cast<int32_t>(be32(h + 68)) != kApplicationId)
+        return fail(path + ": an SQLite database, but not a Lockstep run database (application_id "
+                    + std::to_string(static_cast<int32_t>(be32(h + 68))) + ")");
+    const int v = static_cast<int32_t>(be32(h + 60));
+    if (v > kSchemaVersion)
+        return fail(path + ": the run database has schema version " + std::to_string(v)
+                    + ", newer than this build's " + std::to_string(kSchemaVersion)
+                    + "; open it with a newer Lockstep");
+    if (v < 1)
+        return fail(path + ": a Lockstep file without a schema version; not a run database");
+    uint32_t pageSize = (uint32_t(h[16]) << 8) | h[17];
+    if (pageSize == 1)
+        pageSize = 65536;
+    if (pageSize < 512 || (pageSize & (pageSize - 1)) != 0)
+        return fail(path + ": the run database is corrupt or truncated (bad page size)");
+    // While a writer is live the newest pages sit in the -wal file and a checkpoint may be
+    // growing the main file right now; the size check only holds for a file at rest.
+    const bool live = fileExists(path + "-wal");
+    const uint32_t pages = be32(h + 28);
+    if (!live && pages != 0 && be32(h + 24) == be32(h + 92)) {
+        const auto expected = static_cast<int64_t>(pages) * pageSize;
+        if (st.st_size < expected || st.st_size % pageSize != 0)
+            return fail(path + ": the run database is corrupt or truncated (" + std::to_string(st.st_size)
+                        + " bytes, the header says " + std::to_string(expected) + ")");
+    }
+    if (version)
+        *version = v;
+    return {};
+}
+
+Result<sqlite3*> openReadOnly(const std::string& path, int* version)
+{
+    int v = 0;
+    if (auto s = checkHeader(path, &v); !s)
+        return std::unexpected(s.error());
+    sqlite3* db = nullptr;
+    int rc = sqlite3_open_v2(fileUri(path).c_str(), &db,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+        std::string msg = sqliteError(db, rc, path, "opening");
+        sqlite3_close(db);
+        return fail(msg);
+    }
+    // Readers wait briefly for a checkpointing writer instead of failing with SQLITE_BUSY.
+    sqlite3_busy_timeout(db, 2000);
+    // The version and the tables, read through SQLite this time (page 1 may be newer in the WAL).
+    auto uv = userVersion(db);
+    if (!uv) {
+        sqlite3_close(db);
+        return fail(path + ": " + uv.error().message);
+    }
+    if (*uv > kSchemaVersion || *uv < 1) {
+        sqlite3_close(db);
+        return fail(path + ": unsupported run database schema version " + std::to_string(*uv));
+    }
+    sqlite3_stmt* st = nullptr;
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
+                            "('strings','run','config_extra','ranks','lanes','steps','buckets',"
+                            "'spans','instants','diagnostics')",
+                            -1, &st, nullptr);
+    int tables = -1;
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        tables = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (tables < 0) {
+        std::string msg = sqliteError(db, rc, path, "reading the schema");
+        sqlite3_close(db);
+        return fail(msg);
+    }
+    if (tables != 10) {
+        sqlite3_close(db);
+        return fail(path + ": not a Lockstep run database (tables missing)");
+    }
+    if (version)
+        *version = *uv;
+    return db;
+}
+
+} // namespace schema
+} // namespace lockstep::core

@@ -35,6 +35,11 @@ public:
     // Creates a new run database. CreateNew refuses an existing file.
     static Result<std::unique_ptr<RunWriter>> create(const std::string& path, const RunConfig& config,
                                                      Mode mode = Mode::CreateNew);
+    // Opens an existing run database to append to it (an importer adding to a run, a tool
+    // fixing its status). Refuses foreign, corrupt and newer files like validateRunFile; an
+    // older schema is migrated to kSchemaVersion first (the only path that changes a file's
+    // version: readers never do).
+    static Result<std::unique_ptr<RunWriter>> openExisting(const std::string& path);
     ~RunWriter();
     RunWriter(const RunWriter&) = delete;
     RunWriter& operator=(const RunWriter&) = delete;

@@ -1,0 +1,40 @@
+// Private to lockstep::core: the run database's schema (schema.cpp is the one place it is
+// declared), its migration steps, and the checks every opener shares.
+#pragma once
+
+#include "lockstep/core/result.h"
+
+#include <sqlite3.h>
+
+#include <string>
+
+namespace lockstep::core::schema {
+
+// Brings an open, writable connection to kSchemaVersion. On an empty database this creates the
+// whole schema (base DDL, then every migration step, the same path an old file takes), on an
+// older file it applies the missing steps, each in its own transaction together with the
+// user_version bump. `targetVersion` exists for tests that need a file of an older version.
+Status createOrMigrate(sqlite3* db, int targetVersion = -1);
+
+// The version this connection's file declares (PRAGMA user_version).
+Result<int> userVersion(sqlite3* db);
+
+// Executes SQL (no results), mapping errors to messages that name `what`.
+Status exec(sqlite3* db, const char* sql, const char* what);
+
+// A message for a failed SQLite call: corrupt/not-a-database codes become "corrupt or truncated".
+std::string sqliteError(sqlite3* db, int rc, const std::string& path, const char* what);
+
+// Header-level checks done before SQLite ever opens the file (so a foreign file is never touched
+// and no -wal/-shm appears next to it): exists, non-empty, SQLite magic, application_id,
+// user_version known to this build, file size consistent with the header's page count.
+// `version` receives the header's user_version.
+Status checkHeader(const std::string& path, int* version);
+
+// Opens `path` read-only (URI mode=ro) after checkHeader; verifies the tables readers need.
+Result<sqlite3*> openReadOnly(const std::string& path, int* version);
+
+// The lanes.max_dur_ns column exists from this version on; older files compute it on the fly.
+inline constexpr int kMaxDurVersion = 2;
+
+} // namespace lockstep::core::schema
