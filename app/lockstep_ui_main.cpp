@@ -1,1 +1,67 @@
-// placeholder
+// lockstep-ui: the desktop app. `lockstep-ui [RUN.db...]` opens runs;
+// `lockstep-ui --screenshot OUT.png [--view V] [--size WxH] RUN...` renders one page headless.
+#include "main_window.h"
+#include "screenshot.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QRegularExpression>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+int main(int argc, char** argv)
+{
+    // Screenshots must work without a display: pick the offscreen platform unless one was chosen.
+    bool screenshot = false;
+    for (int i = 1; i < argc; ++i)
+        if (std::strcmp(argv[i], "--screenshot") == 0 || std::strncmp(argv[i], "--screenshot=", 13) == 0)
+            screenshot = true;
+    if (screenshot && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
+
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName(QStringLiteral("Lockstep"));
+    QApplication::setApplicationName(QStringLiteral("lockstep-ui"));
+    QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral("Lockstep: see how DDP training overlaps communication with computation."));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    QCommandLineOption shotOpt("screenshot", "Render a view to OUT.png without a window and exit.", "OUT.png");
+    QCommandLineOption viewOpt("view", "View to render: timeline, charts, compare, browser, launch.", "view", "timeline");
+    QCommandLineOption sizeOpt("size", "Size of the rendered window, WxH.", "WxH", "1400x860");
+    QCommandLineOption wsOpt("workspace", "Workspace folder shown in the run browser.", "folder");
+    parser.addOptions({shotOpt, viewOpt, sizeOpt, wsOpt});
+    parser.addPositionalArgument("runs", "Run databases to open.", "[RUN.db...]");
+    parser.process(app);
+
+    if (parser.isSet(shotOpt)) {
+        lockstep::ui::ScreenshotOptions o;
+        o.output = parser.value(shotOpt);
+        o.view = parser.value(viewOpt).toLower();
+        o.runs = parser.positionalArguments();
+        o.workspace = parser.value(wsOpt);
+        const auto m = QRegularExpression(QStringLiteral("^(\\d+)x(\\d+)$")).match(parser.value(sizeOpt));
+        if (!m.hasMatch()) {
+            std::fprintf(stderr, "lockstep-ui: --size must be WxH, e.g. 1400x860\n");
+            return 2;
+        }
+        o.size = QSize(std::clamp(m.captured(1).toInt(), 320, 8192), std::clamp(m.captured(2).toInt(), 240, 8192));
+        QString error;
+        const int rc = lockstep::ui::renderScreenshot(o, &error);
+        if (rc != 0)
+            std::fprintf(stderr, "lockstep-ui: %s\n", qPrintable(error));
+        return rc;
+    }
+
+    lockstep::ui::MainWindow::Options options;
+    options.workspace = parser.value(wsOpt);
+    lockstep::ui::MainWindow window(options);
+    window.show();
+    if (!parser.positionalArguments().isEmpty())
+        window.openFiles(parser.positionalArguments(), true);
+    return app.exec();
+}

@@ -1,0 +1,122 @@
+// Compare page (see compare_page.h).
+#include "compare_page.h"
+
+#include "timeline/timeline_widget.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QListWidget>
+#include <QSet>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+namespace lockstep::ui {
+
+ComparePage::ComparePage(QWidget* parent)
+    : QWidget(parent)
+    , m_list(new QListWidget(this))
+    , m_timeline(new TimelineWidget(this))
+    , m_model(new CompareModel(this))
+    , m_table(new QTableView(this))
+    , m_hint(new QLabel(this))
+{
+    m_list->setToolTip(tr("Check two or more open runs to compare them"));
+    m_list->setMaximumWidth(260);
+    m_table->setModel(m_model);
+    m_table->verticalHeader()->hide();
+    m_table->verticalHeader()->setDefaultSectionSize(22);
+    m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_table->setAlternatingRowColors(true);
+    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->setToolTip(tr("Differences are relative to the first checked run; green is better, red worse"));
+    m_timeline->setFocusPolicy(Qt::StrongFocus);
+    m_hint->setText(tr("Open two or more runs (File > Open, or double-click in the Runs page) and check them here."));
+    m_hint->setWordWrap(true);
+
+    auto* left = new QWidget(this);
+    auto* leftLayout = new QVBoxLayout(left);
+    leftLayout->setContentsMargins(0, 0, 0, 0);
+    leftLayout->addWidget(new QLabel(tr("Runs to compare:"), left));
+    leftLayout->addWidget(m_list, 1);
+    leftLayout->addWidget(m_hint);
+
+    auto* right = new QSplitter(Qt::Vertical, this);
+    right->addWidget(m_timeline);
+    right->addWidget(m_table);
+    right->setStretchFactor(0, 3);
+    right->setStretchFactor(1, 2);
+
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    split->addWidget(left);
+    split->addWidget(right);
+    split->setStretchFactor(1, 1);
+    split->setSizes({200, 1000});
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addWidget(split);
+
+    connect(m_list, &QListWidget::itemChanged, this, [this](QListWidgetItem*) { refresh(); });
+}
+
+void ComparePage::setOpenRuns(std::vector<LoadedRunPtr> runs)
+{
+    QSet<QString> checked, known;
+    for (int i = 0; i < m_list->count(); ++i) {
+        known.insert(m_list->item(i)->data(Qt::UserRole).toString());
+        if (m_list->item(i)->checkState() == Qt::Checked)
+            checked.insert(m_list->item(i)->data(Qt::UserRole).toString());
+    }
+    m_open = std::move(runs);
+    QSignalBlocker block(m_list);
+    m_list->clear();
+    for (const auto& r : m_open) {
+        auto* item = new QListWidgetItem(r->label, m_list);
+        item->setData(Qt::UserRole, r->path);
+        item->setToolTip(r->path);
+        item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+        bool check = checked.contains(r->path);
+        if (!known.contains(r->path) && checked.size() < 2) {
+            check = true; // new runs join the comparison until two are compared
+            checked.insert(r->path);
+        }
+        item->setCheckState(check ? Qt::Checked : Qt::Unchecked);
+    }
+    block.unblock();
+    refresh();
+}
+
+void ComparePage::setChecked(const QStringList& paths)
+{
+    {
+        QSignalBlocker block(m_list);
+        for (int i = 0; i < m_list->count(); ++i) {
+            QListWidgetItem* item = m_list->item(i);
+            item->setCheckState(paths.contains(item->data(Qt::UserRole).toString()) ? Qt::Checked : Qt::Unchecked);
+        }
+    }
+    refresh();
+}
+
+void ComparePage::refresh()
+{
+    m_compared.clear();
+    for (int i = 0; i < m_list->count(); ++i)
+        if (m_list->item(i)->checkState() == Qt::Checked && size_t(i) < m_open.size())
+            m_compared.push_back(m_open[size_t(i)]);
+    std::vector<TimelineRun> timelineRuns;
+    std::vector<core::RunSummary> summaries;
+    QStringList labels;
+    for (const auto& r : m_compared) {
+        timelineRuns.push_back(TimelineRun{r->run, r->label});
+        summaries.push_back(r->summary);
+        labels << r->label;
+    }
+    m_timeline->setRuns(std::move(timelineRuns));
+    m_timeline->fitAll();
+    m_model->setRuns(std::move(summaries), labels);
+    m_table->resizeColumnsToContents();
+    m_hint->setVisible(m_compared.size() < 2);
+}
+
+} // namespace lockstep::ui

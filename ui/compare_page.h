@@ -1,0 +1,48 @@
+// The Compare page: two or more open runs stacked on one time axis (one TimelineWidget, so zoom
+// and pan are shared and steps aligned by the widget) and their metrics side by side.
+#pragma once
+
+#include "compare_model.h"
+#include "run_loader.h"
+
+#include <QWidget>
+
+#include <vector>
+
+class QListWidget;
+class QTableView;
+class QLabel;
+
+namespace lockstep::ui {
+
+class TimelineWidget;
+
+class ComparePage : public QWidget {
+    Q_OBJECT
+public:
+    explicit ComparePage(QWidget* parent = nullptr);
+    // The open runs the user can choose from; newly opened runs are checked while fewer than
+    // two are checked.
+    void setOpenRuns(std::vector<LoadedRunPtr> runs);
+    // Checks exactly the runs with these paths (in the open runs' order).
+    void setChecked(const QStringList& paths);
+    std::vector<LoadedRunPtr> comparedRuns() const { return m_compared; }
+
+    CompareModel* model() const { return m_model; }
+    QTableView* table() const { return m_table; }
+    TimelineWidget* timeline() const { return m_timeline; }
+    QListWidget* runList() const { return m_list; }
+
+private:
+    void refresh();
+
+    std::vector<LoadedRunPtr> m_open;
+    std::vector<LoadedRunPtr> m_compared;
+    QListWidget* m_list;
+    TimelineWidget* m_timeline;
+    CompareModel* m_model;
+    QTableView* m_table;
+    QLabel* m_hint;
+};
+
+} // namespace lockstep::ui

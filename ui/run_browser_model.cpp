@@ -1,0 +1,242 @@
+// Run browser scanning and model (see run_browser_model.h).
+#include "run_browser_model.h"
+
+#include "format.h"
+
+#include "lockstep/core/run_db.h"
+
+#include <QBrush>
+#include <QColor>
+#include <QDir>
+#include <QDirIterator>
+#include <QFileInfo>
+#include <QFutureWatcher>
+#include <QtConcurrent>
+
+#include <cmath>
+
+namespace lockstep::ui {
+
+BrowserEntry summarizeFile(const QString& path)
+{
+    BrowserEntry e;
+    const QFileInfo info(path);
+    e.path = info.absoluteFilePath();
+    e.fileName = info.fileName();
+    e.modified = info.lastModified();
+    e.created = e.modified;
+    auto run = core::loadRun(path.toStdString());
+    if (!run) {
+        e.error = QString::fromStdString(run.error().message);
+        return e;
+    }
+    e.summary = core::summarize(*run);
+    if (e.summary->name.empty())
+        e.summary->name = info.completeBaseName().toStdString();
+    if (run->config.createdNs > 0)
+        e.created = QDateTime::fromMSecsSinceEpoch(run->config.createdNs / 1'000'000);
+    return e;
+}
+
+QStringList runFilesIn(const QString& folder)
+{
+    QStringList out;
+    // Depth-limited walk: a sweep writes one folder of run files; recorder shard folders
+    // (named *shards*) hold partial files that belong to a run, not runs of their own.
+    std::function<void(const QDir&, int)> walk = [&](const QDir& dir, int depth) {
+        const auto files = dir.entryInfoList({"*.db", "*.sqlite"}, QDir::Files | QDir::Readable, QDir::Name);
+        for (const QFileInfo& f : files)
+            out << f.absoluteFilePath();
+        if (depth >= 2)
+            return;
+        const auto dirs = dir.entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name);
+        for (const QFileInfo& d : dirs) {
+            if (d.fileName().contains(QLatin1String("shard"), Qt::CaseInsensitive))
+                continue;
+            walk(QDir(d.absoluteFilePath()), depth + 1);
+        }
+    };
+    if (QFileInfo(folder).isDir())
+        walk(QDir(folder), 0);
+    return out;
+}
+
+namespace {
+
+std::vector<BrowserEntry> scanWithCache(const QString& folder, QMutex& mutex, QHash<QString, BrowserEntry>& cache)
+{
+    std::vector<BrowserEntry> out;
+    for (const QString& path : runFilesIn(folder)) {
+        const QDateTime modified = QFileInfo(path).lastModified();
+        {
+            QMutexLocker lock(&mutex);
+            auto it = cache.constFind(path);
+            if (it != cache.constEnd() && it->modified == modified) {
+                out.push_back(*it);
+                continue;
+            }
+        }
+        BrowserEntry e = summarizeFile(path);
+        {
+            QMutexLocker lock(&mutex);
+            cache.insert(path, e);
+        }
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+} // namespace
+
+WorkspaceScanner::WorkspaceScanner(QObject* parent)
+    : QObject(parent)
+    , m_cache(std::make_shared<Cache>())
+{
+    qRegisterMetaType<std::vector<BrowserEntry>>();
+}
+
+void WorkspaceScanner::scan(const QString& folder)
+{
+    const quint64 job = ++m_job;
+    ++m_running;
+    auto* watcher = new QFutureWatcher<std::vector<BrowserEntry>>(this);
+    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, job, folder] {
+        watcher->deleteLater();
+        --m_running;
+        if (job != m_job)
+            return; // a newer scan was started: its result replaces this one
+        emit scanFinished(folder, watcher->result());
+    });
+    auto cache = m_cache;
+    watcher->setFuture(QtConcurrent::run([cache, folder] {
+        return scanWithCache(folder, cache->mutex, cache->entries);
+    }));
+}
+
+std::vector<BrowserEntry> WorkspaceScanner::scanBlocking(const QString& folder)
+{
+    return scanWithCache(folder, m_cache->mutex, m_cache->entries);
+}
+
+RunBrowserModel::RunBrowserModel(QObject* parent)
+    : QAbstractTableModel(parent)
+{
+}
+
+void RunBrowserModel::setEntries(std::vector<BrowserEntry> entries)
+{
+    beginResetModel();
+    m_entries = std::move(entries);
+    endResetModel();
+}
+
+int RunBrowserModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_entries.size());
+}
+
+int RunBrowserModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant RunBrowserModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal)
+        return {};
+    if (role == Qt::DisplayRole) {
+        switch (section) {
+        case Name: return tr("Name");
+        case Model: return tr("Model");
+        case WorldSize: return tr("World");
+        case BucketCap: return tr("Bucket cap");
+        case Backend: return tr("Backend / device");
+        case Status: return tr("Status");
+        case StepTime: return tr("Step time");
+        case Overlap: return tr("Overlap");
+        case Exposed: return tr("Exposed comm");
+        case Date: return tr("Date");
+        }
+    }
+    if (role == Qt::ToolTipRole) {
+        switch (section) {
+        case StepTime: return tr("Mean step time over steady steps and ranks");
+        case Overlap: return tr("Overlapped / communication time over steady steps");
+        case Exposed: return tr("Mean communication time per step not hidden behind compute");
+        case BucketCap: return tr("Gradient bucket cap (all buckets but the first)");
+        }
+    }
+    return {};
+}
+
+QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid))
+        return {};
+    const BrowserEntry& e = m_entries[size_t(index.row())];
+    const int col = index.column();
+    if (role == PathRole)
+        return e.path;
+    if (!e.ok()) {
+        if (role == Qt::DisplayRole || role == SortRole) {
+            if (col == Name)
+                return e.fileName;
+            if (col == Status)
+                return QStringLiteral("⚠ %1").arg(e.error);
+            if (col == Date)
+                return role == SortRole ? QVariant(e.modified) : QVariant(e.modified.toString("yyyy-MM-dd HH:mm"));
+            return role == SortRole ? QVariant(QString()) : QVariant();
+        }
+        if (role == Qt::ToolTipRole)
+            return QStringLiteral("%1\n⚠ %2").arg(e.path, e.error);
+        if (role == Qt::ForegroundRole)
+            return QBrush(QColor(0xb4, 0x53, 0x09));
+        return {};
+    }
+    const core::RunSummary& s = *e.summary;
+    if (role == Qt::DisplayRole) {
+        switch (col) {
+        case Name: return qs(s.name);
+        case Model: return qs(s.model);
+        case WorldSize: return s.worldSize;
+        case BucketCap: return formatBytes(s.bucketCapBytes);
+        case Backend: return s.device.empty() ? qs(s.backend) : QStringLiteral("%1 / %2").arg(qs(s.backend), qs(s.device));
+        case Status: {
+            QString st = QString::fromLatin1(core::runStatusName(s.status));
+            if (!s.failureCause.empty())
+                st += QStringLiteral(": ") + qs(s.failureCause);
+            return st;
+        }
+        case StepTime: return formatMs(s.stepTimeMs);
+        case Overlap: return formatPercent(s.overlapRatio);
+        case Exposed: return formatMs(s.exposedCommMs);
+        case Date: return e.created.toString("yyyy-MM-dd HH:mm");
+        }
+    }
+    if (role == SortRole) {
+        auto num = [](double v) { return std::isfinite(v) ? v : -1.0; };
+        switch (col) {
+        case Name: return qs(s.name);
+        case Model: return qs(s.model);
+        case WorldSize: return s.worldSize;
+        case BucketCap: return qlonglong(s.bucketCapBytes);
+        case Backend: return qs(s.backend + "/" + s.device);
+        case Status: return QString::fromLatin1(core::runStatusName(s.status));
+        case StepTime: return num(s.stepTimeMs);
+        case Overlap: return num(s.overlapRatio);
+        case Exposed: return num(s.exposedCommMs);
+        case Date: return e.created;
+        }
+    }
+    if (role == Qt::TextAlignmentRole) {
+        if (col == WorldSize || col == BucketCap || col == StepTime || col == Overlap || col == Exposed)
+            return int(Qt::AlignRight | Qt::AlignVCenter);
+    }
+    if (role == Qt::ToolTipRole)
+        return QStringLiteral("%1\n%2 steps, %3 spans").arg(e.path).arg(s.steps).arg(s.spans);
+    if (role == Qt::ForegroundRole && col == Status && s.status == core::RunStatus::Failed)
+        return QBrush(QColor(0xb9, 0x1c, 0x1c));
+    return {};
+}
+
+} // namespace lockstep::ui

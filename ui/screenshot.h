@@ -1,0 +1,25 @@
+// Headless rendering for docs and tests: `lockstep-ui --screenshot OUT.png --view V RUN...`
+// builds the main window offscreen, opens the runs (blocking), shows one page and saves it.
+#pragma once
+
+#include <QImage>
+#include <QSize>
+#include <QString>
+#include <QStringList>
+
+namespace lockstep::ui {
+
+struct ScreenshotOptions {
+    QString output;                  // .png
+    QString view = QStringLiteral("timeline"); // timeline | charts | compare | browser | launch
+    QSize size{1400, 860};
+    QStringList runs;
+    QString workspace;               // browser view; default: the first run's folder
+};
+
+// Renders and saves; returns 0, or 1 with `error` set.
+int renderScreenshot(const ScreenshotOptions& options, QString* error);
+// True when the image has at least `minColors` distinct colours (a blank or flat image has 1–2).
+bool imageHasContent(const QImage& image, int minColors = 8);
+
+} // namespace lockstep::ui
