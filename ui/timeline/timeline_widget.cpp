@@ -41,6 +41,20 @@ constexpr double kKeyZoom = 1.25;  // W/S per press
 constexpr double kKeyPan = 0.15;   // A/D per press, fraction of the view
 constexpr int kDragThreshold = 4;  // pixels before a press becomes a drag, not a click
 constexpr int kMinLabelPx = 34;    // spans narrower than this carry no text
+// Calls f(step) for the steps overlapping [a0, a1] (absolute), at most one per `minPixels`: a
+// step narrower than that hides the ones under it, found by a binary search instead of a walk,
+// so a zoomed-out run of 35 000 steps costs a few thousand calls, not 35 000.
+template <class F>
+void forEachVisibleStep(const std::vector<StepSpan>& steps, TimeNs a0, TimeNs a1, double nsPerPixel, double minPixels, F&& f)
+{
+    auto it = std::lower_bound(steps.begin(), steps.end(), a0, [](const StepSpan& s, TimeNs t) { return s.end < t; });
+    const TimeNs skip = std::max<TimeNs>(1, TimeNs(nsPerPixel * minPixels));
+    while (it != steps.end() && it->start <= a1) {
+        f(*it);
+        it = std::lower_bound(it + 1, steps.end(), it->start + skip,
+                              [](const StepSpan& s, TimeNs t) { return s.start < t; });
+    }
+}
 } // namespace
 
 struct TimelineWidget::Impl {
@@ -516,25 +530,12 @@ void TimelineWidget::paintEvent(QPaintEvent*)
             blockBottom = d.rows[k].top - d.scrollY + d.rows[k].height;
         if (blockBottom < kRulerHeight || blockTop > h)
             continue;
-        const TimeNs a0 = m.toAbsolute(d.t0), a1 = m.toAbsolute(d.t1);
-        const auto& steps = rl->steps;
-        auto it = std::lower_bound(steps.begin(), steps.end(), a0, [](const StepSpan& s, TimeNs t) { return s.end < t; });
-        double lastX = -1e9;
         p.setPen(QPen(palette::stepLine(), 1, Qt::DotLine));
-        for (; it != steps.end() && it->start <= a1; ++it) {
-            const double x = d.xFor(this, m.toAligned(it->start));
-            if (x - lastX < 3) {
-                // Too dense to tell apart: jump to the first step a few pixels further on.
-                const TimeNs tNext = m.toAbsolute(d.t0 + TimeNs((lastX + 3 - kGutterWidth) * npp));
-                it = std::lower_bound(it, steps.end(), tNext, [](const StepSpan& s, TimeNs t) { return s.start < t; });
-                if (it == steps.end())
-                    break;
-                continue;
-            }
+        forEachVisibleStep(rl->steps, m.toAbsolute(d.t0), m.toAbsolute(d.t1), npp, 3.0, [&](const StepSpan& st) {
+            const double x = d.xFor(this, m.toAligned(st.start));
             p.drawLine(QPointF(x, blockTop + row.height), QPointF(x, blockBottom));
-            lastX = x;
             ++drawn;
-        }
+        });
     }
 
     // Spans.
@@ -644,21 +645,13 @@ void TimelineWidget::paintEvent(QPaintEvent*)
         const auto* rl = m.rank(row.rank);
         if (strag.empty() || !rl)
             continue;
-        const TimeNs a0 = m.toAbsolute(d.t0), a1 = m.toAbsolute(d.t1);
-        auto it = std::lower_bound(rl->steps.begin(), rl->steps.end(), a0,
-                                   [](const StepSpan& s, TimeNs t) { return s.end < t; });
-        double lastX = -1e9;
-        for (; it != rl->steps.end() && it->start <= a1; ++it) {
-            const int32_t stepNo = it->step;
-            auto sIt = std::lower_bound(strag.begin(), strag.end(), stepNo,
+        forEachVisibleStep(rl->steps, m.toAbsolute(d.t0), m.toAbsolute(d.t1), npp, 1.0, [&](const StepSpan& st) {
+            auto sIt = std::lower_bound(strag.begin(), strag.end(), st.step,
                                         [](const core::StepStraggler& s, int32_t v) { return s.step < v; });
-            if (sIt == strag.end() || sIt->step != stepNo || sIt->rank != row.rank || sIt->waitCaused <= 0)
-                continue;
-            const double x0 = d.xFor(this, m.toAligned(it->start));
-            const double x1 = d.xFor(this, m.toAligned(it->end));
-            if (x1 - lastX < 1)
-                continue;
-            lastX = x1;
+            if (sIt == strag.end() || sIt->step != st.step || sIt->rank != row.rank || sIt->waitCaused <= 0)
+                return;
+            const double x0 = d.xFor(this, m.toAligned(st.start));
+            const double x1 = d.xFor(this, m.toAligned(st.end));
             const QRectF r(x0, top + 3, std::max(2.0, x1 - x0), row.height - 6);
             QColor fill = palette::stragglerColor();
             fill.setAlpha(60);
@@ -675,7 +668,7 @@ void TimelineWidget::paintEvent(QPaintEvent*)
                            smallFm.elidedText(text, Qt::ElideRight, int(vis1 - vis0)));
                 p.setPen(Qt::NoPen);
             }
-        }
+        });
     }
 
     // Selection outline.
@@ -732,38 +725,27 @@ void TimelineWidget::paintEvent(QPaintEvent*)
     // Step numbers of the first run (the runs are aligned on steps, so they agree).
     if (!d.models.empty()) {
         const TimelineRunModel& m = *d.models.front();
-        const auto& steps = m.steps();
-        const TimeNs a0 = m.toAbsolute(d.t0), a1 = m.toAbsolute(d.t1);
-        auto it = std::lower_bound(steps.begin(), steps.end(), a0, [](const StepSpan& s, TimeNs t) { return s.end < t; });
         double lastRight = -1e9;
-        for (; it != steps.end() && it->start <= a1; ++it) {
-            const double x0 = d.xFor(this, m.toAligned(it->start));
-            const double x1 = d.xFor(this, m.toAligned(it->end));
-            const QString label = QStringLiteral("step %1").arg(it->step);
-            const QString shortLabel = QString::number(it->step);
-            const int lw = smallFm.horizontalAdvance(label);
-            const int sw = smallFm.horizontalAdvance(shortLabel);
+        forEachVisibleStep(m.steps(), m.toAbsolute(d.t0), m.toAbsolute(d.t1), npp, 2.0, [&](const StepSpan& st) {
+            const double x0 = d.xFor(this, m.toAligned(st.start));
+            const double x1 = d.xFor(this, m.toAligned(st.end));
+            const QString label = QStringLiteral("step %1").arg(st.step);
+            const QString shortLabel = QString::number(st.step);
             const double lx = std::max<double>(x0, kGutterWidth) + 3;
             p.setPen(palette::stepLine());
             p.drawLine(QPointF(x0, 13), QPointF(x0, kRulerHeight - 1));
-            if (lx > lastRight + 4) {
-                const bool room = x1 - lx > lw + 2;
-                const bool shortRoom = x1 - lx > sw + 2;
-                if (room || shortRoom) {
-                    p.setPen(QColor(0x28, 0x50, 0x80));
-                    p.drawText(QPointF(lx, kRulerHeight - 4), room ? label : shortLabel);
-                    lastRight = lx + (room ? lw : sw);
-                }
-            }
             ++drawn;
-            if (x1 - x0 < 2) {
-                // Dense steps: skip ahead to the first one a few pixels on.
-                const TimeNs tNext = m.toAbsolute(d.t0 + TimeNs((x0 + 3 - kGutterWidth) * npp));
-                auto next = std::lower_bound(it, steps.end(), tNext, [](const StepSpan& s, TimeNs t) { return s.start < t; });
-                if (next != it)
-                    it = next - 1;
+            if (lx <= lastRight + 4 || x1 - lx < 8)
+                return;
+            const int lw = smallFm.horizontalAdvance(label);
+            const int sw = smallFm.horizontalAdvance(shortLabel);
+            const bool room = x1 - lx > lw + 2;
+            if (room || x1 - lx > sw + 2) {
+                p.setPen(QColor(0x28, 0x50, 0x80));
+                p.drawText(QPointF(lx, kRulerHeight - 4), room ? label : shortLabel);
+                lastRight = lx + (room ? lw : sw);
             }
-        }
+        });
     }
     p.setClipping(false);
     p.fillRect(QRect(0, 0, kGutterWidth, kRulerHeight - 1), QColor(0xf4, 0xf5, 0xf7));
