@@ -1,0 +1,278 @@
+// The recorder's writer thread and the conversion of raw step timestamps into run-database
+// rows (see recorder.h for why the work is split this way).
+#include "recorder.h"
+
+#include <algorithm>
+#include <ctime>
+
+namespace lockstep::rt {
+
+TimeNs nowNs()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::vector<GradEvent>& GradBuffers::local()
+{
+    // One cache slot per thread; a thread that serves two GradBuffers objects (tests create
+    // several trainers in one process) re-registers when the owner changes.
+    thread_local GradBuffers* owner = nullptr;
+    thread_local std::vector<GradEvent>* buffer = nullptr;
+    if (owner != this) {
+        std::lock_guard lock(m_mutex);
+        m_buffers.push_back(std::make_unique<std::vector<GradEvent>>());
+        m_buffers.back()->reserve(4096);
+        buffer = m_buffers.back().get();
+        owner = this;
+    }
+    return *buffer;
+}
+
+void GradBuffers::drainInto(std::vector<GradEvent>& out)
+{
+    std::lock_guard lock(m_mutex);
+    for (auto& b : m_buffers) {
+        out.insert(out.end(), b->begin(), b->end());
+        b->clear();
+    }
+}
+
+core::Result<std::unique_ptr<Recorder>> Recorder::open(const std::string& path, const core::RunConfig& config,
+                                                       const core::RankInfo& rank, const ModelLayout& layout)
+{
+    auto writer = core::RunWriter::create(path, config, core::RunWriter::Mode::Overwrite);
+    if (!writer)
+        return std::unexpected(writer.error());
+    std::unique_ptr<Recorder> r(new Recorder());
+    r->m_writer = std::move(*writer);
+    r->m_layout = layout;
+    r->m_rank = rank.rank;
+    auto& w = *r->m_writer;
+    if (auto s = w.addRank(rank); !s)
+        return std::unexpected(s.error());
+    core::Lane compute{.rank = rank.rank, .kind = core::LaneKind::Compute, .name = "compute"};
+    core::Lane comm{.rank = rank.rank, .kind = core::LaneKind::Comm, .name = "comm"};
+    auto cl = w.addLane(compute);
+    if (!cl)
+        return std::unexpected(cl.error());
+    auto ml = w.addLane(comm);
+    if (!ml)
+        return std::unexpected(ml.error());
+    r->m_computeLane = *cl;
+    r->m_commLane = *ml;
+    for (const auto& b : layout.buckets)
+        if (auto s = w.addBucket(b); !s)
+            return std::unexpected(s.error());
+    // Every name is interned here, before the writer thread owns the RunWriter.
+    for (const auto& n : layout.stageNames)
+        r->m_stageIds.push_back(w.intern(n));
+    for (const auto& n : layout.paramNames)
+        r->m_paramIds.push_back(w.intern(n));
+    for (size_t b = 0; b < layout.buckets.size(); ++b)
+        r->m_commIds.push_back(w.intern("allreduce bucket " + std::to_string(b)));
+    r->m_dataId = w.intern("data");
+    r->m_waitId = w.intern("wait for buckets");
+    r->m_optId = w.intern("optimizer " + config.optimizer);
+    if (auto s = w.commit(); !s)
+        return std::unexpected(s.error());
+    r->m_thread = std::thread([p = r.get()] { p->writerLoop(); });
+    return r;
+}
+
+Recorder::~Recorder()
+{
+    if (m_thread.joinable()) {
+        {
+            std::lock_guard lock(m_mutex);
+            m_stop = true;
+        }
+        m_cv.notify_all();
+        m_thread.join();
+    }
+}
+
+std::unique_ptr<StepRecord> Recorder::acquire()
+{
+    std::lock_guard lock(m_mutex);
+    if (m_free.empty())
+        return std::make_unique<StepRecord>();
+    auto r = std::move(m_free.back());
+    m_free.pop_back();
+    return r;
+}
+
+void Recorder::submit(std::unique_ptr<StepRecord> record)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_queue.push_back(Item{.step = std::move(record)});
+        ++m_submitted;
+    }
+    m_cv.notify_one();
+}
+
+void Recorder::addDiagnostic(const core::Diagnostic& diagnostic)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_queue.push_back(Item{.diagnostic = std::make_unique<core::Diagnostic>(diagnostic)});
+        ++m_submitted;
+    }
+    m_cv.notify_one();
+}
+
+void Recorder::updateRank(const core::RankInfo& rank)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_queue.push_back(Item{.rank = std::make_unique<core::RankInfo>(rank)});
+        ++m_submitted;
+    }
+    m_cv.notify_one();
+}
+
+void Recorder::flush()
+{
+    std::unique_lock lock(m_mutex);
+    const uint64_t target = m_submitted;
+    m_doneCv.wait(lock, [&] { return m_processed >= target || !m_thread.joinable(); });
+}
+
+core::Status Recorder::finish(core::RunStatus status, const std::string& cause)
+{
+    if (m_thread.joinable()) {
+        {
+            std::lock_guard lock(m_mutex);
+            m_stop = true;
+        }
+        m_cv.notify_all();
+        m_thread.join();
+    }
+    auto note = [&](const core::Status& s) {
+        if (!s && m_firstError.empty())
+            m_firstError = s.error().message;
+    };
+    note(m_writer->setStatus(status, cause, nowNs()));
+    note(m_writer->close());
+    if (!m_firstError.empty())
+        return core::fail("recording into " + m_writer->path() + ": " + m_firstError);
+    return {};
+}
+
+void Recorder::writerLoop()
+{
+    for (;;) {
+        Item item;
+        {
+            std::unique_lock lock(m_mutex);
+            m_cv.wait(lock, [&] { return m_stop || !m_queue.empty(); });
+            if (m_queue.empty())
+                return; // stopping and drained
+            item = std::move(m_queue.front());
+            m_queue.pop_front();
+        }
+        core::Status s;
+        if (item.step) {
+            writeStep(*item.step);
+        } else if (item.diagnostic) {
+            s = m_writer->addDiagnostic(*item.diagnostic);
+            if (s)
+                s = m_writer->commit();
+        } else if (item.rank) {
+            s = m_writer->addRank(*item.rank);
+            if (s)
+                s = m_writer->commit();
+        }
+        {
+            std::lock_guard lock(m_mutex);
+            if (!s && m_firstError.empty())
+                m_firstError = s.error().message;
+            if (item.step)
+                m_free.push_back(std::move(item.step));
+            ++m_processed;
+        }
+        m_doneCv.notify_all();
+    }
+}
+
+// Backward is cut into per-module segments at gradient-ready instants: gradients arrive
+// roughly last layer first, and the time from the previous cut up to a module's gradient being
+// ready is attributed to that module. Consecutive gradients of one module merge into one
+// segment; a module whose gradients arrive interleaved with another's gets several segments.
+// The first segment starts when backward was called (the loss's own backward is charged to the
+// module whose gradient comes first, the head).
+void Recorder::writeStep(const StepRecord& r)
+{
+    m_spans.clear();
+    m_instants.clear();
+    const auto span = [&](TimeNs a, TimeNs b, core::LaneId lane, core::StringId name, core::SpanKind kind,
+                          int32_t bucket = core::kNoBucket, int64_t bytes = 0) {
+        core::Span s;
+        s.start = a;
+        s.end = std::max(a, b);
+        s.bytes = bytes;
+        s.lane = lane;
+        s.name = name;
+        s.step = r.step;
+        s.bucket = bucket;
+        s.kind = kind;
+        m_spans.push_back(s);
+    };
+    for (int m = 0; m < r.micros; ++m) {
+        const MicroRecord& mr = r.micro[m];
+        span(mr.dataStart, mr.dataEnd, m_computeLane, m_dataId, core::SpanKind::DataLoad);
+        for (size_t i = 0; i + 1 < mr.forwardCuts.size() && i < m_stageIds.size(); ++i)
+            span(mr.forwardCuts[i], mr.forwardCuts[i + 1], m_computeLane, m_stageIds[i], core::SpanKind::Forward);
+        TimeNs cut = mr.backwardStart;
+        for (size_t i = 0; i < mr.grads.size(); ++i) {
+            const GradEvent& g = mr.grads[i];
+            if (g.param < 0 || static_cast<size_t>(g.param) >= m_paramIds.size())
+                continue;
+            const int32_t bucket = m_layout.paramBucket[g.param];
+            core::Instant in;
+            in.ts = g.ts;
+            in.lane = m_computeLane;
+            in.name = m_paramIds[g.param];
+            in.step = r.step;
+            in.bucket = bucket;
+            in.kind = core::InstantKind::GradReady;
+            m_instants.push_back(in);
+            const int32_t stage = m_layout.paramStage[g.param];
+            const bool last = i + 1 == mr.grads.size();
+            const bool stageEnds = last || m_layout.paramStage[mr.grads[i + 1].param] != stage;
+            if (stageEnds) {
+                span(cut, g.ts, m_computeLane, m_stageIds[stage], core::SpanKind::Backward);
+                cut = g.ts;
+            }
+        }
+    }
+    for (const CommRecord& c : r.comms)
+        span(c.launch, c.end, m_commLane, m_commIds[c.bucket], core::SpanKind::Comm, c.bucket, c.bytes);
+    if (r.waitEnd > 0)
+        span(r.waitStart, r.waitEnd, m_computeLane, m_waitId, core::SpanKind::Wait);
+    span(r.optStart, r.optEnd, m_computeLane, m_optId, core::SpanKind::Optimizer);
+
+    core::Step step;
+    step.rank = m_rank;
+    step.step = r.step;
+    step.start = r.start;
+    step.end = r.end;
+    step.loss = r.loss;
+    step.samples = r.samples;
+    core::Status s = m_writer->appendSpans(m_spans);
+    if (s)
+        s = m_writer->appendInstants(m_instants);
+    if (s)
+        s = m_writer->addStep(step);
+    if (s)
+        s = m_writer->commit();
+    if (!s) {
+        std::lock_guard lock(m_mutex);
+        if (m_firstError.empty())
+            m_firstError = s.error().message;
+    }
+}
+
+} // namespace lockstep::rt

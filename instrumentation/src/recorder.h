@@ -1,0 +1,132 @@
+// The recorder: turns the training thread's raw per-step timestamps into spans, instants and
+// step rows of a rank shard, committed by a writer thread once per step.
+//
+// Why this split: the hot path (autograd hooks, the training loop) only stamps clocks and
+// push_backs into vectors it owns (the per-thread GradBuffers and a recycled StepRecord).
+// Everything that costs — interning, building Span rows, cutting backward into per-module
+// segments, SQLite — happens on the writer thread, one transaction per step, so a reader sees
+// whole steps only (WAL mode) and the training thread never waits for the disk.
+// Torch-free: the trainer fills plain structs.
+#pragma once
+
+#include "lockstep/core/run_db.h"
+#include "lockstep/core/types.h"
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace lockstep::rt {
+
+using core::TimeNs;
+
+TimeNs nowNs(); // CLOCK_REALTIME, the clock of DESIGN.md "Time and clocks"
+
+struct GradEvent {
+    int32_t param = 0;
+    TimeNs ts = 0;
+};
+
+// One buffer per thread that runs autograd hooks. Registration (once per thread) takes a lock;
+// appending is a plain push_back. The owner drains all buffers after backward returned, when
+// no hook of that backward can still run (the engine's completion orders it after them).
+class GradBuffers {
+public:
+    std::vector<GradEvent>& local();
+    void drainInto(std::vector<GradEvent>& out); // appends and clears; caller sorts by ts
+
+private:
+    std::mutex m_mutex;
+    std::vector<std::unique_ptr<std::vector<GradEvent>>> m_buffers;
+};
+
+// Raw timestamps of one micro-batch (a step has `accumulate` of them).
+struct MicroRecord {
+    TimeNs dataStart = 0, dataEnd = 0;
+    std::vector<TimeNs> forwardCuts; // start of each stage, then the end of the last
+    TimeNs backwardStart = 0, backwardEnd = 0;
+    std::vector<GradEvent> grads;
+};
+
+struct CommRecord {
+    int32_t bucket = 0;
+    TimeNs launch = 0, end = 0;
+    int64_t bytes = 0;
+};
+
+struct StepRecord {
+    int32_t step = 0;
+    TimeNs start = 0, end = 0;
+    double loss = 0;
+    int64_t samples = 0;
+    int micros = 0; // valid entries of `micro` (the vector is recycled, never shrunk)
+    std::vector<MicroRecord> micro;
+    std::vector<CommRecord> comms;
+    TimeNs waitStart = 0, waitEnd = 0;
+    TimeNs optStart = 0, optEnd = 0;
+};
+
+// What the recorder needs to know of the model to name things.
+struct ModelLayout {
+    std::vector<std::string> stageNames;  // top-level children, forward order
+    std::vector<std::string> paramNames;  // registration order
+    std::vector<int32_t> paramStage;      // stage of each parameter
+    std::vector<int32_t> paramBucket;     // bucket of each parameter
+    std::vector<core::Bucket> buckets;
+};
+
+class Recorder {
+public:
+    // Creates the shard (overwriting an old file of the same name) and starts the writer thread.
+    static core::Result<std::unique_ptr<Recorder>> open(const std::string& path, const core::RunConfig& config,
+                                                        const core::RankInfo& rank, const ModelLayout& layout);
+    ~Recorder();
+
+    // A StepRecord to fill (recycled; its vectors keep their capacity).
+    std::unique_ptr<StepRecord> acquire();
+    void submit(std::unique_ptr<StepRecord> record);
+    void addDiagnostic(const core::Diagnostic& diagnostic);
+    void updateRank(const core::RankInfo& rank);
+    // Blocks until everything submitted so far is committed.
+    void flush();
+    // Commits the rest, writes the final status and closes the file. Returns the first write
+    // error seen, if any (recording errors never stop training; they are reported here).
+    core::Status finish(core::RunStatus status, const std::string& cause);
+
+private:
+    Recorder() = default;
+    void writerLoop();
+    void writeStep(const StepRecord& r);
+
+    std::unique_ptr<core::RunWriter> m_writer;
+    ModelLayout m_layout;
+    int32_t m_rank = 0;
+    core::LaneId m_computeLane, m_commLane;
+    std::vector<core::StringId> m_stageIds, m_paramIds, m_commIds;
+    core::StringId m_dataId, m_waitId, m_optId;
+    std::vector<core::Span> m_spans;       // writer thread scratch
+    std::vector<core::Instant> m_instants; // writer thread scratch
+
+    struct Item {
+        std::unique_ptr<StepRecord> step;
+        std::unique_ptr<core::Diagnostic> diagnostic;
+        std::unique_ptr<core::RankInfo> rank;
+        bool flushMarker = false;
+    };
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+    std::condition_variable m_doneCv;
+    std::deque<Item> m_queue;
+    std::vector<std::unique_ptr<StepRecord>> m_free;
+    uint64_t m_submitted = 0, m_processed = 0;
+    bool m_stop = false;
+    std::string m_firstError;
+    std::thread m_thread;
+};
+
+} // namespace lockstep::rt

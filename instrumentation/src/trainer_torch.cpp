@@ -1,0 +1,567 @@
+// One rank's training run: rendezvous and process group, clock alignment to rank 0, the
+// training loop with its timestamps, the replica check, and the failure edge where every
+// c10::Error / std::exception becomes `LOCKSTEP failed ...` and a failed shard.
+#include "lockstep/rt/worker.h"
+#include "runtime_torch.h"
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef LOCKSTEP_HAVE_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+namespace lockstep::rt {
+
+bool parseRankValue(const std::string& text, int* rank, double* value)
+{
+    const auto colon = text.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+        return false;
+    try {
+        size_t used = 0;
+        const int r = std::stoi(text.substr(0, colon), &used);
+        if (used != colon || r < 0)
+            return false;
+        const std::string rest = text.substr(colon + 1);
+        const double v = std::stod(rest, &used);
+        if (used != rest.size())
+            return false;
+        *rank = r;
+        *value = v;
+        return true;
+    } catch (const std::exception&) {
+        return false;
+    }
+}
+
+namespace {
+
+struct DistEnv {
+    int rank = 0;
+    int world = 1;
+    int localRank = 0;
+    int localWorld = 1;
+    std::string masterAddr;
+    int masterPort = 0;
+    bool agentStore = false; // torchrun's agent hosts the TCPStore
+    std::string restart = "0";
+};
+
+int envInt(const char* name, int fallback, bool* found = nullptr)
+{
+    const char* v = std::getenv(name);
+    if (!v || !*v)
+        return fallback;
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    if (*end != '\0' || x < 0 || x > (1 << 24))
+        throw std::invalid_argument(std::string("environment variable ") + name + "='" + v + "' is not a valid number");
+    if (found)
+        *found = true;
+    return static_cast<int>(x);
+}
+
+DistEnv readEnv()
+{
+    DistEnv e;
+    bool haveRank = false, haveWorld = false;
+    e.rank = envInt("RANK", -1, &haveRank);
+    e.world = envInt("WORLD_SIZE", -1, &haveWorld);
+    if (!haveRank)
+        e.rank = envInt("SLURM_PROCID", 0);
+    if (!haveWorld)
+        e.world = envInt("SLURM_NTASKS", 1);
+    e.localRank = envInt("LOCAL_RANK", -1);
+    if (e.localRank < 0)
+        e.localRank = envInt("SLURM_LOCALID", 0);
+    e.localWorld = envInt("LOCAL_WORLD_SIZE", -1);
+    if (e.localWorld < 0)
+        e.localWorld = envInt("SLURM_NTASKS_PER_NODE", e.world);
+    if (e.world < 1)
+        throw std::invalid_argument("WORLD_SIZE must be at least 1");
+    if (e.rank >= e.world)
+        throw std::invalid_argument("RANK " + std::to_string(e.rank) + " is not below WORLD_SIZE "
+                                    + std::to_string(e.world));
+    if (const char* a = std::getenv("MASTER_ADDR"))
+        e.masterAddr = a;
+    e.masterPort = envInt("MASTER_PORT", 0);
+    if (e.world > 1 && (e.masterAddr.empty() || e.masterPort == 0))
+        throw std::invalid_argument("WORLD_SIZE > 1 needs MASTER_ADDR and MASTER_PORT");
+    if (e.masterPort > 65535)
+        throw std::invalid_argument("MASTER_PORT out of range");
+    if (const char* s = std::getenv("TORCHELASTIC_USE_AGENT_STORE"))
+        e.agentStore = std::string(s) == "True" || std::string(s) == "1";
+    if (const char* s = std::getenv("TORCHELASTIC_RESTART_COUNT"))
+        e.restart = s;
+    return e;
+}
+
+std::string hostName()
+{
+    char buf[256] = {};
+    gethostname(buf, sizeof buf - 1);
+    return buf;
+}
+
+std::string commandLine()
+{
+    std::ifstream f("/proc/self/cmdline", std::ios::binary);
+    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (auto& c : all)
+        if (c == '\0')
+            c = ' ';
+    while (!all.empty() && all.back() == ' ')
+        all.pop_back();
+    return all;
+}
+
+bool isLoopback(const std::string& addr)
+{
+    return addr.rfind("127.", 0) == 0 || addr == "localhost" || addr == "::1";
+}
+
+c10::intrusive_ptr<c10d::Store> makeStore(const DistEnv& env, std::chrono::milliseconds timeout)
+{
+    if (env.world == 1 && env.masterAddr.empty())
+        return c10::make_intrusive<c10d::HashStore>();
+    c10d::TCPStoreOptions o;
+    o.port = static_cast<uint16_t>(env.masterPort);
+    o.isServer = env.rank == 0 && !env.agentStore;
+    o.numWorkers = env.world;
+    o.waitWorkers = false;
+    o.timeout = timeout;
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(env.masterAddr, o);
+    // torchrun's agent store outlives restarts and other jobs: keep our keys apart.
+    return c10::make_intrusive<c10d::PrefixStore>("lockstep/" + env.restart, tcp);
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> makeProcessGroup(const WorkerOptions& o, const DistEnv& env,
+                                                        const c10::intrusive_ptr<c10d::Store>& store,
+                                                        std::chrono::milliseconds timeout)
+{
+    if (o.backend == "nccl") {
+#ifdef LOCKSTEP_HAVE_NCCL
+        auto opts = c10d::ProcessGroupNCCL::Options::create();
+        opts->timeout = timeout;
+        return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world, opts);
+#else
+        throw std::invalid_argument("--backend nccl needs a CUDA build of LibTorch; this build has gloo only");
+#endif
+    }
+    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    // Bind where the other ranks can reach us: the named interface, loopback for a local
+    // rendezvous, else this host's resolved address.
+    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    else if (env.masterAddr.empty() || isLoopback(env.masterAddr))
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    else
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    opts->threads = 2; // what torch.distributed uses, so the peer benchmark compares like with like
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world, opts);
+}
+
+std::vector<uint8_t> encode(int64_t v)
+{
+    const std::string s = std::to_string(v);
+    return {s.begin(), s.end()};
+}
+int64_t decode(const std::vector<uint8_t>& v) { return std::stoll(std::string(v.begin(), v.end())); }
+
+// Clock alignment by ping-pong over the rendezvous store (DESIGN.md "Time and clocks").
+// Rank r stamps t0 and posts a ping; rank 0, serving ranks one after another, answers each
+// ping with its own clock T; rank r stamps t1 when the answer arrives. If the two legs take
+// equal time, T was read at r's (t0+t1)/2, so offset = T - (t0+t1)/2 with an error of at most
+// half the round trip t1-t0. Of kSamples exchanges the one with the smallest round trip is
+// kept: it is the one least disturbed by scheduling and the store's own queueing.
+constexpr int kClockSamples = 8;
+
+void syncClock(c10d::Store& store, const DistEnv& env, const std::string& phase, TimeNs* offset, TimeNs* rtt,
+               TimeNs* at)
+{
+    *offset = 0;
+    *rtt = 0;
+    *at = nowNs();
+    if (env.world == 1)
+        return;
+    if (env.rank == 0) {
+        for (int r = 1; r < env.world; ++r)
+            for (int i = 0; i < kClockSamples; ++i) {
+                const std::string k = "clock/" + phase + "/" + std::to_string(r) + "/" + std::to_string(i);
+                store.get(k + "/ping");
+                store.set(k + "/pong", encode(nowNs()));
+            }
+        return;
+    }
+    TimeNs best = std::numeric_limits<TimeNs>::max();
+    for (int i = 0; i < kClockSamples; ++i) {
+        const std::string k = "clock/" + phase + "/" + std::to_string(env.rank) + "/" + std::to_string(i);
+        const TimeNs t0 = nowNs();
+        store.set(k + "/ping", encode(t0));
+        const TimeNs remote = decode(store.get(k + "/pong"));
+        const TimeNs t1 = nowNs();
+        if (t1 - t0 < best) {
+            best = t1 - t0;
+            *offset = remote - (t0 + t1) / 2;
+            *at = t0;
+        }
+    }
+    *rtt = best;
+}
+
+// A hash of every parameter's bytes (FNV-1a over 64-bit words): equal replicas hash equal.
+int64_t paramHash(const std::vector<torch::Tensor>& params)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (const auto& p : params) {
+        auto c = p.detach().contiguous();
+        const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
+        const size_t n = c.numel() * c.element_size();
+        for (size_t i = 0; i < n; ++i)
+            h = (h ^ bytes[i]) * 0x100000001B3ull;
+    }
+    return static_cast<int64_t>(h >> 1); // positive: its negation is representable
+}
+
+std::string expandRank(std::string path, int rank, int world)
+{
+    const auto pos = path.find("{rank}");
+    if (pos != std::string::npos)
+        return path.replace(pos, 6, std::to_string(rank));
+    if (world > 1)
+        return path + ".rank" + std::to_string(rank);
+    return path;
+}
+
+std::string oneLine(std::string s)
+{
+    for (auto& c : s)
+        if (c == '\n' || c == '\r')
+            c = ' ';
+    // c10::Error appends a C++ backtrace after "Exception raised from"; the cause stays short.
+    if (auto p = s.find(" Exception raised from"); p != std::string::npos)
+        s.resize(p);
+    return s;
+}
+
+class Trainer {
+public:
+    Trainer(const WorkerOptions& o) : m_o(o) {}
+    int run();
+
+private:
+    void setup();
+    void trainStep(int step);
+    void replicaCheck(int step);
+
+    const WorkerOptions& m_o;
+    DistEnv m_env;
+    std::chrono::milliseconds m_timeout{30000};
+    c10::intrusive_ptr<c10d::Store> m_store;
+    c10::intrusive_ptr<c10d::ProcessGroup> m_pg;
+    ModelSpec m_spec;
+    std::unique_ptr<Model> m_model;
+    std::unique_ptr<Dataset> m_data;
+    std::unique_ptr<Sampler> m_sampler;
+    GradBuffers m_gradBuffers;
+    std::unique_ptr<Reducer> m_reducer;
+    std::unique_ptr<torch::optim::Optimizer> m_opt;
+    std::unique_ptr<Recorder> m_recorder;
+    core::RankInfo m_rankInfo;
+    std::unique_ptr<StepRecord> m_scratch; // used when not recording
+    int m_completedSteps = 0;
+};
+
+void Trainer::setup()
+{
+    m_env = readEnv();
+    m_timeout = std::chrono::milliseconds(static_cast<int64_t>(m_o.timeoutS * 1000.0));
+    if (m_o.device != "cpu")
+        throw std::invalid_argument("--device cuda needs a CUDA build of LibTorch; this build runs on the CPU only");
+    if (m_o.accumulate < 1 || m_o.batch < 1 || m_o.steps < 1)
+        throw std::invalid_argument("--batch, --steps and --accumulate must be positive");
+    int threads = m_o.threads;
+    if (threads <= 0)
+        threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, m_env.localWorld));
+    at::set_num_threads(threads);
+
+    m_spec = ModelSpec{m_o.model, m_o.layers, m_o.width, m_o.heads, m_o.seq};
+    // Seeded per rank on purpose: the broadcast of rank 0's parameters is what makes the
+    // replicas equal, and the exactness tests would catch it missing.
+    m_model = makeModel(m_spec, m_o.seed * 1000003ull + static_cast<uint64_t>(m_env.rank));
+    m_data = std::make_unique<Dataset>(m_spec, m_o.seed, m_o.datasetSize);
+    m_sampler = std::make_unique<Sampler>(m_o.datasetSize, m_o.seed, m_env.rank, m_env.world, m_o.batch);
+
+    m_store = makeStore(m_env, m_timeout);
+    m_pg = makeProcessGroup(m_o, m_env, m_store, m_timeout);
+
+    ReducerOptions ro;
+    ro.firstBucketBytes = std::max<int64_t>(1, static_cast<int64_t>(m_o.firstBucketMb * 1024 * 1024));
+    ro.bucketBytes = std::max<int64_t>(1, static_cast<int64_t>(m_o.bucketMb * 1024 * 1024));
+    ro.compress = m_o.compress == "fp16" ? Compress::Fp16 : m_o.compress == "bf16" ? Compress::Bf16 : Compress::None;
+    ro.linkGbps = m_o.linkGbps;
+    ro.timeout = m_timeout;
+    if (m_o.stragglerRank == m_env.rank && m_o.stragglerMs > 0) {
+        const auto delay = std::chrono::microseconds(static_cast<int64_t>(m_o.stragglerMs * 1000.0));
+        // Stands in for extra compute at the start of backward: every bucket of this rank
+        // launches late, and the others wait for it in their all-reduces.
+        ro.firstGradHook = [delay] { std::this_thread::sleep_for(delay); };
+    }
+    m_reducer = std::make_unique<Reducer>(m_model->params, m_pg, ro, &m_gradBuffers);
+
+    TimeNs offset = 0, rtt = 0, at = 0;
+    syncClock(*m_store, m_env, "start", &offset, &rtt, &at);
+    m_rankInfo.rank = m_env.rank;
+    m_rankInfo.host = hostName();
+    m_rankInfo.pid = getpid();
+    m_rankInfo.device = "cpu";
+    m_rankInfo.clockOffsetNs = offset;
+    m_rankInfo.clockRttNs = rtt;
+    m_rankInfo.clockSyncStartNs = at;
+
+    m_reducer->broadcastParameters();
+    if (m_o.optimizer == "adamw")
+        m_opt = std::make_unique<torch::optim::AdamW>(m_model->params, torch::optim::AdamWOptions(m_o.lr));
+    else
+        m_opt = std::make_unique<torch::optim::SGD>(m_model->params,
+                                                    torch::optim::SGDOptions(m_o.lr).momentum(m_o.momentum));
+
+    if (m_o.record) {
+        core::RunConfig c;
+        c.name = m_o.runName;
+        c.model = m_o.model;
+        c.modelArgs = m_model->args;
+        c.worldSize = m_env.world;
+        c.backend = m_o.backend;
+        c.device = m_o.device;
+        c.bucketCapBytes = ro.bucketBytes;
+        c.firstBucketCapBytes = ro.firstBucketBytes;
+        c.batchPerRank = int64_t{m_o.batch} * m_o.accumulate;
+        c.stepsPlanned = m_o.steps;
+        c.warmupSteps = m_o.warmup;
+        c.optimizer = m_o.optimizer;
+        c.compress = m_o.compress;
+        c.accumulate = m_o.accumulate;
+        c.linkGbps = m_o.linkGbps;
+        c.commandLine = commandLine();
+        c.host = m_rankInfo.host;
+        c.createdNs = nowNs();
+        c.status = core::RunStatus::Running;
+        c.extra["lr"] = std::to_string(m_o.lr);
+        c.extra["seed"] = std::to_string(m_o.seed);
+        c.extra["micro_batch"] = std::to_string(m_o.batch);
+        c.extra["threads"] = std::to_string(threads);
+        c.extra["timeout_s"] = std::to_string(m_o.timeoutS);
+        c.extra["dataset_size"] = std::to_string(m_o.datasetSize);
+        c.extra["grad_ready"] = "gradient accumulator post-hooks";
+        if (m_o.stragglerRank >= 0)
+            c.extra["straggler"] = std::to_string(m_o.stragglerRank) + ":" + std::to_string(m_o.stragglerMs);
+        if (m_o.crashRank >= 0)
+            c.extra["crash"] = std::to_string(m_o.crashRank) + ":" + std::to_string(m_o.crashStep);
+        if (m_o.checkEvery > 0)
+            c.extra["check_every"] = std::to_string(m_o.checkEvery);
+
+        ModelLayout layout;
+        layout.stageNames = m_model->stageNames;
+        layout.paramNames = m_model->paramNames;
+        layout.paramStage = m_model->paramStage;
+        layout.paramBucket = m_reducer->paramBucket();
+        const auto& bp = m_reducer->bucketParams();
+        for (size_t b = 0; b < bp.size(); ++b) {
+            core::Bucket bucket;
+            bucket.index = static_cast<int32_t>(b);
+            bucket.bytes = m_reducer->bucketBytes(static_cast<int>(b));
+            for (int32_t p : bp[b])
+                bucket.params.push_back(m_model->paramNames[p]);
+            layout.buckets.push_back(std::move(bucket));
+        }
+        const std::filesystem::path dir = m_o.outDir.empty() ? std::filesystem::path(".") : std::filesystem::path(m_o.outDir);
+        std::error_code ec;
+        std::filesystem::create_directories(dir, ec);
+        const std::string path = (dir / ("rank-" + std::to_string(m_env.rank) + ".db")).string();
+        auto rec = Recorder::open(path, c, m_rankInfo, layout);
+        if (!rec)
+            throw std::runtime_error("cannot record into " + path + ": " + rec.error().message);
+        m_recorder = std::move(*rec);
+    } else {
+        m_scratch = std::make_unique<StepRecord>();
+    }
+}
+
+void Trainer::trainStep(int step)
+{
+    std::unique_ptr<StepRecord> rec = m_recorder ? m_recorder->acquire() : std::move(m_scratch);
+    StepRecord& r = *rec;
+    r.step = step;
+    r.micros = m_o.accumulate;
+    if (static_cast<int>(r.micro.size()) < m_o.accumulate)
+        r.micro.resize(m_o.accumulate);
+    r.start = nowNs();
+    double lossSum = 0;
+    const double scale = 1.0 / m_o.accumulate;
+    for (int k = 0; k < m_o.accumulate; ++k) {
+        MicroRecord& mr = r.micro[k];
+        mr.forwardCuts.clear();
+        mr.grads.clear();
+        mr.dataStart = nowNs();
+        auto [input, target] = m_data->batch(m_sampler->indices(int64_t{step} * m_o.accumulate + k));
+        mr.dataEnd = nowNs();
+        torch::Tensor x = input;
+        for (auto& stage : m_model->stages) {
+            mr.forwardCuts.push_back(nowNs());
+            x = stage->forward(x);
+        }
+        torch::Tensor loss = m_model->loss(x, target);
+        mr.forwardCuts.push_back(nowNs());
+        lossSum += loss.item<double>();
+        m_reducer->prepareForBackward(k == m_o.accumulate - 1);
+        mr.backwardStart = nowNs();
+        (m_o.accumulate > 1 ? loss * scale : loss).backward();
+        mr.backwardEnd = nowNs();
+        m_gradBuffers.drainInto(mr.grads);
+        std::sort(mr.grads.begin(), mr.grads.end(), [](const GradEvent& a, const GradEvent& b) { return a.ts < b.ts; });
+    }
+    m_reducer->takeCommRecords(r.comms, &r.waitStart, &r.waitEnd);
+    r.optStart = nowNs();
+    m_opt->step();
+    m_opt->zero_grad();
+    r.optEnd = nowNs();
+    r.end = r.optEnd;
+    r.loss = lossSum / m_o.accumulate;
+    r.samples = int64_t{m_o.batch} * m_o.accumulate;
+    const double ms = static_cast<double>(r.end - r.start) / 1e6;
+    const double loss = r.loss;
+    if (m_recorder)
+        m_recorder->submit(std::move(rec));
+    else
+        m_scratch = std::move(rec);
+    ++m_completedSteps;
+    if (!m_o.quiet) {
+        std::printf("LOCKSTEP step=%d rank=%d loss=%.6f step_ms=%.3f\n", step, m_env.rank, loss, ms);
+        std::fflush(stdout);
+    }
+}
+
+// Every rank hashes its parameters; one all-reduce of (h, -h) with MAX yields the largest and
+// the smallest hash at once: they differ exactly when some replica drifted.
+void Trainer::replicaCheck(int step)
+{
+    const int64_t h = paramHash(m_model->params);
+    std::vector<torch::Tensor> t{torch::tensor({h, -h}, torch::kLong)};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp::MAX;
+    m_pg->allreduce(t, opts)->wait(m_timeout);
+    const bool same = t[0][0].item<int64_t>() == -t[0][1].item<int64_t>();
+    if (m_recorder) {
+        m_recorder->addDiagnostic(core::Diagnostic{"replica check", core::Severity::Info, 1,
+                                                   "parameter hashes compared across ranks"});
+        if (!same)
+            m_recorder->addDiagnostic(core::Diagnostic{"replica drift", core::Severity::Error, 1,
+                                                       "replicas differ after step " + std::to_string(step)});
+    }
+    if (!same) {
+        std::printf("LOCKSTEP drift rank=%d step=%d\n", m_env.rank, step);
+        std::fflush(stdout);
+    }
+}
+
+int Trainer::run()
+{
+    std::string cause;
+    try {
+        setup();
+        for (int s = 0; s < m_o.steps; ++s) {
+            if (m_o.crashRank == m_env.rank && m_o.crashStep == s) {
+                // Fault injection: die like a killed process, after the previous step is on disk.
+                if (m_recorder)
+                    m_recorder->flush();
+                std::printf("LOCKSTEP crash rank=%d step=%d (injected)\n", m_env.rank, s);
+                std::fflush(stdout);
+                std::_Exit(3);
+            }
+            trainStep(s);
+            if (m_o.checkEvery > 0 && (s + 1) % m_o.checkEvery == 0)
+                replicaCheck(s);
+        }
+        TimeNs offset = 0, rtt = 0, at = 0;
+        syncClock(*m_store, m_env, "end", &offset, &rtt, &at);
+        if (m_env.world > 1) {
+            m_rankInfo.clockOffsetEndNs = offset;
+            m_rankInfo.clockSyncEndNs = at;
+        }
+        if (m_recorder)
+            m_recorder->updateRank(m_rankInfo);
+        if (!m_o.dumpParams.empty()) {
+            const std::string path = expandRank(m_o.dumpParams, m_env.rank, m_env.world);
+            std::ofstream f(path, std::ios::binary | std::ios::trunc);
+            for (const auto& p : m_model->params) {
+                auto c = p.detach().to(torch::kFloat32).contiguous();
+                f.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * 4));
+            }
+            if (!f)
+                throw std::runtime_error("cannot write --dump-params file " + path);
+        }
+        // Last collective: nobody leaves (and rank 0 does not take the store down) before all
+        // ranks are done with the store.
+        if (m_env.world > 1)
+            m_pg->barrier()->wait(m_timeout);
+        if (m_recorder) {
+            if (auto s = m_recorder->finish(core::RunStatus::Completed, {}); !s)
+                std::fprintf(stderr, "lockstep worker: %s\n", s.error().message.c_str());
+        }
+        std::printf("LOCKSTEP done rank=%d\n", m_env.rank);
+        std::fflush(stdout);
+        return 0;
+    } catch (const c10::Error& e) {
+        cause = oneLine(e.what_without_backtrace());
+    } catch (const std::exception& e) {
+        cause = oneLine(e.what());
+    } catch (...) {
+        cause = "unknown error";
+    }
+    if (m_recorder) {
+        (void)m_recorder->finish(core::RunStatus::Failed, cause);
+        m_recorder.reset();
+    }
+    std::printf("LOCKSTEP failed rank=%d cause=%s\n", m_env.rank, cause.c_str());
+    std::fflush(stdout);
+    std::fprintf(stderr, "lockstep worker: rank %d failed after %d steps: %s\n", m_env.rank, m_completedSteps,
+                 cause.c_str());
+    return 1;
+}
+
+} // namespace
+
+int runWorker(const WorkerOptions& options)
+{
+    try {
+        Trainer t(options);
+        const int status = t.run();
+        // The process group's threads may still be blocked on a dead peer: leave without
+        // running their destructors, which could wait for the collective timeout again.
+        std::fflush(stdout);
+        std::fflush(stderr);
+        if (status != 0)
+            std::_Exit(status);
+        return status;
+    } catch (const std::exception& e) {
+        std::printf("LOCKSTEP failed rank=-1 cause=%s\n", oneLine(e.what()).c_str());
+        std::fflush(stdout);
+        return 1;
+    }
+}
+
+} // namespace lockstep::rt
