@@ -1,6 +1,96 @@
-// placeholder until its owner fills it in: registers no sub-command yet.
+// `lockstep report RUN [--json]`, `lockstep export RUN --chrome OUT.json`,
+// `lockstep merge SHARD... --out RUN.db [--force]`: the core's run database, analyses and
+// export on the command line. Errors go to stderr and set a non-zero exit status.
 #include "commands.h"
 
+#include "lockstep/core/chrome_export.h"
+#include "lockstep/core/report.h"
+#include "lockstep/core/run_db.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <memory>
+
 namespace lockstep::app {
-void registerCoreCommands(CLI::App&) {}
+
+namespace {
+
+struct CoreArgs {
+    std::string run;
+    bool json = false;
+    std::string chromeOut;
+    std::vector<std::string> shards;
+    std::string mergeOut;
+    bool force = false;
+};
+
+int fail(const std::string& message)
+{
+    std::cerr << "lockstep: " << message << '\n';
+    return 1;
+}
+
+int runReport(const CoreArgs& a)
+{
+    auto run = core::loadRun(a.run);
+    if (!run)
+        return fail(run.error().message);
+    const core::RunSummary summary = core::summarize(*run);
+    std::cout << (a.json ? core::summaryJson(summary) : core::summaryText(summary));
+    if (a.json)
+        std::cout << '\n';
+    std::cout.flush();
+    return std::cout ? 0 : fail("writing the report failed");
+}
+
+int runExport(const CoreArgs& a)
+{
+    auto run = core::loadRun(a.run);
+    if (!run)
+        return fail(run.error().message);
+    if (auto s = core::exportChromeTrace(*run, a.chromeOut); !s)
+        return fail(s.error().message);
+    std::cerr << "wrote " << a.chromeOut << " (" << run->spans.size() << " spans, "
+              << run->instants.size() << " instants)\n";
+    return 0;
+}
+
+int runMerge(const CoreArgs& a)
+{
+    const auto mode = a.force ? core::RunWriter::Mode::Overwrite : core::RunWriter::Mode::CreateNew;
+    auto stats = core::mergeRunFiles(a.shards, a.mergeOut, mode);
+    if (!stats)
+        return fail(stats.error().message);
+    std::cerr << "merged " << a.shards.size() << " shard(s) into " << a.mergeOut << ": " << stats->ranks
+              << " ranks, " << stats->steps << " steps, " << stats->spans << " spans, "
+              << stats->instants << " instants\n";
+    return 0;
+}
+
+} // namespace
+
+void registerCoreCommands(CLI::App& app)
+{
+    auto args = std::make_shared<CoreArgs>();
+
+    CLI::App* report = app.add_subcommand("report", "Summarize a run: step time, overlap, exposed "
+                                                    "communication, stragglers, buckets");
+    report->add_option("RUN", args->run, "run database (.db)")->required();
+    report->add_flag("--json", args->json, "print the summary as JSON");
+    report->callback([args] { exitStatus() = runReport(*args); });
+
+    CLI::App* exp = app.add_subcommand("export", "Export a run to Chrome trace-event JSON "
+                                                 "(Perfetto, chrome://tracing)");
+    exp->add_option("RUN", args->run, "run database (.db)")->required();
+    exp->add_option("--chrome", args->chromeOut, "output JSON file")->required();
+    exp->callback([args] { exitStatus() = runExport(*args); });
+
+    CLI::App* merge = app.add_subcommand("merge", "Merge rank shards into one run database");
+    merge->add_option("SHARD", args->shards, "shard run databases")->required();
+    merge->add_option("--out,-o", args->mergeOut, "merged run database")->required();
+    merge->add_flag("--force,-f", args->force, "overwrite the output if it exists");
+    merge->callback([args] { exitStatus() = runMerge(*args); });
+}
+
 } // namespace lockstep::app
