@@ -130,6 +130,8 @@ void addTrainingFlags(CLI::App* app, TrainingFlags& t, bool withBucketMb)
     t.add(app, "--optimizer", "sgd (with momentum) or adamw").option->check(CLI::IsMember({"sgd", "adamw"}));
     t.add(app, "--lr", "learning rate").option->check(CLI::PositiveNumber);
     t.add(app, "--seed", "seed of the model, the data and the shuffling").option->check(CLI::NonNegativeNumber);
+    t.add(app, "--dataset-size", "synthetic samples per epoch").option->check(CLI::PositiveNumber);
+    t.add(app, "--threads", "intra-op threads per worker (0 = cores / local ranks)").option->check(CLI::NonNegativeNumber);
     t.add(app, "--timeout-s", "collective timeout in seconds: a rank waiting longer on a peer fails (default 30)")
         .option->check(CLI::PositiveNumber);
     t.add(app, "--straggler", "fault injection: RANK:MS of extra compute on one rank every step")

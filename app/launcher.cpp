@@ -751,7 +751,7 @@ core::Status Job::mergeAndMark(LaunchResult& result)
             shards.push_back(shard.string());
     }
     const fs::path merged = m_shardDir / "merged.db";
-    const fs::path final = m_shardDir / "final.db";
+    const fs::path empty = m_shardDir / "empty.db";
     const core::RunStatus want = result.success ? core::RunStatus::Completed : core::RunStatus::Failed;
     fs::path ready;
     if (!shards.empty()) {
@@ -768,21 +768,21 @@ core::Status Job::mergeAndMark(LaunchResult& result)
         reader->reset();
         if (!config)
             return core::fail("cannot read the merged run: " + config.error().message);
-        if (config->status == want && (result.success || config->failureCause == result.cause)) {
-            ready = merged;
-        } else {
-            auto run = core::loadRun(merged.string(), core::LoadOptions{.correctClocks = false});
-            if (!run)
-                return core::fail("cannot read the merged run: " + run.error().message);
-            run->config.status = want;
-            run->config.failureCause = result.success ? std::string() : result.cause;
-            if (run->config.endedNs == 0 || !result.success)
-                run->config.endedNs = realtimeNs();
-            auto saved = core::saveRun(*run, final.string(), core::RunWriter::Mode::Overwrite);
-            if (!saved)
-                return core::fail("cannot write the run file: " + saved.error().message);
-            ready = final;
+        const std::string wantCause = result.success ? std::string() : result.cause;
+        if (config->status != want || config->failureCause != wantCause) {
+            auto writer = core::RunWriter::openExisting(merged.string());
+            if (!writer)
+                return core::fail("cannot mark the run " + std::string(core::runStatusName(want)) + ": "
+                                  + writer.error().message);
+            const core::TimeNs ended = config->endedNs != 0 && result.success ? config->endedNs : realtimeNs();
+            auto st = (*writer)->setStatus(want, wantCause, ended);
+            if (st)
+                st = (*writer)->close();
+            if (!st)
+                return core::fail("cannot mark the run " + std::string(core::runStatusName(want)) + ": "
+                                  + st.error().message);
         }
+        ready = merged;
     } else {
         // No rank got as far as its shard: still leave a run file that says why.
         core::RunConfig config;
@@ -790,7 +790,7 @@ core::Status Job::mergeAndMark(LaunchResult& result)
         config.worldSize = m_opt.nproc;
         config.commandLine = m_opt.commandLine;
         config.createdNs = realtimeNs();
-        auto writer = core::RunWriter::create(final.string(), config, core::RunWriter::Mode::Overwrite);
+        auto writer = core::RunWriter::create(empty.string(), config, core::RunWriter::Mode::Overwrite);
         if (!writer)
             return core::fail("cannot write the run file: " + writer.error().message);
         auto st = (*writer)->setStatus(want, result.success ? std::string() : result.cause, realtimeNs());
@@ -798,7 +798,7 @@ core::Status Job::mergeAndMark(LaunchResult& result)
             st = (*writer)->close();
         if (!st)
             return core::fail("cannot write the run file: " + st.error().message);
-        ready = final;
+        ready = empty;
     }
     std::error_code ec;
     if (!m_opt.force && fs::exists(m_out, ec))
