@@ -170,8 +170,12 @@ void LaneLod::query(TimeNs t0, TimeNs t1, double nsPerPixel, double minPixels, s
     }
     if (!level) {
         const auto [first, last] = visibleRange(t0, t1);
-        for (size_t i = first; i < last; ++i)
-            folder.add(itemOf(m_spans[i], i));
+        for (size_t i = first; i < last; ++i) {
+            const Span& s = m_spans[i];
+            if (s.end <= t0 && s.end > s.start)
+                continue; // in the widened margin but not reaching the window (as below)
+            folder.add(itemOf(s, i));
+        }
         folder.flush();
         return;
     }
