@@ -10,6 +10,10 @@
 #include <cstring>
 #include <unordered_set>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 namespace lockstep::core::detail {
 
 namespace {
@@ -58,13 +62,96 @@ public:
             return false;
         }
         while (i < len) {
+#ifdef __SSE2__
+            // 64 bytes at a time (simdjson's idea, reduced): quote, backslash and bracket masks;
+            // the in-string mask is the prefix XOR of the quote mask, carried across blocks.
+            // A block with a backslash in it (or right before it) goes through the scalar path,
+            // which handles escapes exactly; traces rarely contain any.
+            while (!m_stringOnly && i + 64 <= len && (i == 0 || d[i - 1] != '\\')) {
+                const Masks m = masks(d + i);
+                if (m.backslash)
+                    break;
+                const uint64_t inside = prefixXor(m.quote) ^ (m_inString ? ~uint64_t(0) : 0);
+                m_inString = (inside >> 63) != 0;
+                uint64_t structural = (m.open | m.close) & ~inside;
+                if ((m.close & structural) == 0) {
+                    m_depth += popcount(structural);
+                    i += 64;
+                    continue;
+                }
+                while (structural) {
+                    const int k = __builtin_ctzll(structural);
+                    if ((m.open >> k) & 1) {
+                        ++m_depth;
+                    } else if (--m_depth == 0) {
+                        i += static_cast<size_t>(k) + 1;
+                        return true;
+                    }
+                    structural &= structural - 1;
+                }
+                i += 64;
+            }
+#endif
+            if (scalarBlock(d, std::min(len, i + 64), i))
+                return true;
+        }
+        return false;
+    }
+    bool scalar() const { return m_scalar; }
+
+private:
+#ifdef __SSE2__
+    struct Masks {
+        uint64_t quote, backslash, open, close;
+    };
+    static uint64_t eq(const __m128i* chunks, char c)
+    {
+        const __m128i v = _mm_set1_epi8(c);
+        uint64_t r = 0;
+        for (int k = 0; k < 4; ++k)
+            r |= static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(chunks[k], v)))) << (16 * k);
+        return r;
+    }
+    static Masks masks(const char* p)
+    {
+        __m128i chunks[4];
+        for (int k = 0; k < 4; ++k)
+            chunks[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
+        return Masks{eq(chunks, '"'), eq(chunks, '\\'), eq(chunks, '{') | eq(chunks, '['),
+                     eq(chunks, '}') | eq(chunks, ']')};
+    }
+    // SWAR popcount: the baseline x86-64 target has no POPCNT instruction and the libgcc call
+    // showed up in profiles.
+    static int popcount(uint64_t x)
+    {
+        x = x - ((x >> 1) & 0x5555555555555555ull);
+        x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+        x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+        return static_cast<int>((x * 0x0101010101010101ull) >> 56);
+    }
+    static uint64_t prefixXor(uint64_t x)
+    {
+        x ^= x << 1;
+        x ^= x << 2;
+        x ^= x << 4;
+        x ^= x << 8;
+        x ^= x << 16;
+        x ^= x << 32;
+        return x;
+    }
+#endif
+    // The exact byte-level path: escapes, and the tail of the buffer. Scans d[i, end) (a
+    // string may be followed past `end`, up to the data's end).
+    bool scalarBlock(const char* d, size_t end, size_t& i)
+    {
+        while (i < end) {
             if (m_inString) {
-                const void* q = std::memchr(d + i, '"', len - i);
+                const void* q = std::memchr(d + i, '"', end - i);
                 if (!q) {
-                    i = len;
+                    i = end;
                     return false;
                 }
-                const size_t qi = static_cast<const char*>(q) - d;
+                const size_t qi = static_cast<size_t>(static_cast<const char*>(q) - d);
                 size_t b = qi;
                 while (b > 0 && d[b - 1] == '\\')
                     --b;
@@ -76,9 +163,9 @@ public:
                 }
                 continue;
             }
-            while (i < len && !kSpecial[static_cast<unsigned char>(d[i])])
+            while (i < end && !kSpecial[static_cast<unsigned char>(d[i])])
                 ++i;
-            if (i == len)
+            if (i == end)
                 return false;
             switch (d[i++]) {
             case '"': m_inString = true; break;
@@ -91,9 +178,7 @@ public:
         }
         return false;
     }
-    bool scalar() const { return m_scalar; }
 
-private:
     static constexpr std::array<bool, 256> kSpecial = [] {
         std::array<bool, 256> t{};
         t['"'] = t['{'] = t['}'] = t['['] = t[']'] = true;
