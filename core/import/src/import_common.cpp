@@ -297,8 +297,10 @@ NumberParse parseMicrosToNs(std::string_view token, int64_t* ns)
         std::string copy(t);
         char* end = nullptr;
         const double v = std::strtod(copy.c_str(), &end);
-        if (end != copy.c_str() + copy.size() || !std::isfinite(v))
+        if (end != copy.c_str() + copy.size())
             return NumberParse::NotNumber;
+        if (!std::isfinite(v))
+            return NumberParse::OutOfRange;
         const double nsValue = v * 1000.0;
         if (!(std::fabs(nsValue) < 9.2e18))
             return NumberParse::OutOfRange;
