@@ -101,6 +101,15 @@ int main(int argc, char** argv)
         outItems = items.size();
     });
     std::printf("lod_query_zoomed_out_ms: %.3f ms (%zu items)\n", zoomedOut * 1e3, outItems);
+    // Middle: a 1 s window (about 100 steps) over 2000 pixels: folded items are whole phases.
+    const TimeNs mid = 1'000'000'000;
+    const double zoomedMid = medianSeconds(101, [&](int i) {
+        items.clear();
+        const TimeNs w0 = t0 + (t1 - t0 - mid) / 101 * i;
+        lod.query(w0, w0 + mid, static_cast<double>(mid) / kPixels, kMinPixels, items);
+        outItems = items.size();
+    });
+    std::printf("lod_query_mid_ms: %.4f ms (%zu items)\n", zoomedMid * 1e3, outItems);
     // Zoomed in: a 2 ms window (1 µs per pixel) at spread-out positions.
     const TimeNs window = static_cast<TimeNs>(kPixels * 1000.0);
     const double zoomedIn = medianSeconds(101, [&](int i) {

@@ -351,8 +351,20 @@ std::vector<BucketStat> bucketStats(const Run& run)
     const auto keyLess = [](const BucketStat& s, const std::tuple<int32_t, int32_t, int32_t>& k) {
         return std::tie(s.rank, s.step, s.bucket) < k;
     };
+    // Instants and collectives both advance in time, so the next key is usually the entry right
+    // after the previous one: try that before searching.
+    size_t hint = 0;
     auto flush = [&](std::tuple<int32_t, int32_t, int32_t> key, TimeNs ts) {
-        auto it = std::lower_bound(out.begin(), out.end(), key, keyLess);
+        auto it = out.end();
+        for (size_t h = hint; h < out.size() && h < hint + 2; ++h) {
+            if (std::tie(out[h].rank, out[h].step, out[h].bucket) == key) {
+                it = out.begin() + static_cast<ptrdiff_t>(h);
+                break;
+            }
+        }
+        if (it == out.end())
+            it = std::lower_bound(out.begin(), out.end(), key, keyLess);
+        hint = static_cast<size_t>(it - out.begin());
         if (it != out.end() && std::tie(it->rank, it->step, it->bucket) == key)
             it->ready = std::max(it->ready, ts);
     };
@@ -415,8 +427,24 @@ StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& st
     std::sort(order.begin(), order.end(), [](const Launch& a, const Launch& b) {
         return std::tie(a.step, a.bucket, a.rank) < std::tie(b.step, b.bucket, b.rank);
     });
-    // wait caused per (step, rank)
-    std::map<std::pair<int32_t, int32_t>, TimeNs> caused;
+    // Wait caused per (step, rank), flat and sorted by (step, rank). `order` is sorted by step,
+    // so each step's few (rank, wait) pairs are gathered in a small buffer and flushed in order.
+    struct Caused {
+        int32_t step, rank;
+        TimeNs wait;
+    };
+    std::vector<Caused> caused;
+    std::vector<std::pair<int32_t, TimeNs>> stepAcc;
+    auto flushStep = [&](int32_t step) {
+        std::sort(stepAcc.begin(), stepAcc.end());
+        for (const auto& [rank, wait] : stepAcc) {
+            if (!caused.empty() && caused.back().step == step && caused.back().rank == rank)
+                caused.back().wait += wait;
+            else
+                caused.push_back({step, rank, wait});
+        }
+        stepAcc.clear();
+    };
     for (size_t i = 0; i < order.size();) {
         size_t j = i;
         TimeNs lo = std::numeric_limits<TimeNs>::max(), hi = std::numeric_limits<TimeNs>::min();
@@ -437,36 +465,53 @@ StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& st
         for (size_t k = i; k < j; ++k)
             sk.waitCaused += hi - order[k].launch; // the late rank itself adds 0
         rep.skews.push_back(sk);
-        caused[{sk.step, late}] += sk.waitCaused;
+        auto acc = std::find_if(stepAcc.begin(), stepAcc.end(), [late](const auto& p) { return p.first == late; });
+        if (acc != stepAcc.end())
+            acc->second += sk.waitCaused;
+        else
+            stepAcc.push_back({late, sk.waitCaused});
+        if (j == order.size() || order[j].step != sk.step)
+            flushStep(sk.step);
         i = j;
     }
 
-    // Per step: mean wall over ranks, and the straggler.
-    std::map<int32_t, std::pair<TimeNs, int>> wall; // step -> (sum of walls, ranks)
+    // Per step: mean wall over ranks (every step of run.steps, plus steps only seen in
+    // collectives), and the straggler.
+    std::vector<std::pair<int32_t, TimeNs>> walls; // (step, wall) per (rank, step)
+    walls.reserve(run.steps.size() + rep.skews.size());
     std::vector<int32_t> rankList;
-    for (const Step& s : run.steps) {
-        auto& w = wall[s.step];
-        w.first += std::max<TimeNs>(0, s.end - s.start);
-        w.second += 1;
-        rankList.push_back(s.rank);
+    for (const Step& st : run.steps) {
+        walls.push_back({st.step, std::max<TimeNs>(0, st.end - st.start)});
+        rankList.push_back(st.rank);
     }
-    for (const BucketStat& s : stats)
-        rankList.push_back(s.rank);
+    for (const BucketStat& st : stats)
+        rankList.push_back(st.rank);
     std::sort(rankList.begin(), rankList.end());
     rankList.erase(std::unique(rankList.begin(), rankList.end()), rankList.end());
     for (const BucketSkew& sk : rep.skews)
-        wall.try_emplace(sk.step, std::pair<TimeNs, int>{0, 0});
-
-    for (const auto& [step, w] : wall) {
+        walls.push_back({sk.step, -1}); // -1: present, but contributes no wall
+    std::sort(walls.begin(), walls.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    size_t c = 0;
+    for (size_t i = 0; i < walls.size();) {
+        const int32_t step = walls[i].first;
+        TimeNs sum = 0;
+        int n = 0;
+        for (; i < walls.size() && walls[i].first == step; ++i) {
+            if (walls[i].second >= 0) {
+                sum += walls[i].second;
+                ++n;
+            }
+        }
         StepStraggler ss;
         ss.step = step;
-        ss.stepTime = w.second > 0 ? w.first / w.second : 0;
-        auto it = caused.lower_bound({step, std::numeric_limits<int32_t>::min()});
-        for (; it != caused.end() && it->first.first == step; ++it) {
-            // Map order is by rank, and only a strictly larger wait replaces: ties keep the lower rank.
-            if (it->second > ss.waitCaused) {
-                ss.waitCaused = it->second;
-                ss.rank = it->first.second;
+        ss.stepTime = n > 0 ? sum / n : 0;
+        while (c < caused.size() && caused[c].step < step)
+            ++c;
+        for (; c < caused.size() && caused[c].step == step; ++c) {
+            // Sorted by rank, and only a strictly larger wait replaces: ties keep the lower rank.
+            if (caused[c].wait > ss.waitCaused) {
+                ss.waitCaused = caused[c].wait;
+                ss.rank = caused[c].rank;
             }
         }
         rep.perStep.push_back(ss);
@@ -475,28 +520,30 @@ StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& st
     // Per rank over steady steps.
     double steadyTimeSum = 0;
     int steadyCount = 0;
+    std::vector<int> asStraggler(rankList.size(), 0);
+    std::vector<double> waitSum(rankList.size(), 0.0);
+    auto rankIndex = [&rankList](int32_t rank) {
+        return static_cast<size_t>(std::lower_bound(rankList.begin(), rankList.end(), rank) - rankList.begin());
+    };
     for (const StepStraggler& ss : rep.perStep) {
         if (!steady.isSteady(ss.step))
             continue;
         steadyTimeSum += static_cast<double>(ss.stepTime);
         ++steadyCount;
+        if (ss.rank >= 0)
+            ++asStraggler[rankIndex(ss.rank)];
+    }
+    for (const Caused& cw : caused) {
+        if (steady.isSteady(cw.step))
+            waitSum[rankIndex(cw.rank)] += static_cast<double>(cw.wait);
     }
     const double meanStepTime = steadyCount > 0 ? steadyTimeSum / steadyCount : 0.0;
     int best = 0;
-    for (int32_t rank : rankList) {
+    for (size_t k = 0; k < rankList.size(); ++k) {
         RankStraggle rs;
-        rs.rank = rank;
-        double waitSum = 0;
-        for (const StepStraggler& ss : rep.perStep) {
-            if (!steady.isSteady(ss.step))
-                continue;
-            if (ss.rank == rank)
-                ++rs.stepsAsStraggler;
-            auto it = caused.find({ss.step, rank});
-            if (it != caused.end())
-                waitSum += static_cast<double>(it->second);
-        }
-        rs.meanWaitNs = steadyCount > 0 ? waitSum / steadyCount : 0.0;
+        rs.rank = rankList[k];
+        rs.stepsAsStraggler = asStraggler[k];
+        rs.meanWaitNs = steadyCount > 0 ? waitSum[k] / steadyCount : 0.0;
         rs.meanWaitFraction = meanStepTime > 0 ? rs.meanWaitNs / meanStepTime : 0.0;
         best = std::max(best, rs.stepsAsStraggler);
         rep.perRank.push_back(rs);
