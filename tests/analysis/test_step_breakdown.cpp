@@ -251,6 +251,29 @@ private slots:
         QCOMPARE(v[0].idle, TimeNs(20));
     }
 
+    void malformedSpansAreIgnoredNotFatal()
+    {
+        // A span on a lane that does not exist, an inverted span (end < start) and a zero-length
+        // one: none of them may crash or count. Only forward [0,10) counts: C = 10 of W = 20.
+        RunBuilder b;
+        const auto c = b.lane(0, LaneKind::Compute);
+        b.span(c, SpanKind::Forward, 0, 10).span(c, SpanKind::Backward, 15, 12).span(c, SpanKind::Optimizer, 18, 18);
+        b.span(LaneId{42}, SpanKind::Comm, 0, 20, 0, 0, 100);
+        b.ready(LaneId{42}, 5, 0, 0);
+        b.step(0, 0, 0, 20).step(0, 1, 30, 25); // step 1 ends before it starts
+        const Run run = b.build();
+        const auto v = stepBreakdown(run);
+        QCOMPARE(v.size(), size_t(2));
+        QCOMPARE(v[0].compute, TimeNs(10));
+        QCOMPARE(v[0].communication, TimeNs(0));
+        QCOMPARE(v[0].idle, TimeNs(10));
+        QCOMPARE(v[1].wall, TimeNs(0));
+        QVERIFY(bucketStats(run).empty());
+        QVERIFY(stragglers(run).stragglers.empty());
+        const RunSummary s = summarize(run);
+        QCOMPARE(s.steps, 2);
+    }
+
     void stepWithoutLanesIsAllIdle()
     {
         // A step of a rank that has no lane at all (a rank that recorded nothing but steps).
