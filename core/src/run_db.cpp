@@ -302,8 +302,6 @@ Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& path, co
         return fail(path + ": " + s.error().message);
     if (auto s = schema::exec(impl->db, kWriterPragmas, path.c_str()); !s)
         return std::unexpected(s.error());
-    if (const char* x = getenv("LOCKSTEP_DB_EXPERIMENT"))
-        (void)schema::exec(impl->db, x, "experiment");
     if (auto s = impl->prepareAll(); !s)
         return std::unexpected(s.error());
     std::unique_ptr<RunWriter> w(new RunWriter(std::move(impl)));
@@ -336,12 +334,13 @@ Result<std::unique_ptr<RunWriter>> RunWriter::openExisting(const std::string& pa
         Stmt st;
         rc = st.prepare(impl->db, "SELECT id, text FROM strings ORDER BY id");
         while (rc == SQLITE_OK && (rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+            rc = SQLITE_OK; // keep stepping
             const auto id = sqlite3_column_int64(st.get(), 0);
             const StringId got = impl->strings.intern(columnText(st.get(), 1));
             if (static_cast<int64_t>(got.v) != id)
                 return fail(path + ": the string table is not dense; cannot append to this file");
         }
-        if (rc != SQLITE_DONE)
+        if (rc != SQLITE_DONE && rc != SQLITE_OK)
             return fail(schema::sqliteError(impl->db, rc, path, "reading strings"));
         impl->stringsStored = impl->strings.size();
     }
@@ -349,12 +348,13 @@ Result<std::unique_ptr<RunWriter>> RunWriter::openExisting(const std::string& pa
         Stmt st;
         rc = st.prepare(impl->db, "SELECT id, max_dur_ns FROM lanes ORDER BY id");
         while (rc == SQLITE_OK && (rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+            rc = SQLITE_OK; // keep stepping
             const auto id = sqlite3_column_int64(st.get(), 0);
             if (id != static_cast<int64_t>(impl->laneMaxDur.size()))
                 return fail(path + ": lane ids are not dense; cannot append to this file");
             impl->laneMaxDur.push_back(sqlite3_column_int64(st.get(), 1));
         }
-        if (rc != SQLITE_DONE)
+        if (rc != SQLITE_DONE && rc != SQLITE_OK)
             return fail(schema::sqliteError(impl->db, rc, path, "reading lanes"));
         impl->laneMaxDurStored = impl->laneMaxDur;
     }
@@ -645,6 +645,12 @@ Status RunWriter::close()
     for (Stmt* s : {&d.insSpan, &d.insSpans, &d.insInstant, &d.insString, &d.insStep, &d.insRank, &d.insLane, &d.insBucket,
                     &d.insDiag, &d.updLane})
         s->finalize();
+    // A finished run goes back to rollback-journal mode: the checkpoint folds the WAL into the
+    // file, and readers of a closed run (read-only, mode=ro) then never create -wal/-shm files
+    // beside it. If a reader is still attached this fails with SQLITE_BUSY and the file simply
+    // stays in WAL mode, which every reader handles too.
+    if (result)
+        sqlite3_exec(d.db, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
     const int rc = sqlite3_close(d.db);
     if (rc != SQLITE_OK && result)
         result = d.error(rc, "closing");

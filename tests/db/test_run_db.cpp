@@ -1,0 +1,349 @@
+// The run database: a whole run survives save/load field by field, clocks are corrected on load,
+// a reader sees committed steps only and never blocks the writer, window queries match a brute
+// force scan (long spans included), and a version-1 file is read as is and migrated on write.
+#include "db_test_util.h"
+
+#include "schema.h"
+
+#include <QFileInfo>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+using namespace lockstep::core;
+using namespace dbtest;
+
+namespace {
+
+int64_t pragmaInt(const std::string& path, const char* pragma)
+{
+    sqlite3* db = nullptr;
+    sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    sqlite3_stmt* st = nullptr;
+    int64_t v = -999;
+    if (sqlite3_prepare_v2(db, pragma, -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+std::vector<Span> bruteWindow(const std::vector<Span>& all, LaneId lane, TimeNs t0, TimeNs t1)
+{
+    std::vector<Span> out;
+    for (const Span& s : all)
+        if (s.lane == lane && s.start < t1 && (s.end > t0 || s.start >= t0))
+            out.push_back(s);
+    std::stable_sort(out.begin(), out.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+    return out;
+}
+
+bool sameSpans(std::vector<Span> a, std::vector<Span> b)
+{
+    const auto key = [](const Span& s) { return std::tuple(s.start, s.end, s.bytes, s.step, s.bucket); };
+    const auto less = [&](const Span& x, const Span& y) { return key(x) < key(y); };
+    std::sort(a.begin(), a.end(), less);
+    std::sort(b.begin(), b.end(), less);
+    if (a.size() != b.size())
+        return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (key(a[i]) != key(b[i]) || a[i].kind != b[i].kind)
+            return false;
+    return true;
+}
+
+} // namespace
+
+class TestRunDb : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir m_dir;
+    std::string file(const char* name) const { return str(m_dir.filePath(name)); }
+
+private slots:
+    void roundTripKeepsEveryField()
+    {
+        const Run in = makeRun(2, 3);
+        const std::string path = file("roundtrip.db");
+        QVERIFY(saveRun(in, path).has_value());
+        QCOMPARE(pragmaInt(path, "PRAGMA application_id"), int64_t(kApplicationId));
+        QCOMPARE(pragmaInt(path, "PRAGMA user_version"), int64_t(kSchemaVersion));
+        QCOMPARE(kSchemaVersion, 2);
+        QVERIFY2(!QFileInfo::exists(QString::fromStdString(path + "-wal")), "closing leaves no WAL");
+        QVERIFY(validateRunFile(path).has_value());
+
+        auto out = loadRun(path, LoadOptions{.correctClocks = false});
+        QVERIFY2(out.has_value(), out ? "" : out.error().message.c_str());
+        QVERIFY(!out->clocksCorrected);
+        const RunConfig& c = out->config;
+        QCOMPARE(c.name, in.config.name);
+        QCOMPARE(c.model, std::string("mlp"));
+        QCOMPARE(c.worldSize, 2);
+        QCOMPARE(c.backend, std::string("gloo"));
+        QCOMPARE(c.bucketCapBytes, int64_t(4096));
+        QCOMPARE(c.batchPerRank, int64_t(8));
+        QCOMPARE(c.warmupSteps, 1);
+        QCOMPARE(c.commandLine, in.config.commandLine);
+        QCOMPARE(c.createdNs, kBase);
+        QCOMPARE(c.status, RunStatus::Completed);
+        QCOMPARE(c.extra.at("seed"), std::string("7"));
+        QCOMPARE(out->ranks.size(), size_t(2));
+        QCOMPARE(out->ranks[1].clockOffsetNs, TimeNs(1000));
+        QCOMPARE(out->ranks[1].pid, int64_t(101));
+        QCOMPARE(out->lanes.size(), size_t(4));
+        QCOMPARE(out->lanes[3].kind, LaneKind::Comm);
+        QCOMPARE(out->lanes[3].rank, 1);
+        QCOMPARE(out->steps.size(), size_t(6));
+        QCOMPARE(out->steps[2].loss, 1.0 / 3);
+        QCOMPARE(out->buckets.size(), size_t(2));
+        QCOMPARE(out->buckets[1].params, (std::vector<std::string>{"fc1.bias", "fc1.weight"}));
+        QCOMPARE(out->spans.size(), in.spans.size());
+        for (size_t i = 0; i < in.spans.size(); ++i) {
+            const Span& a = in.spans[i];
+            const Span& b = out->spans[i];
+            QCOMPARE(b.start, a.start);
+            QCOMPARE(b.end, a.end);
+            QCOMPARE(b.lane, a.lane);
+            QCOMPARE(b.kind, a.kind);
+            QCOMPARE(b.step, a.step);
+            QCOMPARE(b.bucket, a.bucket);
+            QCOMPARE(b.bytes, a.bytes);
+            QCOMPARE(out->strings.text(b.name), in.strings.text(a.name));
+        }
+        QCOMPARE(out->instants.size(), in.instants.size());
+        QCOMPARE(out->strings.text(out->instants[1].name), std::string("fc1.weight"));
+        QCOMPARE(out->diagnostics.size(), size_t(1));
+        QCOMPARE(out->diagnostics[0].count, int64_t(2));
+        QCOMPARE(out->diagnostics[0].severity, Severity::Info);
+    }
+
+    void loadCorrectsClocks()
+    {
+        const Run in = makeRun(2, 2);
+        const std::string path = file("clocks.db");
+        QVERIFY(saveRun(in, path).has_value());
+        auto out = loadRun(path);
+        QVERIFY(out.has_value());
+        QVERIFY(out->clocksCorrected);
+        // makeRun puts rank 1's clock 1000 ns behind: after correction both ranks' steps align.
+        QCOMPARE(out->steps[0].start, kBase);
+        QCOMPARE(out->steps[2].rank, 1);
+        QCOMPARE(out->steps[2].start, kBase);
+        const auto [lo, hi] = out->laneSpanRange(LaneId{2});
+        QVERIFY(hi > lo);
+        QCOMPARE(out->spans[lo].start, kBase - 500'000); // the setup span, corrected
+        QCOMPARE(out->instants.back().ts % 1000, in.instants.front().ts % 1000);
+        // Saving a corrected run stores zero offsets, so a reload does not correct twice.
+        QVERIFY(saveRun(*out, file("clocks2.db")).has_value());
+        auto again = loadRun(file("clocks2.db"));
+        QVERIFY(again.has_value());
+        QCOMPARE(again->steps[2].start, kBase);
+    }
+
+    void createNewRefusesAnExistingFile()
+    {
+        const std::string path = file("exists.db");
+        QVERIFY(saveRun(makeRun(1, 1), path).has_value());
+        const QByteArray before = fileHash(QString::fromStdString(path));
+        auto w = RunWriter::create(path, RunConfig{});
+        QVERIFY(!w.has_value());
+        QVERIFY(w.error().message.find("already exists") != std::string::npos);
+        QCOMPARE(fileHash(QString::fromStdString(path)), before);
+        QVERIFY(saveRun(makeRun(2, 1), path, RunWriter::Mode::Overwrite).has_value());
+        QCOMPARE(loadRun(path)->ranks.size(), size_t(2));
+    }
+
+    void diagnosticsAreSummedByKind()
+    {
+        auto w = RunWriter::create(file("diag.db"), RunConfig{});
+        QVERIFY(w.has_value());
+        QVERIFY((*w)->addDiagnostic({"misplaced end event", Severity::Warning, 3, "first"}).has_value());
+        QVERIFY((*w)->addDiagnostic({"misplaced end event", Severity::Warning, 4, "second"}).has_value());
+        QVERIFY((*w)->addDiagnostic({"other", Severity::Error, 1, ""}).has_value());
+        QVERIFY((*w)->close().has_value());
+        auto r = RunReader::open(file("diag.db"));
+        QVERIFY(r.has_value());
+        auto d = (*r)->diagnostics();
+        QVERIFY(d.has_value());
+        QCOMPARE(d->size(), size_t(2));
+        QCOMPARE((*d)[0].kind, std::string("misplaced end event"));
+        QCOMPARE((*d)[0].count, int64_t(7));
+        QCOMPARE((*d)[0].message, std::string("first"));
+        QCOMPARE((*d)[1].severity, Severity::Error);
+    }
+
+    void writerRejectsUnknownLanes()
+    {
+        auto w = RunWriter::create(file("badlane.db"), RunConfig{});
+        QVERIFY(w.has_value());
+        const Span s{kBase, kBase + 1, 0, LaneId{5}, StringId{0}, 0, kNoBucket, SpanKind::Forward};
+        auto st = (*w)->appendSpans(std::span(&s, 1));
+        QVERIFY(!st.has_value());
+        QVERIFY(st.error().message.find("lane 5") != std::string::npos);
+    }
+
+    // The recorder's pattern: a step's row commits with its spans; spans of the next step may
+    // commit before that step's row. A reader sees step 0 only until step 1's row commits, and
+    // a reader holding a read transaction does not block the writer's commits.
+    void liveReaderSeesCommittedStepsOnly()
+    {
+        const std::string path = file("live.db");
+        auto w = RunWriter::create(path, RunConfig{.name = "live", .worldSize = 1});
+        QVERIFY(w.has_value());
+        RunWriter& writer = **w;
+        QVERIFY(writer.addRank(RankInfo{.rank = 0}).has_value());
+        const LaneId lane = *writer.addLane(Lane{.rank = 0, .kind = LaneKind::Compute, .name = "compute"});
+        const StringId fwd = writer.intern("forward");
+        const Span s0{kBase, kBase + 10, 0, lane, fwd, 0, kNoBucket, SpanKind::Forward};
+        const Span setup{kBase - 100, kBase - 50, 0, lane, fwd, kNoStep, kNoBucket, SpanKind::Other};
+        QVERIFY(writer.appendSpans(std::vector<Span>{setup, s0}).has_value());
+        QVERIFY(writer.addStep(Step{0, 0, kBase, kBase + 20, 0.5, 4}).has_value());
+        const Span s1{kBase + 30, kBase + 40, 0, lane, writer.intern("next step's data"), 1, kNoBucket, SpanKind::DataLoad};
+        QVERIFY(writer.appendSpans(std::span(&s1, 1)).has_value());
+        QVERIFY(writer.appendInstants(std::vector<Instant>{{kBase + 35, lane, fwd, 1, 0, InstantKind::GradReady}}).has_value());
+        QVERIFY(writer.commit().has_value());
+
+        auto reader = RunReader::open(path);
+        QVERIFY2(reader.has_value(), reader ? "" : reader.error().message.c_str());
+        auto run = (*reader)->load();
+        QVERIFY(run.has_value());
+        QCOMPARE(run->steps.size(), size_t(1));
+        QCOMPARE(run->spans.size(), size_t(2)); // setup (no step) + step 0
+        QCOMPARE(run->instants.size(), size_t(0));
+        // The window query is the raw file: it shows the uncommitted step's span too.
+        QCOMPARE((*reader)->spansInWindow(lane, kBase, kBase + 100)->size(), size_t(2));
+
+        // A raw reader holding a read transaction open (as load() does while it reads).
+        sqlite3* raw = nullptr;
+        QCOMPARE(sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+        QCOMPARE(sqlite3_exec(raw, "BEGIN; SELECT count(*) FROM spans;", nullptr, nullptr, nullptr), SQLITE_OK);
+        QVERIFY(writer.addStep(Step{0, 1, kBase + 20, kBase + 50, 0.4, 4}).has_value());
+        QVERIFY2(writer.commit().has_value(), "a reader must not block the writer");
+        sqlite3_exec(raw, "COMMIT", nullptr, nullptr, nullptr);
+        sqlite3_close(raw);
+
+        run = (*reader)->load();
+        QVERIFY(run.has_value());
+        QCOMPARE(run->steps.size(), size_t(2));
+        QCOMPARE(run->spans.size(), size_t(3));
+        QCOMPARE(run->instants.size(), size_t(1));
+        QCOMPARE(run->strings.text(run->spans.back().name), std::string("next step's data"));
+        QVERIFY(writer.close().has_value());
+    }
+
+    void windowQueryMatchesBruteForce()
+    {
+        const std::string path = file("window.db");
+        auto w = RunWriter::create(path, RunConfig{});
+        QVERIFY(w.has_value());
+        std::vector<LaneId> lanes;
+        for (int i = 0; i < 3; ++i)
+            lanes.push_back(*(*w)->addLane(Lane{.rank = 0, .kind = LaneKind::HostThread, .stream = i}));
+        std::mt19937_64 rng(3);
+        std::vector<Span> all;
+        TimeNs t = kBase;
+        for (int i = 0; i < 6000; ++i) {
+            Span s;
+            s.lane = lanes[static_cast<size_t>(i % 3)];
+            s.start = t + static_cast<TimeNs>(rng() % 1000);
+            // Mostly short, a few very long (they must be found from far before the window),
+            // some zero-length.
+            const auto r = rng() % 100;
+            s.end = s.start + (r == 0 ? 200'000 : r < 5 ? 0 : static_cast<TimeNs>(rng() % 3000));
+            s.kind = SpanKind::CpuOp;
+            t += 300;
+            all.push_back(s);
+        }
+        // Two batches with a commit between: max_dur must be right after each.
+        QVERIFY((*w)->appendSpans(std::span(all).first(3000)).has_value());
+        QVERIFY((*w)->commit().has_value());
+        QVERIFY((*w)->appendSpans(std::span(all).subspan(3000)).has_value());
+        QVERIFY((*w)->close().has_value());
+        auto reader = RunReader::open(path);
+        QVERIFY(reader.has_value());
+        QCOMPARE(*(*reader)->spanCount(), int64_t(all.size()));
+        for (int q = 0; q < 300; ++q) {
+            const LaneId lane = lanes[q % 3];
+            const TimeNs t0 = kBase + static_cast<TimeNs>(rng() % 1'900'000);
+            const TimeNs t1 = t0 + static_cast<TimeNs>(rng() % 50'000);
+            auto got = (*reader)->spansInWindow(lane, t0, t1);
+            QVERIFY(got.has_value());
+            QVERIFY(std::is_sorted(got->begin(), got->end(),
+                                   [](const Span& a, const Span& b) { return a.start < b.start; }));
+            QVERIFY2(sameSpans(*got, bruteWindow(all, lane, t0, t1)), qPrintable(QString("window %1").arg(q)));
+        }
+        QVERIFY((*reader)->spansInWindow(lanes[0], kBase, kBase)->empty());
+    }
+
+    // A file written with the version-1 DDL: readable as is (max duration computed on the fly,
+    // the file untouched), migrated to version 2 (max_dur_ns backfilled) when opened to write.
+    void versionOneFileIsReadThenMigrated()
+    {
+        const std::string path = file("v1.db");
+        {
+            sqlite3* db = nullptr;
+            QCOMPARE(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+            QVERIFY(schema::createOrMigrate(db, 1).has_value());
+            const char* fill =
+                "INSERT INTO strings (id, text) VALUES (1, 'op');"
+                "INSERT INTO ranks (rank, host) VALUES (0, 'old');"
+                "INSERT INTO lanes (id, rank, kind, name) VALUES (0, 0, 'host_thread', 't0'), (1, 0, 'compute', 'c');"
+                "INSERT INTO steps (rank, step, start_ns, end_ns, samples) VALUES (0, 0, 0, 100000, 4);"
+                "INSERT INTO spans (lane, kind, name, start_ns, end_ns, step, bucket, bytes, seq) VALUES"
+                " (0, 10, 1, 1000, 1100, 0, -1, 0, 0), (0, 10, 1, 2000, 52000, 0, -1, 0, 1),"
+                " (0, 10, 1, 60000, 60010, 0, -1, 0, 2), (1, 1, 1, 10, 30, 0, -1, 0, 3);";
+            QCOMPARE(sqlite3_exec(db, fill, nullptr, nullptr, nullptr), SQLITE_OK);
+            sqlite3_close(db);
+        }
+        QCOMPARE(pragmaInt(path, "PRAGMA user_version"), int64_t(1));
+        const QString qpath = QString::fromStdString(path);
+        const QByteArray before = fileHash(qpath);
+        {
+            auto reader = RunReader::open(path);
+            QVERIFY2(reader.has_value(), reader ? "" : reader.error().message.c_str());
+            QCOMPARE((*reader)->schemaVersion(), 1);
+            // [40000, 41000) lies inside the long span [2000, 52000): found only because the
+            // lower bound is widened by the lane's longest span.
+            auto w = (*reader)->spansInWindow(LaneId{0}, 40000, 41000);
+            QVERIFY(w.has_value());
+            QCOMPARE(w->size(), size_t(1));
+            QCOMPARE(w->front().start, TimeNs(2000));
+            auto run = (*reader)->load();
+            QVERIFY(run.has_value());
+            QCOMPARE(run->spans.size(), size_t(4));
+            QCOMPARE(run->ranks[0].host, std::string("old"));
+        }
+        QVERIFY(validateRunFile(path).has_value());
+        QCOMPARE(fileHash(qpath), before);
+        QVERIFY(!QFileInfo::exists(qpath + "-wal"));
+        QVERIFY(!QFileInfo::exists(qpath + "-shm"));
+
+        {
+            auto w = RunWriter::openExisting(path);
+            QVERIFY2(w.has_value(), w ? "" : w.error().message.c_str());
+            const Span s{70000, 70500, 0, LaneId{1}, (*w)->intern("op"), 0, kNoBucket, SpanKind::Forward};
+            QVERIFY((*w)->appendSpans(std::span(&s, 1)).has_value());
+            QVERIFY((*w)->close().has_value());
+        }
+        QCOMPARE(pragmaInt(path, "PRAGMA user_version"), int64_t(2));
+        QCOMPARE(pragmaInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 0"), int64_t(50000));
+        QCOMPARE(pragmaInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 1"), int64_t(500));
+        QCOMPARE(pragmaInt(path, "SELECT count(*) FROM strings"), int64_t(2)); // "op" reused
+        auto reader = RunReader::open(path);
+        QVERIFY(reader.has_value());
+        QCOMPARE((*reader)->schemaVersion(), 2);
+        auto w = (*reader)->spansInWindow(LaneId{0}, 40000, 41000);
+        QCOMPARE(w->size(), size_t(1));
+        QCOMPARE(w->front().end, TimeNs(52000));
+        QCOMPARE((*reader)->spansInWindow(LaneId{0}, 52000, 59000)->size(), size_t(0));
+        QCOMPARE(*(*reader)->spanCount(), int64_t(5));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestRunDb)
+#include "test_run_db.moc"
