@@ -130,6 +130,8 @@ void TestTimeline::timeAxis()
     QCOMPARE(ui::formatBytes(4.0 * 1024 * 1024), QStringLiteral("4.0 MB"));
     QCOMPARE(ui::formatTickLabel(2'000'000, 100'000), QStringLiteral("2 ms"));
     QCOMPARE(ui::formatTickLabel(2'500'000, 100'000), QStringLiteral("2.5 ms"));
+    QCOMPARE(ui::formatTickLabel(182'625'000'000, 5'000'000), QStringLiteral("182.625 s"));
+    QCOMPARE(ui::formatTickLabel(-20'000'000, 1'000'000), QStringLiteral("-20 ms"));
     core::TimeNs step = 0;
     const auto ticks = ui::rulerTicks(0, 10'000'000, 10'000, 12, &step);
     QCOMPARE(step, core::TimeNs(200'000)); // 12 px at 10 µs/px = 120 µs -> 200 µs

@@ -85,11 +85,15 @@ QString formatTickLabel(core::TimeNs t, core::TimeNs tickStep)
 {
     if (t == 0)
         return QStringLiteral("0");
-    // The unit of twice the major spacing: 500 µs majors read as 0.5, 1, 1.5 ms.
-    const Unit u = unitFor(static_cast<double>(tickStep) * 10);
-    // Enough decimals to tell neighbouring major ticks apart.
+    // The unit of twice the major spacing: 500 µs majors read as 0.5, 1, 1.5 ms. Far from the
+    // origin a larger unit keeps labels short: 182.625 s, not 182625 ms.
+    Unit u = unitFor(static_cast<double>(tickStep) * 10);
+    if (std::fabs(static_cast<double>(t)) / u.scale >= 10000)
+        u = unitFor(static_cast<double>(t));
+    // Enough decimals to write the major spacing exactly (0.025 s needs 3), so neighbouring
+    // labels never round to the same text.
     int decimals = 0;
-    for (double s = static_cast<double>(tickStep) * 5 / u.scale; s < 1 - 1e-9 && decimals < 9; s *= 10)
+    for (double v = static_cast<double>(tickStep) * 5 / u.scale; std::fabs(v - std::round(v)) > 1e-6 && decimals < 9; v *= 10)
         ++decimals;
     return trimmed(static_cast<double>(t) / u.scale, decimals) + QLatin1Char(' ') + QString::fromUtf8(u.name);
 }

@@ -407,9 +407,19 @@ TimelineRunModel::TimelineRunModel(std::shared_ptr<const Run> run)
         if (!lanes.empty()) {
             for (const StepSpan& st : rl->steps) {
                 const RankUnions u = rankUnions(r, m_laneMaxDuration, rank, st.start, st.end);
-                appendPieces(rl->overlapped, intersectIntervals(u.compute, u.comm), rl->stripLane, st.step);
-                appendPieces(rl->exposed, subtractIntervals(u.comm, u.compute), rl->stripLane, st.step);
+                const auto ov = intersectIntervals(u.compute, u.comm);
+                const auto ex = subtractIntervals(u.comm, u.compute);
+                rl->stepOverlap.emplace_back(core::totalLength(ov), core::totalLength(ex));
+                appendPieces(rl->overlapped, ov, rl->stripLane, st.step);
+                appendPieces(rl->exposed, ex, rl->stripLane, st.step);
             }
+        }
+        rl->stepOverlap.resize(rl->steps.size());
+        if (!rl->steps.empty()) {
+            TimeNs sum = 0;
+            for (const StepSpan& st : rl->steps)
+                sum += st.end - st.start;
+            rl->meanStepNs = sum / TimeNs(rl->steps.size());
         }
         auto byStart = [](const core::Span& a, const core::Span& b) { return a.start < b.start; };
         std::sort(rl->overlapped.begin(), rl->overlapped.end(), byStart);

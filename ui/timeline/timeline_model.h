@@ -99,6 +99,10 @@ public:
         std::vector<core::LaneId> lanes; // display order: compute, comm, GPU streams, threads
         core::LaneId stripLane;          // the lane row that carries the overlap strip
         std::vector<StepSpan> steps;     // this rank's steps, sorted by step
+        // Per step (parallel to `steps`): overlapped and exposed communication time, for the
+        // zoomed-out strip that colours whole steps by how much communication was exposed.
+        std::vector<std::pair<core::TimeNs, core::TimeNs>> stepOverlap;
+        core::TimeNs meanStepNs = 0;
         // Overlap strip pieces as spans (kind Comm), so LaneLod folds them like any lane.
         std::vector<core::Span> overlapped;
         std::vector<core::Span> exposed;

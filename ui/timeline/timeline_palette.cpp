@@ -45,6 +45,9 @@ QColor spanColor(const core::Span& span)
 QColor overlappedColor() { return QColor(0x4c, 0xa8, 0x5a); }
 QColor exposedColor() { return QColor(0xd6, 0x45, 0x3d); }
 QColor stragglerColor() { return QColor(0xc0, 0x39, 0x2b); }
+// Opaque (not alpha) so neighbouring marks at one pixel per step do not stack into stripes.
+QColor stragglerFill() { return QColor(0xe8, 0xb9, 0xb6); }
+QColor foldedCommColor() { return QColor(0x8c, 0x9c, 0xb4); }
 
 QColor foldedColor(QColor base)
 {

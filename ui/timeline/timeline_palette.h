@@ -21,6 +21,8 @@ QColor spanColor(const core::Span& span);
 QColor overlappedColor();  // communication hidden behind compute
 QColor exposedColor();     // communication nobody waited behind: the cost
 QColor stragglerColor();
+QColor stragglerFill();    // the straggler's step in its header row: a light, opaque red
+QColor foldedCommColor();  // folded all-reduces of several buckets
 QColor foldedColor(QColor base); // several spans drawn as one item: the base colour, greyed
 QColor textOn(QColor fill);      // black or white, whichever reads better on `fill`
 

@@ -16,6 +16,7 @@
 
 #include <QHelpEvent>
 #include <QKeyEvent>
+#include <QLocale>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
@@ -41,6 +42,25 @@ constexpr double kKeyZoom = 1.25;  // W/S per press
 constexpr double kKeyPan = 0.15;   // A/D per press, fraction of the view
 constexpr int kDragThreshold = 4;  // pixels before a press becomes a drag, not a click
 constexpr int kMinLabelPx = 34;    // spans narrower than this carry no text
+constexpr double kMinStepPx = 6.0; // narrower steps get no boundary lines or ruler marks
+// Below this many pixels per step the overlap pieces of a step (a few per bucket) are sub-pixel;
+// the strip then colours each whole step by its exposed share instead.
+constexpr double kStripDetailPx = 30.0;
+// lower_bound for a value known to be near `first`: exponential probing, then a binary search
+// in the bracket. Walking marks left to right jumps a few pixels at a time, so this costs
+// log(distance) probes in cache instead of log(n) cache misses over a multi-million array.
+template <class It, class T, class Less>
+It gallopLowerBound(It first, It last, const T& value, Less less)
+{
+    It lo = first;
+    std::ptrdiff_t step = 1;
+    while (last - lo > step && less(*(lo + step), value)) {
+        lo += step;
+        step *= 2;
+    }
+    return std::lower_bound(lo, last - lo > step ? lo + step : last, value, less);
+}
+
 // Calls f(step) for the steps overlapping [a0, a1] (absolute), at most one per `minPixels`: a
 // step narrower than that hides the ones under it, found by a binary search instead of a walk,
 // so a zoomed-out run of 35 000 steps costs a few thousand calls, not 35 000.
@@ -51,7 +71,7 @@ void forEachVisibleStep(const std::vector<StepSpan>& steps, TimeNs a0, TimeNs a1
     const TimeNs skip = std::max<TimeNs>(1, TimeNs(nsPerPixel * minPixels));
     while (it != steps.end() && it->start <= a1) {
         f(*it);
-        it = std::lower_bound(it + 1, steps.end(), it->start + skip,
+        it = gallopLowerBound(it + 1, steps.end(), it->start + skip,
                               [](const StepSpan& s, TimeNs t) { return s.start < t; });
     }
 }
@@ -186,10 +206,16 @@ void TimelineWidget::Impl::buildFrame(const QWidget* w)
             d.end = it.end;
             d.maxDuration = it.maxDuration;
             d.span = offset + it.span;
-            // A folded item keeps the hue of the span it starts with (DrawItem::span), greyed.
-            QColor base = d.span < run.spans.size() ? palette::spanColor(run.spans[d.span])
-                                                    : palette::spanKindColor(core::SpanKind::Other);
-            d.color = it.count > 1 ? palette::foldedColor(base) : base;
+            // A folded item stands for consecutive spans of the lane (DrawItem::span is the first):
+            // it takes the hue of the one in its middle, greyed, a fair sample of what it hides.
+            const size_t sample = it.count > 1 ? d.span + it.count / 2 : d.span;
+            const core::Span* ss = sample < offset + lod.size() ? &run.spans[sample] : nullptr;
+            if (it.count == 1)
+                d.color = ss ? palette::spanColor(*ss) : palette::spanKindColor(core::SpanKind::Other);
+            else if (ss && core::isCommunication(ss->kind))
+                d.color = palette::foldedCommColor(); // mixed buckets: no one bucket's colour
+            else
+                d.color = palette::foldedColor(ss ? palette::spanColor(*ss) : palette::spanKindColor(core::SpanKind::Other));
             frame.items.push_back(d);
         }
     }
@@ -531,7 +557,10 @@ void TimelineWidget::paintEvent(QPaintEvent*)
         if (blockBottom < kRulerHeight || blockTop > h)
             continue;
         p.setPen(QPen(palette::stepLine(), 1, Qt::DotLine));
-        forEachVisibleStep(rl->steps, m.toAbsolute(d.t0), m.toAbsolute(d.t1), npp, 3.0, [&](const StepSpan& st) {
+        // Boundaries closer than a few pixels would only texture the rows: leave them out.
+        forEachVisibleStep(rl->steps, m.toAbsolute(d.t0), m.toAbsolute(d.t1), npp, kMinStepPx, [&](const StepSpan& st) {
+            if (double(st.end - st.start) / npp < kMinStepPx)
+                return;
             const double x = d.xFor(this, m.toAligned(st.start));
             p.drawLine(QPointF(x, blockTop + row.height), QPointF(x, blockBottom));
             ++drawn;
@@ -557,7 +586,7 @@ void TimelineWidget::paintEvent(QPaintEvent*)
             QString text;
             const core::Run& run = d.models[it.run]->run();
             if (it.count > 1) {
-                text = QStringLiteral("%1 spans").arg(it.count);
+                text = QStringLiteral("%1 spans").arg(QLocale(QLocale::English).toString(qlonglong(it.count)));
             } else {
                 const core::Span& s = run.spans[it.span];
                 if (core::isCommunication(s.kind) && s.bucket >= 0)
@@ -594,13 +623,18 @@ void TimelineWidget::paintEvent(QPaintEvent*)
         const auto first = inst.begin() + ia, last = inst.begin() + ib;
         const TimeNs a0 = m.toAbsolute(d.t0), a1 = m.toAbsolute(d.t1);
         auto it = std::lower_bound(first, last, a0, [](const core::Instant& x, TimeNs t) { return x.ts < t; });
+        // Zoomed out this far the ticks would merge into one dark band that says nothing and
+        // costs a cache miss per pixel on a multi-million array: leave them out.
+        const auto end = std::upper_bound(it, last, a1, [](TimeNs t, const core::Instant& x) { return t < x.ts; });
+        if (end - it > 4 * (w - kGutterWidth))
+            continue;
         const QColor tickColor(0x2a, 0x2e, 0x36);
         while (it != last && it->ts <= a1) {
             const double x = d.xFor(this, m.toAligned(it->ts));
             p.fillRect(QRectF(std::floor(x), top + 1, 1, 6), tickColor);
             ++drawn;
             const TimeNs tNext = m.toAbsolute(d.t0 + TimeNs(std::ceil((std::floor(x) + 2 - kGutterWidth) * npp)));
-            it = std::lower_bound(it + 1, last, tNext, [](const core::Instant& x, TimeNs t) { return x.ts < t; });
+            it = gallopLowerBound(it + 1, last, tNext, [](const core::Instant& x, TimeNs t) { return x.ts < t; });
         }
     }
 
@@ -619,6 +653,26 @@ void TimelineWidget::paintEvent(QPaintEvent*)
             continue;
         p.fillRect(QRect(kGutterWidth, y, w - kGutterWidth, kStripHeight - 1), QColor(0xee, 0xef, 0xf1));
         const TimeNs a0 = m.toAbsolute(d.t0), a1 = m.toAbsolute(d.t1);
+        if (double(rl->meanStepNs) / npp < kStripDetailPx) {
+            // Zoomed out: one colour per step, green (all hidden) to red (all exposed).
+            forEachVisibleStep(rl->steps, a0, a1, npp, 1.0, [&](const StepSpan& st) {
+                const size_t k = size_t(&st - rl->steps.data());
+                const auto [ov, ex] = rl->stepOverlap[k];
+                if (ov + ex <= 0)
+                    return;
+                const double f = double(ex) / double(ov + ex);
+                const QColor g = palette::overlappedColor(), r = palette::exposedColor();
+                const QColor c = QColor::fromRgbF(g.redF() + (r.redF() - g.redF()) * f, g.greenF() + (r.greenF() - g.greenF()) * f,
+                                                  g.blueF() + (r.blueF() - g.blueF()) * f);
+                // Whole pixels, at least two wide: the next sampled step is at most a pixel
+                // and a bit further, so sub-pixel steps leave no gaps between samples.
+                const int x0 = int(std::floor(d.xFor(this, m.toAligned(st.start))));
+                const int x1 = std::max(x0 + 2, int(std::ceil(d.xFor(this, m.toAligned(st.end)))));
+                p.fillRect(QRect(x0, y, x1 - x0, kStripHeight - 1), c);
+                ++drawn;
+            });
+            continue;
+        }
         for (int pass = 0; pass < 2; ++pass) {
             strip.clear();
             (pass == 0 ? rl->overlappedLod : rl->exposedLod).query(a0, a1, npp, 1.0, strip);
@@ -652,11 +706,11 @@ void TimelineWidget::paintEvent(QPaintEvent*)
                 return;
             const double x0 = d.xFor(this, m.toAligned(st.start));
             const double x1 = d.xFor(this, m.toAligned(st.end));
-            const QRectF r(x0, top + 3, std::max(2.0, x1 - x0), row.height - 6);
-            QColor fill = palette::stragglerColor();
-            fill.setAlpha(60);
-            p.fillRect(r, fill);
-            p.fillRect(QRectF(x0, top + 2, std::max(2.0, std::min(4.0, x1 - x0)), row.height - 4), palette::stragglerColor());
+            const int px0 = int(std::floor(x0));
+            const int px1 = std::max(px0 + 2, int(std::ceil(x1)));
+            p.fillRect(QRect(px0, top + 3, px1 - px0, row.height - 6), palette::stragglerFill());
+            if (x1 - x0 >= 8)
+                p.fillRect(QRectF(x0, top + 2, 4.0, row.height - 4), palette::stragglerColor());
             ++drawn;
             const double vis0 = std::max<double>(x0, kGutterWidth) + 7;
             const double vis1 = std::min<double>(x1, w) - 3;
@@ -726,9 +780,11 @@ void TimelineWidget::paintEvent(QPaintEvent*)
     if (!d.models.empty()) {
         const TimelineRunModel& m = *d.models.front();
         double lastRight = -1e9;
-        forEachVisibleStep(m.steps(), m.toAbsolute(d.t0), m.toAbsolute(d.t1), npp, 2.0, [&](const StepSpan& st) {
+        forEachVisibleStep(m.steps(), m.toAbsolute(d.t0), m.toAbsolute(d.t1), npp, kMinStepPx, [&](const StepSpan& st) {
             const double x0 = d.xFor(this, m.toAligned(st.start));
             const double x1 = d.xFor(this, m.toAligned(st.end));
+            if (x1 - x0 < kMinStepPx)
+                return;
             const QString label = QStringLiteral("step %1").arg(st.step);
             const QString shortLabel = QString::number(st.step);
             const double lx = std::max<double>(x0, kGutterWidth) + 3;
