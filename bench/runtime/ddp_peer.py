@@ -1,0 +1,49 @@
+#!/usr/bin/python3
+# The peer of Lockstep's runtime: the same mlp, batch, bucket caps, optimizer and thread count,
+# trained by PyTorch's own torch.nn.parallel.DistributedDataParallel (gloo, CPU).
+# One rank per process; rank/world/rendezvous from the usual environment variables.
+# Prints `peer step=<s> rank=<r> step_ms=<f>` per step (same meaning as Lockstep's step_ms:
+# batch generation + forward + backward with all-reduces + optimizer step).
+import argparse, os, time
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+p = argparse.ArgumentParser()
+p.add_argument("--layers", type=int, default=4)
+p.add_argument("--width", type=int, default=256)
+p.add_argument("--batch", type=int, default=32)
+p.add_argument("--steps", type=int, default=20)
+p.add_argument("--bucket-mb", type=float, default=25.0)
+p.add_argument("--first-bucket-mb", type=float, default=1.0)
+p.add_argument("--lr", type=float, default=0.01)
+p.add_argument("--threads", type=int, default=1)
+a = p.parse_args()
+
+torch.set_num_threads(a.threads)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(1 + rank)
+layers = []
+for _ in range(a.layers):
+    layers += [nn.Linear(a.width, a.width), nn.ReLU()]
+layers.append(nn.Linear(a.width, 10))
+model = nn.Sequential(*layers)
+# torch reads the first bucket's cap from a private attribute; set it to match Lockstep's flag.
+dist._DEFAULT_FIRST_BUCKET_BYTES = int(a.first_bucket_mb * 1024 * 1024)
+ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb)
+opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
+teacher = torch.randn(a.width, 10, generator=torch.Generator().manual_seed(7))
+gen = torch.Generator().manual_seed(100 + rank)
+for s in range(a.steps):
+    t0 = time.perf_counter()
+    x = torch.rand(a.batch, a.width, generator=gen) * 3.4641 - 1.7320
+    y = (x @ teacher).argmax(1)
+    loss = nn.functional.cross_entropy(ddp(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    ms = (time.perf_counter() - t0) * 1e3
+    print(f"peer step={s} rank={rank} loss={loss.item():.6f} step_ms={ms:.3f}", flush=True)
+dist.barrier()
+dist.destroy_process_group()
