@@ -186,45 +186,51 @@ std::vector<StepBreakdown> stepBreakdown(const Run& run)
     };
     std::vector<RankUnions> unions(nRanks);
 
-    // The walk needs spans ordered by (lane, start): the Run invariant. A hand-made Run that
-    // breaks it is sorted into a private copy rather than analysed wrongly.
-    const auto byLaneStart = [](const Span& a, const Span& b) {
-        return std::tie(a.lane.v, a.start) < std::tie(b.lane.v, b.start);
-    };
-    std::vector<Span> sortedCopy;
-    std::span<const Span> spans(run.spans);
-    if (!std::is_sorted(run.spans.begin(), run.spans.end(), byLaneStart)) {
-        sortedCopy = run.spans;
-        std::sort(sortedCopy.begin(), sortedCopy.end(), byLaneStart);
-        spans = sortedCopy;
-    }
-
-    size_t i = 0;
-    while (i < spans.size()) {
-        const uint32_t laneIndex = spans[i].lane.v;
-        size_t j = i;
-        while (j < spans.size() && spans[j].lane.v == laneIndex)
-            ++j;
-        if (laneIndex < run.lanes.size() && idx.laneRank[laneIndex] >= 0) {
-            RankUnions& ru = unions[idx.laneRank[laneIndex]];
-            const bool device = run.lanes[laneIndex].kind == LaneKind::GpuStream;
-            std::vector<Interval>& c = device ? ru.devC : ru.hostC;
-            std::vector<Interval>& m = device ? ru.devM : ru.hostM;
-            // Each lane's stretch of the union is merged on its own, then appended; several lanes
-            // of one rank are merged together afterwards.
-            std::vector<Interval> laneC, laneM;
-            for (size_t k = i; k < j; ++k) {
-                const Span& s = spans[k];
-                if (isCompute(s.kind))
-                    appendMerged(laneC, s.start, s.end);
-                else if (isCommunication(s.kind))
-                    appendMerged(laneM, s.start, s.end);
+    // The walk needs each lane's spans in start order (the Run invariant). It checks that as it
+    // goes (a separate is_sorted pass would read 10 M spans twice); a hand-made Run that breaks
+    // it is sorted into a private copy and walked again rather than analysed wrongly. Lanes
+    // need not be contiguous: a lane met in several stretches is merged like several lanes.
+    auto walk = [&](std::span<const Span> spans) {
+        size_t i = 0;
+        while (i < spans.size()) {
+            const uint32_t laneIndex = spans[i].lane.v;
+            size_t j = i;
+            while (j < spans.size() && spans[j].lane.v == laneIndex)
+                ++j;
+            if (laneIndex < run.lanes.size() && idx.laneRank[laneIndex] >= 0) {
+                RankUnions& ru = unions[idx.laneRank[laneIndex]];
+                const bool device = run.lanes[laneIndex].kind == LaneKind::GpuStream;
+                // Each stretch's union is merged on its own, then appended; several stretches of
+                // one rank are merged together afterwards.
+                std::vector<Interval> laneC, laneM;
+                TimeNs previous = std::numeric_limits<TimeNs>::min();
+                for (size_t k = i; k < j; ++k) {
+                    const Span& s = spans[k];
+                    if (s.start < previous)
+                        return false;
+                    previous = s.start;
+                    if (isCompute(s.kind))
+                        appendMerged(laneC, s.start, s.end);
+                    else if (isCommunication(s.kind))
+                        appendMerged(laneM, s.start, s.end);
+                }
+                std::vector<Interval>& c = device ? ru.devC : ru.hostC;
+                std::vector<Interval>& m = device ? ru.devM : ru.hostM;
+                c.insert(c.end(), laneC.begin(), laneC.end());
+                m.insert(m.end(), laneM.begin(), laneM.end());
+                (device ? ru.devLanes : ru.hostLanes)++;
             }
-            c.insert(c.end(), laneC.begin(), laneC.end());
-            m.insert(m.end(), laneM.begin(), laneM.end());
-            (device ? ru.devLanes : ru.hostLanes)++;
+            i = j;
         }
-        i = j;
+        return true;
+    };
+    if (!walk(run.spans)) {
+        std::vector<Span> sorted = run.spans;
+        std::sort(sorted.begin(), sorted.end(), [](const Span& a, const Span& b) {
+            return std::tie(a.lane.v, a.start) < std::tie(b.lane.v, b.start);
+        });
+        unions.assign(nRanks, RankUnions{});
+        walk(sorted);
     }
     for (RankUnions& ru : unions) {
         if (ru.hostLanes > 1) {
@@ -290,6 +296,7 @@ std::vector<BucketStat> bucketStats(const Run& run)
         int64_t bytes;
     };
     std::vector<Entry> entries;
+    entries.reserve(1024);
     for (const Span& s : run.spans) {
         if (!isCommunication(s.kind) || s.bucket < 0 || s.step < 0 || s.lane.v >= run.lanes.size())
             continue;
@@ -424,8 +431,11 @@ StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& st
     order.reserve(stats.size());
     for (const BucketStat& s : stats)
         order.push_back({s.step, s.bucket, s.rank, s.launch});
-    std::sort(order.begin(), order.end(), [](const Launch& a, const Launch& b) {
-        return std::tie(a.step, a.bucket, a.rank) < std::tie(b.step, b.bucket, b.rank);
+    // The stats come in rank order, one sorted run per rank: a stable merge sort on (step,
+    // bucket) keeps ranks ascending within a group and is fast on such runs (introsort's pivots
+    // degrade on this pattern).
+    std::stable_sort(order.begin(), order.end(), [](const Launch& a, const Launch& b) {
+        return std::tie(a.step, a.bucket) < std::tie(b.step, b.bucket);
     });
     // Wait caused per (step, rank), flat and sorted by (step, rank). `order` is sorted by step,
     // so each step's few (rank, wait) pairs are gathered in a small buffer and flushed in order.
@@ -484,13 +494,17 @@ StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& st
         walls.push_back({st.step, std::max<TimeNs>(0, st.end - st.start)});
         rankList.push_back(st.rank);
     }
-    for (const BucketStat& st : stats)
-        rankList.push_back(st.rank);
+    for (const BucketStat& st : stats) {
+        if (rankList.empty() || rankList.back() != st.rank) // stats are grouped by rank
+            rankList.push_back(st.rank);
+    }
     std::sort(rankList.begin(), rankList.end());
     rankList.erase(std::unique(rankList.begin(), rankList.end()), rankList.end());
-    for (const BucketSkew& sk : rep.skews)
-        walls.push_back({sk.step, -1}); // -1: present, but contributes no wall
-    std::sort(walls.begin(), walls.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (const BucketSkew& sk : rep.skews) {
+        if (walls.empty() || walls.back().first != sk.step || walls.back().second != -1)
+            walls.push_back({sk.step, -1}); // -1: present, but contributes no wall
+    }
+    std::stable_sort(walls.begin(), walls.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     size_t c = 0;
     for (size_t i = 0; i < walls.size();) {
         const int32_t step = walls[i].first;
