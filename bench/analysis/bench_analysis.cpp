@@ -45,9 +45,11 @@ int main(int argc, char** argv)
 {
     const int64_t spans = argc > 1 ? std::atoll(argv[1]) : 10'000'000;
     auto t = Clock::now();
+    const double cpuSynthetic = cpuSeconds();
     Run run = makeSyntheticRunWithSpans(spans, 2);
     std::printf("synthetic_run_s: %.3f s (%zu spans, %zu instants)\n", secondsSince(t), run.spans.size(),
                 run.instants.size());
+    std::printf("synthetic_run_cpu_s: %.3f s\n", cpuSeconds() - cpuSynthetic);
 
     // All analyses together, as `lockstep report` and the app's summary need them.
     size_t sink = 0;
