@@ -17,6 +17,7 @@
 #include <QImage>
 #include <QSignalSpy>
 #include <QTest>
+#include <QToolTip>
 #include <QWheelEvent>
 
 #include <set>
@@ -109,6 +110,7 @@ private slots:
     void fitAllAndZoomToStep();
     void clickSelects();
     void clickFoldedZoomsIn();
+    void tooltips();
     void rankBreakdownMatchesCore();
     void detailsPanel();
     void replayBucketStates();
@@ -434,6 +436,35 @@ void TestTimeline::clickFoldedZoomsIn()
     QVERIFY(n1 - n0 < (t1 - t0) / 2);
     QVERIFY(n0 <= m->toAligned(folded->start) && m->toAligned(folded->end) <= n1);
     QCOMPARE(sel.count(), 0);
+}
+
+void TestTimeline::tooltips()
+{
+    const auto run = makeRun(2, 40);
+    TimelineWidget w;
+    w.resize(1400, 300);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    w.setRuns({{run, {}}});
+    w.zoomToStep(4);
+    const qint64 span = findComm(*run, 0, 4, 1);
+    const QPoint c = w.spanCenter(SpanRef{0, span});
+    QHelpEvent help(QEvent::ToolTip, c, w.mapToGlobal(c));
+    QApplication::sendEvent(&w, &help);
+    QVERIFY2(QToolTip::isVisible(), "no tooltip over a span");
+    QVERIFY(QToolTip::text().contains(QStringLiteral("bucket: 1")));
+    QVERIFY(QToolTip::text().contains(QStringLiteral("bandwidth")));
+    // Zoomed out, the compute lane is folded: the tooltip says how many spans hide there.
+    w.fitAll();
+    int y = -1;
+    for (const auto& r : w.rows())
+        if (r.kind == TimelineRowKind::Lane && r.lane == 0)
+            y = r.top + 10;
+    const QPoint f(TimelineWidget::kGutterWidth + 400, y);
+    QHelpEvent help2(QEvent::ToolTip, f, w.mapToGlobal(f));
+    QApplication::sendEvent(&w, &help2);
+    QVERIFY2(QToolTip::text().contains(QStringLiteral("spans too small to show, longest")), qPrintable(QToolTip::text()));
+    QToolTip::hideText();
 }
 
 void TestTimeline::rankBreakdownMatchesCore()

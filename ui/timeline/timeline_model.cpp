@@ -431,8 +431,11 @@ TimelineRunModel::TimelineRunModel(std::shared_ptr<const Run> run)
     for (const auto& [step, span] : stepUnion)
         m_steps.push_back(span);
 
-    if (!r.steps.empty() && rankSet.size() > 1)
-        m_stragglers = core::stragglers(r).perStep;
+    if (!r.steps.empty() && rankSet.size() > 1) {
+        core::StragglerReport report = core::stragglers(r);
+        m_stragglers = std::move(report.perStep);
+        m_runStragglers = std::move(report.stragglers);
+    }
 }
 
 const TimelineRunModel::RankLanes* TimelineRunModel::rank(int32_t r) const

@@ -117,6 +117,8 @@ public:
     const StepSpan* step(int32_t s) const;
     // Step straggler per step (rank -1 when none), sorted by step.
     const std::vector<core::StepStraggler>& stepStragglers() const { return m_stragglers; }
+    // Run-level stragglers (DESIGN.md: straggler in most steady steps, mean wait >= 5%).
+    const std::vector<int32_t>& runStragglers() const { return m_runStragglers; }
     // [first, last) of run.instants on a lane.
     std::pair<size_t, size_t> laneInstants(core::LaneId lane) const { return m_laneInstants[lane.v]; }
     const std::vector<core::TimeNs>& laneMaxDurations() const { return m_laneMaxDuration; }
@@ -131,6 +133,7 @@ private:
     std::vector<std::unique_ptr<RankLanes>> m_ranks;
     std::vector<StepSpan> m_steps;
     std::vector<core::StepStraggler> m_stragglers;
+    std::vector<int32_t> m_runStragglers;
     std::vector<std::pair<size_t, size_t>> m_laneInstants;
     std::vector<core::TimeNs> m_laneMaxDuration;
 };

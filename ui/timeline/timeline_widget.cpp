@@ -521,6 +521,15 @@ void TimelineWidget::paintEvent(QPaintEvent*)
             p.setFont(boldFont);
             p.drawText(gutter.adjusted(8, 0, -4, 0), Qt::AlignVCenter | Qt::AlignLeft,
                        QStringLiteral("rank %1").arg(row.rank));
+            {
+                const auto& rs = d.models[row.run]->runStragglers();
+                if (std::find(rs.begin(), rs.end(), row.rank) != rs.end()) {
+                    // The run's straggler, named where the eye starts reading a row.
+                    p.setFont(smallFont);
+                    p.setPen(palette::stragglerColor());
+                    p.drawText(gutter.adjusted(8, 0, -6, 0), Qt::AlignVCenter | Qt::AlignRight, QStringLiteral("straggler"));
+                }
+            }
             break;
         case TimelineRowKind::Lane: {
             p.fillRect(gutter, palette::gutterBackground());
@@ -584,13 +593,16 @@ void TimelineWidget::paintEvent(QPaintEvent*)
         const int pw = x1 - x0;
         if (pw >= kMinLabelPx) {
             QString text;
+            QString shortText; // used when `text` would be cut
             const core::Run& run = d.models[it.run]->run();
             if (it.count > 1) {
                 text = QStringLiteral("%1 spans").arg(QLocale(QLocale::English).toString(qlonglong(it.count)));
             } else {
                 const core::Span& s = run.spans[it.span];
-                if (core::isCommunication(s.kind) && s.bucket >= 0)
+                if (core::isCommunication(s.kind) && s.bucket >= 0) {
                     text = QStringLiteral("b%1 · %2").arg(s.bucket).arg(formatBytes(double(s.bytes)));
+                    shortText = QStringLiteral("b%1").arg(s.bucket);
+                }
                 else
                     text = QString::fromStdString(run.strings.text(s.name));
             }
@@ -599,6 +611,8 @@ void TimelineWidget::paintEvent(QPaintEvent*)
             const int vx1 = std::min(x1, w);
             const int avail = vx1 - vx0 - 6;
             if (avail >= 14) {
+                if (!shortText.isEmpty() && smallFm.horizontalAdvance(text) > avail)
+                    text = shortText;
                 p.setFont(smallFont);
                 p.setPen(palette::textOn(it.color));
                 p.drawText(QRect(vx0 + 3, top, avail, hh), Qt::AlignVCenter | Qt::AlignLeft,
