@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 #include <unordered_set>
 
 #ifdef __SSE2__
@@ -269,7 +270,9 @@ public:
                  const ProgressFn& progress)
         : m_source(source), m_options(options), m_strings(strings), m_out(out), m_progress(progress)
     {
-        m_buf.resize(kInitialBuffer + kPadding);
+        // Small inputs get a small buffer (the fuzzer runs thousands of them); big ones 8 MB.
+        const int64_t hint = std::max<int64_t>(source.total(), 0) * 8 + 1;
+        m_buf.resize(static_cast<size_t>(std::clamp<int64_t>(hint, 64 << 10, kInitialBuffer)) + kPadding);
     }
 
     Status run();
@@ -301,7 +304,26 @@ private:
     RankTrace& m_out;
     const ProgressFn& m_progress;
 
-    std::vector<char> m_buf;
+    // A read buffer that is not zero-filled on allocation or growth (std::vector would be).
+    class Buffer {
+    public:
+        char* data() { return m_data.get(); }
+        size_t size() const { return m_size; }
+        void resize(size_t n)
+        {
+            auto bigger = std::make_unique_for_overwrite<char[]>(n);
+            if (m_data)
+                std::memcpy(bigger.get(), m_data.get(), std::min(n, m_size));
+            m_data = std::move(bigger);
+            m_size = n;
+        }
+        char operator[](size_t i) const { return m_data[i]; }
+
+    private:
+        std::unique_ptr<char[]> m_data;
+        size_t m_size = 0;
+    };
+    Buffer m_buf;
     size_t m_len = 0;
     size_t m_pos = 0;
     bool m_eof = false;
@@ -335,7 +357,6 @@ private:
     std::unordered_map<int64_t, CommOp> m_commOps;
     std::vector<std::pair<size_t, int64_t>> m_kernelsWithExtId;
     std::unordered_set<int32_t> m_stepsSeen;
-    int64_t m_eventsTotal = 0;
 };
 
 size_t KinetoParser::refill(size_t keep)

@@ -72,8 +72,8 @@ std::optional<int32_t> stepNumber(std::string_view name)
 
 class NsysParser {
 public:
-    NsysParser(sqlite3* db, const ImportOptions& options, Interner& strings, RankTrace& out)
-        : m_db(db), m_options(options), m_strings(strings), m_out(out)
+    NsysParser(sqlite3* db, Interner& strings, RankTrace& out)
+        : m_db(db), m_strings(strings), m_out(out)
     {
     }
     Status run();
@@ -92,7 +92,6 @@ private:
     }
 
     sqlite3* m_db;
-    const ImportOptions& m_options;
     Interner& m_strings;
     RankTrace& m_out;
     Stmt m_nameStmt;
@@ -357,16 +356,16 @@ Status NsysParser::run()
 
 } // namespace
 
-Status parseNsysFile(const std::string& path, const ImportOptions& options, Interner& strings, RankTrace& out)
+Status parseNsysFile(const std::string& path, const ImportOptions&, Interner& strings, RankTrace& out)
 {
     Db db;
     if (sqlite3_open_v2(path.c_str(), &db.db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
         return fail("cannot open " + path + " as SQLite: " + (db.db ? sqlite3_errmsg(db.db) : "out of memory"));
-    NsysParser parser(db.db, options, strings, out);
+    NsysParser parser(db.db, strings, out);
     return parser.run();
 }
 
-Status parseNsysImage(std::string_view image, const ImportOptions& options, Interner& strings, RankTrace& out)
+Status parseNsysImage(std::string_view image, const ImportOptions&, Interner& strings, RankTrace& out)
 {
     Db db;
     if (sqlite3_open_v2(":memory:", &db.db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
@@ -379,7 +378,7 @@ Status parseNsysImage(std::string_view image, const ImportOptions& options, Inte
                             static_cast<sqlite3_int64>(image.size()),
                             SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY) != SQLITE_OK)
         return fail(std::string("not a readable SQLite image: ") + sqlite3_errmsg(db.db));
-    NsysParser parser(db.db, options, strings, out);
+    NsysParser parser(db.db, strings, out);
     return parser.run();
 }
 
