@@ -322,6 +322,7 @@ void ChartsPage::rebuildSweep()
     yStep->setRange(0, maxMs * 1.15 + 1e-9);
     yStep->setTitleText(tr("step time (ms)"));
     yStep->setLabelFormat("%.1f");
+    yStep->applyNiceNumbers();
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(yOverlap, Qt::AlignLeft);
     chart->addAxis(yStep, Qt::AlignRight);
@@ -376,8 +377,9 @@ void ChartsPage::rebuildScaling()
     yThr->setRange(0, maxThr * 1.15 + 1e-9);
     yThr->setTitleText(tr("samples/s"));
     yThr->setLabelFormat("%.0f");
+    yThr->applyNiceNumbers();
     auto* yEff = new QValueAxis;
-    yEff->setRange(0, maxEff * 1.1);
+    yEff->setRange(0, std::ceil(maxEff * 1.1 / 20.0) * 20.0); // multiples of 20 % read well
     yEff->setTitleText(tr("efficiency %"));
     yEff->setLabelFormat("%.0f");
     chart->addAxis(x, Qt::AlignBottom);

@@ -6,6 +6,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QListWidget>
+#include <QScrollBar>
 #include <QSet>
 #include <QSplitter>
 #include <QTableView>
@@ -22,13 +23,13 @@ ComparePage::ComparePage(QWidget* parent)
     , m_hint(new QLabel(this))
 {
     m_list->setToolTip(tr("Check two or more open runs to compare them"));
-    m_list->setMaximumWidth(260);
+    m_list->setMaximumWidth(220);
     m_table->setModel(m_model);
     m_table->verticalHeader()->hide();
     m_table->verticalHeader()->setDefaultSectionSize(22);
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_table->setAlternatingRowColors(true);
-    m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->horizontalHeader()->setStretchLastSection(false);
     m_table->setToolTip(tr("Differences are relative to the first checked run; green is better, red worse"));
     m_timeline->setFocusPolicy(Qt::StrongFocus);
     m_hint->setText(tr("Open two or more runs (File > Open, or double-click in the Runs page) and check them here."));
@@ -44,8 +45,9 @@ ComparePage::ComparePage(QWidget* parent)
     auto* right = new QSplitter(Qt::Vertical, this);
     right->addWidget(m_timeline);
     right->addWidget(m_table);
-    right->setStretchFactor(0, 3);
-    right->setStretchFactor(1, 2);
+    right->setStretchFactor(0, 1);
+    right->setStretchFactor(1, 0);
+    right->setCollapsible(0, false);
 
     auto* split = new QSplitter(Qt::Horizontal, this);
     split->addWidget(left);
@@ -116,6 +118,14 @@ void ComparePage::refresh()
     m_timeline->fitAll();
     m_model->setRuns(std::move(summaries), labels);
     m_table->resizeColumnsToContents();
+    for (int c = 0; c < m_model->columnCount(); ++c)
+        m_table->setColumnWidth(c, m_table->columnWidth(c) + 16);
+    // The table is as tall as its rows; the timeline gets the rest.
+    // (sizes from hints: before the first show the header and rows have no geometry yet)
+    const int height = m_table->horizontalHeader()->sizeHint().height() + 2 * m_table->frameWidth() + 6
+                     + m_model->rowCount() * m_table->verticalHeader()->defaultSectionSize()
+                     + m_table->horizontalScrollBar()->sizeHint().height();
+    m_table->setMaximumHeight(std::max(height, 60));
     m_hint->setVisible(m_compared.size() < 2);
 }
 

@@ -1,6 +1,9 @@
 // Launch panel (see launch_panel.h).
 #include "launch_panel.h"
 
+#include "timeline/timeline_widget.h"
+
+#include <QCheckBox>
 #include <QComboBox>
 #include <QCoreApplication>
 #include <QDateTime>
@@ -17,6 +20,7 @@
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QSpinBox>
+#include <QSplitter>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -154,6 +158,8 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     , m_progress(new QProgressBar(this))
     , m_status(new QLabel(this))
     , m_log(new QPlainTextEdit(this))
+    , m_liveTimeline(new TimelineWidget(this))
+    , m_follow(new QCheckBox(tr("Follow"), this))
 {
     m_name->setPlaceholderText(tr("automatic (model-ranks-bucket-time)"));
     m_name->setToolTip(tr("Name of the run file written into the workspace folder"));
@@ -244,10 +250,27 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     left->addWidget(box);
     left->addLayout(buttons);
     left->addStretch(1);
+    m_follow->setChecked(true);
+    m_follow->setToolTip(tr("Keep the whole recorded part of the run in view as it grows"));
+    m_liveTimeline->setMinimumHeight(160);
+    m_liveTimeline->setFocusPolicy(Qt::StrongFocus);
+    auto* liveHeader = new QHBoxLayout;
+    liveHeader->addWidget(new QLabel(tr("<b>Live timeline</b> (re-read every second while the run records)"), this), 1);
+    liveHeader->addWidget(m_follow);
+    auto* liveBox = new QWidget(this);
+    auto* liveLayout = new QVBoxLayout(liveBox);
+    liveLayout->setContentsMargins(0, 0, 0, 0);
+    liveLayout->addLayout(liveHeader);
+    liveLayout->addWidget(m_liveTimeline, 1);
+    auto* split = new QSplitter(Qt::Vertical, this);
+    split->addWidget(liveBox);
+    split->addWidget(m_log);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
     auto* right = new QVBoxLayout;
     right->addWidget(m_progress);
     right->addWidget(m_status);
-    right->addWidget(m_log, 1);
+    right->addWidget(split, 1);
     auto* layout = new QHBoxLayout(this);
     layout->addLayout(left);
     layout->addLayout(right, 1);
@@ -257,8 +280,18 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     m_liveTimer->setInterval(1000);
     connect(m_liveTimer, &QTimer::timeout, this, &LaunchPanel::pollLive);
     connect(m_liveLoader, &RunLoader::runLoaded, this, [this](const QString&, LoadedRunPtr run) {
-        if (isRunning())
-            emit liveRunUpdated(run);
+        if (!isRunning())
+            return;
+        // The same file growing: update in place (keeps the user's zoom unless following).
+        const bool same = m_liveRun && m_liveRun->path == run->path && !m_liveTimeline->runs().empty();
+        m_liveRun = run;
+        if (same)
+            m_liveTimeline->updateRun(0, run->run);
+        else
+            m_liveTimeline->setRuns({TimelineRun{run->run, run->label}});
+        if (m_follow->isChecked() || !same)
+            m_liveTimeline->fitAll();
+        emit liveRunUpdated(run);
     });
 }
 
@@ -409,6 +442,7 @@ void LaunchPanel::start(bool sweep)
         emit finished(ok ? 0 : (code != 0 ? code : 1), message, outputs);
     });
 
+    m_liveRun.reset();
     m_log->clear();
     m_log->appendPlainText(QStringLiteral("$ %1 %2").arg(cli, args.join(' ')));
     m_status->setText(tr("recording %1").arg(m_outPath));

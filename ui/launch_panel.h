@@ -18,8 +18,11 @@ class QProgressBar;
 class QPushButton;
 class QSpinBox;
 class QTimer;
+class QCheckBox;
 
 namespace lockstep::ui {
+
+class TimelineWidget;
 
 struct LaunchSettings {
     QString name;           // run name; file name in the workspace
@@ -72,6 +75,8 @@ public:
     QPushButton* cancelButton() const { return m_cancelButton; }
     QProgressBar* progressBar() const { return m_progress; }
     QPlainTextEdit* log() const { return m_log; }
+    TimelineWidget* liveTimeline() const { return m_liveTimeline; }
+    LoadedRunPtr liveRun() const { return m_liveRun; }
 
 public slots:
     void startRun();
@@ -119,6 +124,9 @@ private:
     QProgressBar* m_progress;
     QLabel* m_status;
     QPlainTextEdit* m_log;
+    TimelineWidget* m_liveTimeline;
+    QCheckBox* m_follow;
+    LoadedRunPtr m_liveRun;
 };
 
 } // namespace lockstep::ui

@@ -40,6 +40,13 @@
 #include <QVBoxLayout>
 #include <QtConcurrent>
 
+// The icons are compiled into the static library; a static library's resources must be
+// registered by name (outside any namespace) before first use.
+static void initLockstepResources()
+{
+    Q_INIT_RESOURCE(lockstep);
+}
+
 namespace lockstep::ui {
 
 namespace {
@@ -65,6 +72,7 @@ MainWindow::MainWindow(const Options& options)
     , m_runBox(new QComboBox(this))
     , m_statusRuns(new QLabel(this))
 {
+    initLockstepResources();
     setWindowTitle(QStringLiteral("Lockstep"));
     setWindowIcon(QIcon(QStringLiteral(":/lockstep/icons/lockstep.svg")));
     setAcceptDrops(true);
@@ -87,8 +95,9 @@ MainWindow::MainWindow(const Options& options)
     m_pageList->setFrameShape(QFrame::NoFrame);
     m_pageList->setStyleSheet(QStringLiteral(
         "QListWidget{background:#1f2937;color:#e5e7eb;font-size:11pt;padding-top:6px}"
-        "QListWidget::item{padding-left:14px}"
-        "QListWidget::item:selected{background:#374151;color:white;border-left:3px solid #60a5fa}"));
+        "QListWidget::item{padding-left:12px;border-left:4px solid transparent}"
+        "QListWidget::item:selected{background:#374151;color:white;border-left:4px solid #60a5fa}"
+        "QListWidget::item:hover:!selected{background:#273244}"));
     connect(m_pageList, &QListWidget::currentRowChanged, m_stack, &QStackedWidget::setCurrentIndex);
 
     auto* central = new QWidget(this);
@@ -128,17 +137,9 @@ MainWindow::MainWindow(const Options& options)
 
     // Launch: a live timeline while recording, then the run in the browser and opened.
     connect(m_launch, &LaunchPanel::started, this, [this](const QString& out, bool) {
-        m_timeline->setLive(true, tr("● recording %1").arg(QFileInfo(out).fileName()));
         statusBar()->showMessage(tr("Recording %1").arg(out));
     });
-    connect(m_launch, &LaunchPanel::liveRunUpdated, this, [this](LoadedRunPtr run) {
-        if (m_timeline->run() && m_timeline->run()->path == run->path)
-            m_timeline->updateLiveRun(run);
-        else
-            m_timeline->setRun(run);
-    });
     connect(m_launch, &LaunchPanel::finished, this, [this](int code, const QString& message, const QStringList& outputs) {
-        m_timeline->setLive(false);
         statusBar()->showMessage(message, 8000);
         m_browser->rescan();
         if (!outputs.isEmpty())

@@ -28,6 +28,10 @@ BrowserEntry summarizeFile(const QString& path)
     auto run = core::loadRun(path.toStdString());
     if (!run) {
         e.error = QString::fromStdString(run.error().message);
+        // The row already names the file; keep core's message without its path prefix.
+        for (const QString& prefix : {path + QStringLiteral(": "), e.path + QStringLiteral(": ")})
+            if (e.error.startsWith(prefix))
+                e.error = e.error.mid(prefix.size());
         return e;
     }
     e.summary = core::summarize(*run);

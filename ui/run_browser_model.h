@@ -63,7 +63,8 @@ private:
 class RunBrowserModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Name, Model, WorldSize, BucketCap, Backend, Status, StepTime, Overlap, Exposed, Date, ColumnCount };
+    // Status is last: an unreadable file's message is long and gets the room that is left.
+    enum Column { Name, Model, WorldSize, BucketCap, Backend, StepTime, Overlap, Exposed, Date, Status, ColumnCount };
     static constexpr int SortRole = Qt::UserRole + 1; // raw values for sorting
     static constexpr int PathRole = Qt::UserRole + 2;
 

@@ -1,0 +1,114 @@
+// Launching a real 2-rank run from the Launch panel: fields set, Run clicked, the `lockstep` CLI
+// records it (gloo over 127.0.0.1), the progress bar and live timeline follow, and the finished
+// run appears in the browser and opens. Skips when the CLI was built without the runtime.
+#include "launch_panel.h"
+#include "main_window.h"
+#include "run_browser_page.h"
+#include "ui_test_support.h"
+
+#include "timeline/timeline_widget.h"
+
+#include <QPlainTextEdit>
+#include <QProcess>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace lockstep;
+using namespace lockstep::ui;
+
+class TestUiLaunch : public QObject {
+    Q_OBJECT
+private slots:
+    void launchTwoRankRun();
+    void cancelStopsTheRun();
+
+private:
+    bool cliHasRun();
+};
+
+bool TestUiLaunch::cliHasRun()
+{
+    QProcess p;
+    p.start(lockstepCliPath(), {"run", "--help"});
+    if (!p.waitForFinished(20000))
+        return false;
+    return p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+}
+
+void TestUiLaunch::launchTwoRankRun()
+{
+    QStandardPaths::setTestModeEnabled(true);
+    if (!cliHasRun())
+        QSKIP("the lockstep CLI has no `run` command (built without the runtime)");
+    QTemporaryDir dir;
+    MainWindow::Options o;
+    o.persistent = false;
+    o.workspace = dir.path();
+    MainWindow w(o);
+    w.setErrorDialogsEnabled(false);
+    w.resize(1200, 800);
+    w.show();
+    w.showPage(MainWindow::LaunchPageIndex);
+
+    LaunchPanel* panel = w.launchPanel();
+    LaunchSettings s;
+    s.name = "from-panel";
+    s.model = "mlp";
+    s.layers = 2;
+    s.width = 64;
+    s.worldSize = 2;
+    s.bucketMb = "1";
+    s.steps = 6;
+    s.batch = 16;
+    panel->setSettings(s);
+    QSignalSpy finished(panel, &LaunchPanel::finished);
+    QSignalSpy opened(&w, &MainWindow::runOpened);
+    QTest::mouseClick(panel->runButton(), Qt::LeftButton);
+    QVERIFY(panel->isRunning() || finished.count() == 1);
+    QVERIFY(!panel->runButton()->isEnabled() || finished.count() == 1);
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 240000);
+    const int code = finished.at(0).at(0).toInt();
+    QVERIFY2(code == 0, qPrintable(finished.at(0).at(1).toString() + "\n" + panel->log()->toPlainText()));
+    const QString out = dir.filePath("from-panel.db");
+    QCOMPARE(finished.at(0).at(2).toStringList(), QStringList{out});
+    QCOMPARE(panel->progressBar()->value(), panel->progressBar()->maximum());
+
+    // It shows up in the browser and opens.
+    QTRY_VERIFY_WITH_TIMEOUT(opened.count() >= 1, 30000);
+    QCOMPARE(w.currentRun()->summary.worldSize, 2);
+    QCOMPARE(w.currentRun()->summary.steps, 6);
+    QTRY_VERIFY_WITH_TIMEOUT(w.browserPage()->model()->rowCount() == 1, 30000);
+    QCOMPARE(w.browserPage()->model()->index(0, RunBrowserModel::Name).data().toString(), QString("from-panel"));
+    QCOMPARE(w.browserPage()->model()->index(0, RunBrowserModel::Status).data().toString(), QString("completed"));
+}
+
+void TestUiLaunch::cancelStopsTheRun()
+{
+    if (!cliHasRun())
+        QSKIP("the lockstep CLI has no `run` command (built without the runtime)");
+    QTemporaryDir dir;
+    LaunchPanel panel;
+    panel.setWorkspace(dir.path());
+    LaunchSettings s;
+    s.name = "cancelled";
+    s.layers = 2;
+    s.width = 64;
+    s.steps = 100000; // would take far longer than the test
+    panel.setSettings(s);
+    QSignalSpy finished(&panel, &LaunchPanel::finished);
+    panel.startRun();
+    QVERIFY(panel.isRunning());
+    QTest::qWait(1500);
+    panel.cancel();
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 30000);
+    QVERIFY(finished.at(0).at(0).toInt() != 0);
+    QVERIFY(!panel.isRunning());
+    QVERIFY(panel.runButton()->isEnabled());
+}
+
+QTEST_MAIN(TestUiLaunch)
+#include "test_ui_launch.moc"
