@@ -88,7 +88,7 @@ int main(int argc, char** argv)
                     Step{lane / 2, static_cast<int32_t>(s), stepStart, laneClock[lane], 0.5, 32});
         }
         // Lanes interleave the way a recorder's buffers flush: sorted by start across lanes.
-        if (!getenv("LANE_ORDER")) std::sort(b.begin(), b.end(), [](const Span& x, const Span& y) { return x.start < y.start; });
+        std::sort(b.begin(), b.end(), [](const Span& x, const Span& y) { return x.start < y.start; });
     }
 
     RunConfig config;
@@ -100,9 +100,17 @@ int main(int argc, char** argv)
         return 1;
     }
     for (int r = 0; r < kRanks; ++r) {
-        (void)(*writer)->addRank(RankInfo{.rank = r, .host = "localhost"});
-        (void)(*writer)->addLane(Lane{.rank = r, .kind = LaneKind::Compute, .name = "compute"});
-        (void)(*writer)->addLane(Lane{.rank = r, .kind = LaneKind::Comm, .name = "comm"});
+        RankInfo rank;
+        rank.rank = r;
+        rank.host = "localhost";
+        (void)(*writer)->addRank(rank);
+        Lane lane;
+        lane.rank = r;
+        lane.name = "compute";
+        (void)(*writer)->addLane(lane);
+        lane.kind = LaneKind::Comm;
+        lane.name = "comm";
+        (void)(*writer)->addLane(lane);
     }
     for (int k = 0; k < 50; ++k)
         (void)(*writer)->intern("span name " + std::to_string(k));
@@ -151,13 +159,19 @@ int main(int argc, char** argv)
             std::remove(path.c_str());
         return 0;
     }
+    auto tval = Clock::now();
+    if (auto v = validateRunFile(path); !v) {
+        std::fprintf(stderr, "bench_db: %s\n", v.error().message.c_str());
+        return 1;
+    }
+    std::printf("db_validate_ms: %.0f ms\n", secondsSince(tval) * 1e3);
     auto tv = Clock::now();
     auto reader = RunReader::open(path);
     if (!reader) {
         std::fprintf(stderr, "bench_db: %s\n", reader.error().message.c_str());
         return 1;
     }
-    std::printf("db_open_validate_ms: %.1f ms\n", secondsSince(tv) * 1e3);
+    std::printf("db_open_ms: %.1f ms\n", secondsSince(tv) * 1e3);
 
     // Windows ~1000 spans wide: 625 spans per lane per step, so 1.6 steps of one lane.
     const TimeNs begin = 1'700'000'000'000'000'000ll;
@@ -185,12 +199,14 @@ int main(int argc, char** argv)
     std::printf("db_window_spans_mean: %.0f spans\n", static_cast<double>(got) / kQueries);
 
     const auto tl = Clock::now();
+    const double lcpu0 = cpuSeconds();
     auto run = (*reader)->load();
     if (!run) {
         std::fprintf(stderr, "bench_db: %s\n", run.error().message.c_str());
         return 1;
     }
     std::printf("db_load_ms: %.0f ms\n", secondsSince(tl) * 1e3);
+    std::printf("db_load_cpu_ms: %.0f ms\n", (cpuSeconds() - lcpu0) * 1e3);
     std::printf("db_loaded_spans: %zu spans\n", run->spans.size());
     reader->reset();
     if (!keep)
