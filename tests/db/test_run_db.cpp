@@ -177,6 +177,32 @@ private slots:
         QCOMPARE((*d)[1].severity, Severity::Error);
     }
 
+    // Run's invariant: spans sorted by (lane, start, end), even when equal starts were
+    // appended in another order and lanes interleave in a batch.
+    void loadKeepsTheSpanOrderInvariant()
+    {
+        auto w = RunWriter::create(file("order.db"), RunConfig{});
+        QVERIFY(w.has_value());
+        const LaneId a = *(*w)->addLane(Lane{.rank = 0, .kind = LaneKind::Compute});
+        const LaneId b = *(*w)->addLane(Lane{.rank = 0, .kind = LaneKind::Comm});
+        const std::vector<Span> spans = {
+            {kBase + 5, kBase + 9, 0, b, StringId{0}, kNoStep, kNoBucket, SpanKind::Comm},
+            {kBase, kBase + 30, 0, a, StringId{0}, kNoStep, kNoBucket, SpanKind::Forward},
+            {kBase, kBase + 10, 0, a, StringId{0}, kNoStep, kNoBucket, SpanKind::Forward},
+            {kBase + 1, kBase + 2, 0, b, StringId{0}, kNoStep, kNoBucket, SpanKind::Comm},
+            {kBase, kBase + 20, 0, a, StringId{0}, kNoStep, kNoBucket, SpanKind::Forward},
+        };
+        QVERIFY((*w)->appendSpans(spans).has_value());
+        QVERIFY((*w)->close().has_value());
+        auto run = loadRun(file("order.db"));
+        QVERIFY(run.has_value());
+        QCOMPARE(run->spans.size(), size_t(5));
+        const std::vector<TimeNs> ends = {kBase + 10, kBase + 20, kBase + 30, kBase + 2, kBase + 9};
+        for (size_t i = 0; i < ends.size(); ++i)
+            QCOMPARE(run->spans[i].end, ends[i]);
+        QCOMPARE(run->laneSpanRange(b), std::make_pair(size_t(3), size_t(5)));
+    }
+
     void writerRejectsUnknownLanes()
     {
         auto w = RunWriter::create(file("badlane.db"), RunConfig{});
