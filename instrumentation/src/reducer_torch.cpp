@@ -235,7 +235,16 @@ void Reducer::finalize()
     TimeNs holdUntil = 0;
     for (auto& bp : m_buckets) {
         Bucket& bk = *bp;
-        bk.work->wait(m_options.timeout);
+        try {
+            bk.work->wait(m_options.timeout);
+        } catch (const c10::Error& e) {
+            throw std::runtime_error("all-reduce of bucket " + std::to_string(&bp - m_buckets.data()) + " failed ("
+                                     + std::to_string(m_options.timeout.count() / 1000.0) + " s collective timeout): "
+                                     + e.what_without_backtrace());
+        } catch (const std::exception& e) {
+            throw std::runtime_error("all-reduce of bucket " + std::to_string(&bp - m_buckets.data()) + " failed: "
+                                     + e.what());
+        }
         TimeNs done = bk.completeNs.load();
         if (done == 0) {
             done = nowNs();

@@ -283,6 +283,7 @@ private:
     core::RankInfo m_rankInfo;
     std::unique_ptr<StepRecord> m_scratch; // used when not recording
     int m_completedSteps = 0;
+    std::string m_phase = "setup: "; // prefix of a failure cause: where it happened
 };
 
 void Trainer::setup()
@@ -492,10 +493,12 @@ int Trainer::run()
                 std::fflush(stdout);
                 std::_Exit(3);
             }
+            m_phase = "step " + std::to_string(s) + ": ";
             trainStep(s);
             if (m_o.checkEvery > 0 && (s + 1) % m_o.checkEvery == 0)
                 replicaCheck(s);
         }
+        m_phase = "at the end: ";
         TimeNs offset = 0, rtt = 0, at = 0;
         syncClock(*m_store, m_env, "end", &offset, &rtt, &at);
         if (m_env.world > 1) {
@@ -526,11 +529,11 @@ int Trainer::run()
         std::fflush(stdout);
         return 0;
     } catch (const c10::Error& e) {
-        cause = oneLine(e.what_without_backtrace());
+        cause = m_phase + oneLine(e.what_without_backtrace());
     } catch (const std::exception& e) {
-        cause = oneLine(e.what());
+        cause = m_phase + oneLine(e.what());
     } catch (...) {
-        cause = "unknown error";
+        cause = m_phase + "unknown error";
     }
     if (m_recorder) {
         (void)m_recorder->finish(core::RunStatus::Failed, cause);
