@@ -332,6 +332,7 @@ void TestTimeline::fitAllAndZoomToStep()
     w.setRuns({{run, {}}});
     w.setViewRange(0, 1000);
     w.fitAll();
+    QVERIFY(w.sizeHint().height() >= w.rows().back().top + w.rows().back().height);
     auto [t0, t1] = w.viewRange();
     for (int s = 0; s < 8; ++s) {
         const auto r = w.stepRange(s);
@@ -577,6 +578,14 @@ void TestTimeline::replayBucketStates()
     replay.setCursor(m->toAligned((b0.start + b0.end) / 2));
     const QImage img = renderWidget(w);
     maybeSave(img, QStringLiteral("timeline_replay"));
+    {
+        ui::ReplayBar bar(&replay);
+        bar.setStepRange(0, 5);
+        bar.resize(700, 34);
+        view.resize(360, 160);
+        maybeSave(renderWidget(bar), QStringLiteral("replay_bar"));
+        maybeSave(renderWidget(view), QStringLiteral("bucket_status"));
+    }
     QVERIFY(countColor(img, ui::palette::replayCursor()) > 50);
     QCOMPARE(w.replayCursor(), replay.cursor());
 

@@ -52,6 +52,8 @@ bool ReplayController::setStep(int step)
     if (!r)
         return false;
     m_step = step;
+    // Show what is replayed: the step fills the view, the cursor starts at its left edge.
+    m_timeline->zoomToStep(step);
     setRange(r->first, r->second);
     emit stepChanged(step);
     return true;
@@ -208,6 +210,7 @@ void ReplayBar::setStepRange(int first, int last)
     m_syncing = true;
     m_step->setRange(first, std::max(first, last));
     m_syncing = false;
+    syncFromController(); // the controller's step may have been out of the old range
 }
 
 void ReplayBar::syncFromController()
@@ -368,6 +371,8 @@ BucketStatusView::BucketStatusView(QWidget* parent)
     m_table->setModel(m_model);
     m_table->verticalHeader()->hide();
     m_table->horizontalHeader()->setStretchLastSection(true);
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->horizontalHeader()->setSectionResizeMode(BucketStatusModel::StateColumn, QHeaderView::Stretch);
     m_table->setSelectionMode(QAbstractItemView::NoSelection);
     m_table->verticalHeader()->setDefaultSectionSize(20);
     layout->addLayout(top);

@@ -40,7 +40,7 @@ public:
     // The timeline whose cursor is driven (and whose step ranges are used); may be null.
     void setTimeline(TimelineWidget* timeline);
     // Replays step `step` (aligned range over all runs of the timeline). Returns false if the
-    // timeline has no such step. Puts the cursor at the step's start.
+    // timeline has no such step. Zooms the timeline to the step and puts the cursor at its start.
     bool setStep(int step);
     int step() const { return m_step; }
     // An explicit aligned range (without a timeline, or for a custom window).

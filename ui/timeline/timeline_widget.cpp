@@ -281,6 +281,11 @@ void TimelineWidget::setRuns(std::vector<TimelineRun> runs)
     update();
 }
 
+QSize TimelineWidget::sizeHint() const
+{
+    return QSize(900, std::max(200, m_impl->contentHeight + 8));
+}
+
 const std::vector<TimelineRun>& TimelineWidget::runs() const
 {
     return m_impl->runs;

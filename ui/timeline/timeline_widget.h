@@ -84,6 +84,8 @@ public:
     QPoint spanCenter(SpanRef ref) const;
     // The per-run model (alignment, LOD, strips); nullptr for a bad index.
     const TimelineRunModel* runModel(int index) const;
+    // Wide as asked, tall enough for every row (so a QScrollArea around it scrolls rows).
+    QSize sizeHint() const override;
     static constexpr int kGutterWidth = 132;
     static constexpr int kRulerHeight = 30;
 
