@@ -270,6 +270,7 @@ int runMain(const RunCommand& cmd)
     std::fflush(stdout);
     if (!result->success) {
         std::fprintf(stderr, "lockstep run: run FAILED: %s\n", result->cause.c_str());
+        std::fprintf(stderr, "lockstep run: all ranks stopped %.1f s after the first failure\n", result->stopS);
         if (result->haveRunFile)
             std::fprintf(stderr, "lockstep run: completed steps are kept in %s (marked failed)\n", outPath.c_str());
         return result->interrupted ? 130 : 1;

@@ -468,6 +468,16 @@ std::string Job::primaryCause() const
                 cause += " (killed by " + signalName(WTERMSIG(w.rawStatus)) + ")";
         }
     }
+    if (best->peerLike) {
+        // A timeout or a dead connection points at a peer: name the ranks that never said a
+        // word and had to be killed, they are the likelier culprits (a hung or stopped rank).
+        std::string silent;
+        for (const auto& w : m_workers)
+            if (w.killedByUs && w.failedCause.empty() && WIFSIGNALED(w.rawStatus))
+                silent += (silent.empty() ? "" : ", ") + std::to_string(w.rank);
+        if (!silent.empty())
+            cause += "; rank " + silent + " stopped responding and was killed by the launcher";
+    }
     return cause;
 }
 
