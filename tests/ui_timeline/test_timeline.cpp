@@ -112,6 +112,7 @@ private slots:
     void clickFoldedZoomsIn();
     void tooltips();
     void rankBreakdownMatchesCore();
+    void gpuStreamLanes();
     void detailsPanel();
     void replayBucketStates();
     void replayControllerAndBar();
@@ -505,6 +506,71 @@ void TestTimeline::rankBreakdownMatchesCore()
     }
 }
 
+void TestTimeline::gpuStreamLanes()
+{
+    // A rank with a CUDA stream: its lane gets a row after compute and comm, and C and M come
+    // from the device spans only (core::stepBreakdown's GPU rule), offset here so that the
+    // host-only and device-only answers differ.
+    core::Run run = core::makeSyntheticRun([] {
+        core::SyntheticParams p;
+        p.worldSize = 2;
+        p.steps = 5;
+        p.buckets = 3;
+        return p;
+    }());
+    const size_t hostSpans = run.spans.size();
+    for (int r = 0; r < 2; ++r) {
+        core::Lane lane;
+        lane.id = core::LaneId{uint32_t(run.lanes.size())};
+        lane.rank = r;
+        lane.kind = core::LaneKind::GpuStream;
+        lane.device = r;
+        lane.stream = 7;
+        lane.name = "stream 7";
+        run.lanes.push_back(lane);
+    }
+    const core::StringId kernel = run.strings.intern("gemm");
+    const core::StringId nccl = run.strings.intern("ncclAllReduce");
+    for (size_t i = 0; i < hostSpans; ++i) {
+        const core::Span s = run.spans[i];
+        const core::Lane& host = run.lanes[s.lane.v];
+        core::Span d = s;
+        d.lane = core::LaneId{uint32_t(4 + host.rank)};
+        if (s.kind == core::SpanKind::Backward || s.kind == core::SpanKind::Forward) {
+            d.kind = core::SpanKind::Kernel;
+            d.name = kernel;
+            d.end = s.start + s.duration() / 2; // kernels shorter than the host ops
+        } else if (s.kind == core::SpanKind::Comm) {
+            d.kind = core::SpanKind::CommKernel;
+            d.name = nccl;
+            d.start += s.duration() / 3;
+        } else {
+            continue;
+        }
+        run.spans.push_back(d);
+    }
+    run.normalize();
+    const auto shared = std::make_shared<const core::Run>(std::move(run));
+    TimelineWidget w;
+    w.resize(1400, 400);
+    w.setRuns({{shared, {}}});
+    QCOMPARE(w.rankRowCount(), 2);
+    QCOMPARE(w.rowCount(), 2 * 4);
+    const auto rows = w.rows();
+    QCOMPARE(shared->lanes[size_t(rows[3].lane)].kind, core::LaneKind::GpuStream);
+    const auto laneMax = ui::laneMaxDurations(*shared);
+    for (const core::StepBreakdown& b : core::stepBreakdown(*shared)) {
+        const core::StepBreakdown mine = ui::rankStepBreakdown(*shared, laneMax, b.rank, b.step);
+        QCOMPARE(mine.compute, b.compute);
+        QCOMPARE(mine.overlapped, b.overlapped);
+        QCOMPARE(mine.exposed, b.exposed);
+    }
+    w.zoomToStep(3);
+    const QImage img = renderWidget(w);
+    maybeSave(img, QStringLiteral("timeline_gpu"));
+    QVERIFY(countColor(img, ui::palette::spanKindColor(core::SpanKind::Kernel)) > 100);
+}
+
 void TestTimeline::detailsPanel()
 {
     const auto run = makeRun(2, 6, 1);
@@ -682,6 +748,16 @@ void TestTimeline::badInput()
     const auto [z0, z1] = w.viewRange();
     QVERIFY(z1 - z0 >= 100);
     img = renderWidget(w);
+    w.panBy(std::numeric_limits<double>::quiet_NaN());
+    w.panBy(1e300);
+    img = renderWidget(w);
+    // A lane whose id breaks the invariant is left out, not indexed past the end.
+    auto broken = core::makeSyntheticRun(core::SyntheticParams{});
+    broken.lanes[1].id = core::LaneId{99};
+    w.setRuns({{std::make_shared<const core::Run>(std::move(broken)), {}}});
+    img = renderWidget(w);
+    QCOMPARE(w.rankRowCount(), 2);
+    QCOMPARE(w.rowCount(), 2 + 3);
 }
 
 QTEST_MAIN(TestTimeline)

@@ -378,9 +378,13 @@ TimelineRunModel::TimelineRunModel(std::shared_ptr<const Run> run)
         auto rl = std::make_unique<RankLanes>();
         rl->rank = rank;
         std::vector<const core::Lane*> lanes;
-        for (const core::Lane& l : r.lanes)
-            if (l.rank == rank)
+        for (size_t i = 0; i < r.lanes.size(); ++i) {
+            const core::Lane& l = r.lanes[i];
+            // A lane whose id breaks the invariant (lanes[i].id.v == i) has no LOD to draw from:
+            // leave it out rather than index past the end.
+            if (l.rank == rank && l.id.v == i && i < m_lod.laneCount())
                 lanes.push_back(&l);
+        }
         std::stable_sort(lanes.begin(), lanes.end(), [](const core::Lane* a, const core::Lane* b) {
             return std::tuple{laneOrder(*a), a->device, a->stream} < std::tuple{laneOrder(*b), b->device, b->stream};
         });

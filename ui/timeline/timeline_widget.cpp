@@ -385,7 +385,10 @@ void TimelineWidget::zoomBy(double factor, double anchorFraction)
 void TimelineWidget::panBy(double fractionOfView)
 {
     auto& d = *m_impl;
-    const TimeNs shift = TimeNs(std::llround(double(d.t1 - d.t0) * fractionOfView));
+    if (!std::isfinite(fractionOfView))
+        return;
+    const double raw = std::clamp(double(d.t1 - d.t0) * fractionOfView, -1e17, 1e17);
+    const TimeNs shift = TimeNs(std::llround(raw));
     setViewRange(d.t0 + shift, d.t1 + shift);
 }
 
