@@ -12,6 +12,8 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cmath>
 #include <random>
 
@@ -260,6 +262,72 @@ private slots:
         QCOMPARE(run->instants.size(), size_t(1));
         QCOMPARE(run->strings.text(run->spans.back().name), std::string("next step's data"));
         QVERIFY(writer.close().has_value());
+    }
+
+    // A writer thread records 150 steps (each commit: the step's own spans, its row, and the
+    // next step's early spans) while this thread loads again and again: every snapshot holds
+    // whole steps 0..n-1 only, with exactly their 100 spans each.
+    void concurrentLoadsSeeWholeSteps()
+    {
+        const std::string path = file("concurrent.db");
+        auto created = RunWriter::create(path, RunConfig{.name = "concurrent"});
+        QVERIFY(created.has_value());
+        std::unique_ptr<RunWriter> writer = std::move(*created);
+        QVERIFY(writer->addRank(RankInfo{.rank = 0}).has_value());
+        const LaneId lane = *writer->addLane(Lane{.rank = 0, .kind = LaneKind::Compute});
+        const auto spansOf = [&](int step, TimeNs base) {
+            std::vector<Span> v;
+            for (int k = 0; k < 50; ++k)
+                v.push_back(Span{base + k * 10, base + k * 10 + 5, 0, lane, StringId{0}, step, kNoBucket, SpanKind::Forward});
+            return v;
+        };
+        constexpr int kSteps = 150;
+        QVERIFY(writer->appendSpans(spansOf(0, kBase)).has_value()); // step 0's early spans
+        QVERIFY(writer->commit().has_value());
+        std::atomic<bool> done = false;
+        std::string writerError;
+        std::thread t([&] {
+            for (int s = 0; s < kSteps && writerError.empty(); ++s) {
+                const TimeNs base = kBase + (s + 1) * 10'000;
+                Status st = writer->appendSpans(spansOf(s, base + 1000));
+                if (st)
+                    st = writer->addStep(Step{0, s, base, base + 2000, 0.1, 1});
+                if (st)
+                    st = writer->appendSpans(spansOf(s + 1, base + 5000)); // the next step's early spans
+                if (st)
+                    st = writer->commit();
+                if (!st)
+                    writerError = st.error().message;
+            }
+            done = true;
+        });
+        auto reader = RunReader::open(path);
+        int snapshots = 0;
+        bool consistent = true;
+        while (reader && consistent && (!done || snapshots == 0)) {
+            auto run = (*reader)->load();
+            if (!run) {
+                consistent = false;
+                break;
+            }
+            ++snapshots;
+            const size_t n = run->steps.size();
+            for (size_t i = 0; i < n; ++i)
+                consistent = consistent && run->steps[i].step == static_cast<int32_t>(i);
+            consistent = consistent && run->spans.size() == 100 * n;
+            for (const Span& sp : run->spans)
+                consistent = consistent && sp.step >= 0 && static_cast<size_t>(sp.step) < n;
+        }
+        t.join();
+        QVERIFY(reader.has_value());
+        QVERIFY2(writerError.empty(), writerError.c_str());
+        QVERIFY2(consistent, "a snapshot held a partial step");
+        QVERIFY(snapshots > 0);
+        QVERIFY(writer->close().has_value());
+        auto final = (*reader)->load();
+        QVERIFY(final.has_value());
+        QCOMPARE(final->steps.size(), size_t(kSteps));
+        QCOMPARE(final->spans.size(), size_t(100 * kSteps)); // step kSteps' early spans stay hidden
     }
 
     void windowQueryMatchesBruteForce()
