@@ -8,6 +8,7 @@
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/rt/worker.h" // torch-free: the worker's options and their defaults
 
 #include <CLI/CLI.hpp>
 
@@ -49,6 +50,23 @@ CLI::Validator rankColon(const std::string& what)
         "RANK:" + what);
 }
 
+// An integer >= minimum (CLI::PositiveNumber would let "2.5" through to the worker).
+CLI::Validator integerAtLeast(long minimum)
+{
+    return CLI::Validator(
+        [minimum](std::string& value) -> std::string {
+            try {
+                size_t used = 0;
+                const long n = std::stol(value, &used);
+                if (used == value.size() && n >= minimum)
+                    return {};
+            } catch (const std::exception&) {
+            }
+            return "expected an integer >= " + std::to_string(minimum) + ", got '" + value + "'";
+        },
+        minimum > 0 ? "POSITIVE" : "NONNEGATIVE");
+}
+
 // Training flags shared by run and sweep. Each is stored as the text the user typed and
 // forwarded only if given.
 struct TrainingFlags {
@@ -61,11 +79,11 @@ struct TrainingFlags {
     };
     std::vector<std::unique_ptr<Flag>> flags;
 
-    Flag& add(CLI::App* app, const std::string& name, const std::string& help)
+    Flag& add(CLI::App* app, const std::string& name, const std::string& help, const std::string& typeName = "INT")
     {
         auto flag = std::make_unique<Flag>();
         flag->name = name;
-        flag->option = app->add_option(name, flag->value, help)->group("Training (passed to every worker)");
+        flag->option = app->add_option(name, flag->value, help)->group("Training (passed to every worker)")->type_name(typeName);
         flags.push_back(std::move(flag));
         return *flags.back();
     }
@@ -111,39 +129,39 @@ struct TrainingFlags {
 
 void addTrainingFlags(CLI::App* app, TrainingFlags& t, bool withBucketMb)
 {
-    t.add(app, "--model", "model: mlp (L x [Linear(W,W), ReLU], Linear(W,10)), transformer (small decoder), convnet (small ResNet)")
+    t.add(app, "--model", "model: mlp (L x [Linear(W,W), ReLU], Linear(W,10)), transformer (small decoder), convnet (small ResNet)", "NAME")
         .option->check(CLI::IsMember({"mlp", "transformer", "convnet"}));
-    t.add(app, "--layers", "layers of the model").option->check(CLI::PositiveNumber);
-    t.add(app, "--width", "width of the model (hidden size)").option->check(CLI::PositiveNumber);
-    t.add(app, "--heads", "attention heads (transformer)").option->check(CLI::PositiveNumber);
-    t.add(app, "--seq", "sequence length (transformer)").option->check(CLI::PositiveNumber);
-    t.add(app, "--batch", "samples per rank per step").option->check(CLI::PositiveNumber);
-    t.add(app, "--steps", "training steps").option->check(CLI::PositiveNumber);
-    t.add(app, "--warmup", "steps left out of the run-level numbers (default 3)").option->check(CLI::NonNegativeNumber);
+    t.add(app, "--layers", "layers of the model").option->check(integerAtLeast(1));
+    t.add(app, "--width", "width of the model (hidden size)").option->check(integerAtLeast(1));
+    t.add(app, "--heads", "attention heads (transformer)").option->check(integerAtLeast(1));
+    t.add(app, "--seq", "sequence length (transformer)").option->check(integerAtLeast(1));
+    t.add(app, "--batch", "samples per rank per step").option->check(integerAtLeast(1));
+    t.add(app, "--steps", "training steps (default " + std::to_string(rt::WorkerOptions {}.steps) + ")").option->check(integerAtLeast(1));
+    t.add(app, "--warmup", "steps left out of the run-level numbers (default 3)").option->check(integerAtLeast(0));
     if (withBucketMb)
-        t.add(app, "--bucket-mb", "gradient bucket cap in MiB (default 25)").option->check(CLI::PositiveNumber);
-    t.add(app, "--first-bucket-mb", "cap of the first bucket in MiB (default 1)").option->check(CLI::PositiveNumber);
-    t.add(app, "--compress", "gradient compression on the wire: none, fp16, bf16")
+        t.add(app, "--bucket-mb", "gradient bucket cap in MiB (default 25)", "NUM").option->check(CLI::PositiveNumber);
+    t.add(app, "--first-bucket-mb", "cap of the first bucket in MiB (default 1)", "NUM").option->check(CLI::PositiveNumber);
+    t.add(app, "--compress", "gradient compression on the wire: none, fp16, bf16", "NAME")
         .option->check(CLI::IsMember({"none", "fp16", "bf16"}));
     t.add(app, "--accumulate", "micro-batches per step; gradients are synchronized on the last one only")
+        .option->check(integerAtLeast(1));
+    t.add(app, "--optimizer", "sgd (with momentum) or adamw", "NAME").option->check(CLI::IsMember({"sgd", "adamw"}));
+    t.add(app, "--lr", "learning rate", "NUM").option->check(CLI::PositiveNumber);
+    t.add(app, "--seed", "seed of the model, the data and the shuffling").option->check(integerAtLeast(0));
+    t.add(app, "--dataset-size", "synthetic samples per epoch").option->check(integerAtLeast(1));
+    t.add(app, "--threads", "intra-op threads per worker (0 = cores / local ranks)").option->check(integerAtLeast(0));
+    t.add(app, "--timeout-s", "collective timeout in seconds: a rank waiting longer on a peer fails (default 30)", "NUM")
         .option->check(CLI::PositiveNumber);
-    t.add(app, "--optimizer", "sgd (with momentum) or adamw").option->check(CLI::IsMember({"sgd", "adamw"}));
-    t.add(app, "--lr", "learning rate").option->check(CLI::PositiveNumber);
-    t.add(app, "--seed", "seed of the model, the data and the shuffling").option->check(CLI::NonNegativeNumber);
-    t.add(app, "--dataset-size", "synthetic samples per epoch").option->check(CLI::PositiveNumber);
-    t.add(app, "--threads", "intra-op threads per worker (0 = cores / local ranks)").option->check(CLI::NonNegativeNumber);
-    t.add(app, "--timeout-s", "collective timeout in seconds: a rank waiting longer on a peer fails (default 30)")
-        .option->check(CLI::PositiveNumber);
-    t.add(app, "--straggler", "fault injection: RANK:MS of extra compute on one rank every step")
+    t.add(app, "--straggler", "fault injection: RANK:MS of extra compute on one rank every step", "RANK:MS")
         .option->check(rankColon("MS"));
-    t.add(app, "--link-gbps", "emulate a link of this speed (Gbit/s): communication is slowed to match")
+    t.add(app, "--link-gbps", "emulate a link of this speed (Gbit/s): communication is slowed to match", "NUM")
         .option->check(CLI::PositiveNumber);
-    t.add(app, "--crash", "fault injection: RANK:STEP, that rank dies at that step").option->check(rankColon("STEP"));
+    t.add(app, "--crash", "fault injection: RANK:STEP, that rank dies at that step", "RANK:STEP").option->check(rankColon("STEP"));
     t.addSwitch(app, "--no-record", "train without recording (to measure the recorder's cost)");
     t.add(app, "--check-every", "compare a hash of the parameters across ranks every N steps (replica drift)")
-        .option->check(CLI::NonNegativeNumber);
-    t.add(app, "--backend", "collective backend: gloo (CPU) or nccl (GPU builds)").option->check(CLI::IsMember({"gloo", "nccl"}));
-    t.add(app, "--device", "cpu or cuda").option->check(CLI::IsMember({"cpu", "cuda"}));
+        .option->check(integerAtLeast(0));
+    t.add(app, "--backend", "collective backend: gloo (CPU) or nccl (GPU builds)", "NAME").option->check(CLI::IsMember({"gloo", "nccl"}));
+    t.add(app, "--device", "cpu or cuda", "NAME").option->check(CLI::IsMember({"cpu", "cuda"}));
 }
 
 struct LauncherFlags {
@@ -229,7 +247,7 @@ LaunchOptions baseOptions(const TrainingFlags& t, const LauncherFlags& l)
     o.graceS = l.graceS;
     o.progress = progressStyle(l.progress);
     o.echoWorkerOutput = l.verbose;
-    o.stepsPlanned = t.given("--steps") ? std::stoi(t.value("--steps")) : 0;
+    o.stepsPlanned = t.given("--steps") ? std::stoi(t.value("--steps")) : rt::WorkerOptions {}.steps;
     return o;
 }
 

@@ -830,6 +830,9 @@ core::Result<LaunchResult> Job::run()
         fs::remove_all(m_shardDir, ec);
         return std::unexpected(st.error());
     }
+    if (m_style != ProgressStyle::None)
+        std::fprintf(stderr, "lockstep run: %d worker%s, rendezvous 127.0.0.1:%d, shards in %s\n", m_opt.nproc,
+                     m_opt.nproc == 1 ? "" : "s", m_port, m_shardDir.c_str());
     loop();
 
     LaunchResult result;
