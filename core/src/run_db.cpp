@@ -1,12 +1,13 @@
 // The run database's writer and reader (schema in schema.cpp).
 //
-// Writer speed. Spans arrive by the million; each append binds one prepared INSERT and steps
-// it, inside a transaction that stays open until commit() (the recorder commits once per step).
+// Writer speed. Spans arrive by the million; appendSpans binds prepared multi-row INSERTs
+// inside a transaction that stays open until commit() (the recorder commits once per step).
 // Layout and settings were chosen with bench_db (numbers in bench/db/bench_db.cpp's header):
 // spans is a WITHOUT ROWID table clustered on (lane, start_ns, seq), so a span is one b-tree
-// insert instead of two (rowid table + index), the window query reads one contiguous key range
-// with no lookups, and the file is 28% smaller (43 instead of 60 bytes per span); inserts go
-// 128 rows per statement in (lane, start) order.
+// insert instead of two and the window query reads one contiguous key range with no row
+// lookups. Measured against a rowid table with a (lane, start_ns, seq) index, 2 M spans:
+// CPU rate 1.25 vs 1.12 M spans/s, 44 vs 68 bytes per span, window query 0.22 vs 0.30 ms.
+// Inserts go 128 rows per statement, in (lane, start) order.
 //
 // Live reading. The recorder commits once per step and writes the step row in the same
 // transaction as the step's spans. A transaction may still carry spans of a step that has no
