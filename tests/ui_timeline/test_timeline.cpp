@@ -251,6 +251,10 @@ void TestTimeline::compareStacksAndAligns()
         QCOMPARE(m->toAligned(m->step(3)->start), core::TimeNs(0));
     }
     QCOMPARE(w.stepRange(3)->first, core::TimeNs(0));
+    // A second widget showing run A shares its model (one LOD per run, not per view).
+    TimelineWidget other;
+    other.setRuns({{a, QStringLiteral("A again")}});
+    QCOMPARE(other.runModel(0), w.runModel(0));
     const QImage img = renderWidget(w);
     maybeSave(img, QStringLiteral("timeline_compare"));
     QVERIFY(countColor(img, ui::palette::runHeaderBackground()) > 1000);

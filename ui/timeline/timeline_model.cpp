@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <set>
 
 namespace lockstep::ui {
@@ -440,6 +441,29 @@ TimelineRunModel::TimelineRunModel(std::shared_ptr<const Run> run)
         m_stragglers = std::move(report.perStep);
         m_runStragglers = std::move(report.stragglers);
     }
+}
+
+std::shared_ptr<const TimelineRunModel> TimelineRunModel::shared(std::shared_ptr<const Run> run)
+{
+    static std::mutex mutex;
+    static std::map<const Run*, std::weak_ptr<const TimelineRunModel>> cache;
+    const Run* key = run.get();
+    {
+        std::lock_guard lock(mutex);
+        if (auto it = cache.find(key); it != cache.end()) {
+            if (auto model = it->second.lock())
+                return model;
+            cache.erase(it);
+        }
+    }
+    // Built outside the lock (seconds for a 10M-span run); two threads asking at once for one
+    // new run both build it, and the second result wins the cache slot: correct, just wasted.
+    auto model = std::make_shared<const TimelineRunModel>(std::move(run));
+    std::lock_guard lock(mutex);
+    for (auto it = cache.begin(); it != cache.end();) // drop expired entries as we go
+        it = it->second.expired() ? cache.erase(it) : std::next(it);
+    cache[key] = model;
+    return model;
 }
 
 const TimelineRunModel::RankLanes* TimelineRunModel::rank(int32_t r) const

@@ -80,6 +80,11 @@ struct StepSpan {
 class TimelineRunModel {
 public:
     explicit TimelineRunModel(std::shared_ptr<const core::Run> run);
+    // The model of `run`, built once and shared while anyone holds it: the timeline page and
+    // the compare page showing one 10M-span run share one LOD. Runs are immutable values
+    // (a live run that grows arrives as a new Run), so the run's address is a safe key while
+    // the model (which holds the run) is alive. Thread-safe.
+    static std::shared_ptr<const TimelineRunModel> shared(std::shared_ptr<const core::Run> run);
     TimelineRunModel(const TimelineRunModel&) = delete;
     TimelineRunModel& operator=(const TimelineRunModel&) = delete;
 

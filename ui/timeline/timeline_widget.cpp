@@ -97,7 +97,7 @@ struct TimelineWidget::Impl {
     };
 
     std::vector<TimelineRun> runs;
-    std::vector<std::unique_ptr<TimelineRunModel>> models;
+    std::vector<std::shared_ptr<const TimelineRunModel>> models;
     std::vector<TimelineRow> rows;
     int contentHeight = kRulerHeight;
     quint64 version = 1;
@@ -270,7 +270,7 @@ void TimelineWidget::setRuns(std::vector<TimelineRun> runs)
     for (TimelineRun& r : runs) {
         if (!r.run)
             continue; // a missing run is skipped, not a crash
-        d.models.push_back(std::make_unique<TimelineRunModel>(r.run));
+        d.models.push_back(TimelineRunModel::shared(r.run));
         d.runs.push_back(std::move(r));
     }
     d.selection = {};
@@ -297,7 +297,7 @@ void TimelineWidget::updateRun(int index, std::shared_ptr<const core::Run> run)
     if (index < 0 || index >= int(d.runs.size()) || !run)
         return;
     d.runs[index].run = run;
-    d.models[index] = std::make_unique<TimelineRunModel>(std::move(run));
+    d.models[index] = TimelineRunModel::shared(std::move(run));
     if (d.selection.run == index && d.selection.span >= qint64(d.models[index]->run().spans.size()))
         d.selection = {};
     d.relayout();
@@ -586,7 +586,6 @@ void TimelineWidget::paintEvent(QPaintEvent*)
 
     // Spans.
     p.setPen(Qt::NoPen);
-    const bool cursorOn = d.cursor.has_value();
     for (const Impl::DrawnItem& it : d.frame.items) {
         const TimelineRow& row = d.rows[it.row];
         const int top = row.top - d.scrollY + 2;
@@ -629,7 +628,6 @@ void TimelineWidget::paintEvent(QPaintEvent*)
             }
         }
     }
-    (void)cursorOn;
 
     // Gradient-ready ticks (instants) at the top of their lane: at most one per 2 pixels.
     for (size_t ri = 0; ri < d.rows.size(); ++ri) {
@@ -868,6 +866,12 @@ void TimelineWidget::mousePressEvent(QMouseEvent* event)
     event->accept();
 }
 
+void TimelineWidget::leaveEvent(QEvent* event)
+{
+    m_impl->mousePos = QPoint(-1, -1); // W/S zoom about the centre again
+    QWidget::leaveEvent(event);
+}
+
 void TimelineWidget::mouseMoveEvent(QMouseEvent* event)
 {
     auto& d = *m_impl;
@@ -958,6 +962,11 @@ void TimelineWidget::mouseDoubleClickEvent(QMouseEvent* event)
 void TimelineWidget::keyPressEvent(QKeyEvent* event)
 {
     auto& d = *m_impl;
+    if (event->modifiers() & (Qt::ControlModifier | Qt::AltModifier | Qt::MetaModifier)) {
+        // Ctrl+digit and friends belong to the window's shortcuts, not to the timeline.
+        QWidget::keyPressEvent(event);
+        return;
+    }
     double anchor = 0.5;
     if (d.mousePos.x() >= kGutterWidth && rect().contains(d.mousePos))
         anchor = (d.mousePos.x() - kGutterWidth) / d.areaWidth(this);
