@@ -10,6 +10,8 @@
 #include <QTest>
 
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -328,6 +330,46 @@ private slots:
         QVERIFY(final.has_value());
         QCOMPARE(final->steps.size(), size_t(kSteps));
         QCOMPARE(final->spans.size(), size_t(100 * kSteps)); // step kSteps' early spans stay hidden
+    }
+
+    // A recorder that dies mid-run (here: a child process that _exit()s without closing) leaves
+    // its WAL behind; the committed steps are still readable and mergeable, the open step not.
+    void crashedWriterLeavesReadableSteps()
+    {
+        const std::string path = file("crashed.db");
+        const pid_t pid = fork();
+        QVERIFY(pid >= 0);
+        if (pid == 0) {
+            auto w = RunWriter::create(path, RunConfig{.name = "crashed", .status = RunStatus::Running});
+            if (!w)
+                _exit(2);
+            (void)(*w)->addRank(RankInfo{.rank = 0});
+            const LaneId lane = *(*w)->addLane(Lane{.rank = 0, .kind = LaneKind::Compute});
+            const Span a{kBase, kBase + 10, 0, lane, (*w)->intern("fwd"), 0, kNoBucket, SpanKind::Forward};
+            (void)(*w)->appendSpans(std::span(&a, 1));
+            (void)(*w)->addStep(Step{0, 0, kBase, kBase + 20, 1.0, 1});
+            if (!(*w)->commit())
+                _exit(3);
+            const Span b{kBase + 30, kBase + 40, 0, lane, (*w)->intern("fwd2"), 1, kNoBucket, SpanKind::Forward};
+            (void)(*w)->appendSpans(std::span(&b, 1));
+            (void)(*w)->addStep(Step{0, 1, kBase + 20, kBase + 50, 1.0, 1}); // never committed
+            _exit(0);
+        }
+        int status = -1;
+        QCOMPARE(waitpid(pid, &status, 0), pid);
+        QVERIFY(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        QVERIFY(QFileInfo::exists(QString::fromStdString(path + "-wal")));
+        QVERIFY2(validateRunFile(path).has_value(), validateRunFile(path) ? "" : validateRunFile(path).error().message.c_str());
+        auto run = loadRun(path);
+        QVERIFY2(run.has_value(), run ? "" : run.error().message.c_str());
+        QCOMPARE(run->config.status, RunStatus::Running);
+        QCOMPARE(run->steps.size(), size_t(1));
+        QCOMPARE(run->spans.size(), size_t(1));
+        QCOMPARE(run->strings.text(run->spans[0].name), std::string("fwd"));
+        auto stats = mergeRunFiles({path}, file("crashed_merged.db"));
+        QVERIFY2(stats.has_value(), stats ? "" : stats.error().message.c_str());
+        QCOMPARE(stats->steps, 1);
+        QCOMPARE(stats->spans, int64_t(1));
     }
 
     void windowQueryMatchesBruteForce()
