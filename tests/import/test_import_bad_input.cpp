@@ -118,6 +118,12 @@ private slots:
             ++partial;
             QVERIFY(run->spans.size() <= 200);
             QCOMPARE(diagCount(*run, "truncated input"), int64_t(1));
+            // The same cut through the streaming (gzip, buffered) path gives the same events.
+            if (cut % 5 == 0) {
+                auto streamed = importTraceBytes(gzipBytes(full.substr(0, cut)));
+                QVERIFY(streamed);
+                QCOMPARE(streamed->spans.size(), run->spans.size());
+            }
         }
         QVERIFY(errors > 0);
         QVERIFY(partial > 0);
@@ -173,6 +179,10 @@ private slots:
         auto run = importTraceBytes(arrayTrace(events));
         QVERIFY(run);
         QCOMPARE(run->spans.size(), size_t(72));
+        // Streaming path: a 5 MB event is larger than the first read buffer, which must grow.
+        auto streamed = importTraceBytes(gzipBytes(arrayTrace(events)));
+        QVERIFY(streamed);
+        QCOMPARE(streamed->spans.size(), size_t(72));
         QCOMPARE(diagCount(*run, "malformed event"), int64_t(1)); // the invalid UTF-8 one
         bool found = false;
         for (const Span& s : run->spans)

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -121,9 +122,41 @@ private:
     int64_t m_consumed = 0;
 };
 
+// A plain file mapped read-only. Why: read() copies every byte out of the page cache, which
+// was the largest single cost of an import in profiles; a mapping hands the parser the page
+// cache itself. Pages behind the parser are released (MADV_DONTNEED on a private read-only
+// mapping only drops this process' view), so resident memory stays near the parse window.
+class MappedFileSource final : public ByteSource {
+public:
+    MappedFileSource(const char* data, size_t size) : m_data(data), m_size(size) {}
+    ~MappedFileSource() override { ::munmap(const_cast<char*>(m_data), m_size); }
+    size_t read(char*, size_t) override { return 0; }
+    std::string_view mapped() const override { return {m_data, m_size}; }
+    void release(size_t offset) override
+    {
+        const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        const size_t upTo = std::min(offset, m_size) / page * page;
+        if (upTo > m_releasedTo) {
+            ::madvise(const_cast<char*>(m_data) + m_releasedTo, upTo - m_releasedTo, MADV_DONTNEED);
+            m_releasedTo = upTo;
+        }
+        m_consumed = static_cast<int64_t>(std::min(offset, m_size));
+    }
+    int64_t consumed() const override { return m_consumed; }
+    int64_t total() const override { return static_cast<int64_t>(m_size); }
+
+private:
+    const char* m_data;
+    size_t m_size;
+    size_t m_releasedTo = 0;
+    int64_t m_consumed = 0;
+};
+
 class MemorySource final : public ByteSource {
 public:
     explicit MemorySource(std::string_view bytes) : m_bytes(bytes) {}
+    std::string_view mapped() const override { return m_bytes; }
+    void release(size_t offset) override { m_pos = std::max(m_pos, std::min(offset, m_bytes.size())); }
     size_t read(char* out, size_t capacity) override
     {
         const size_t n = std::min(capacity, m_bytes.size() - m_pos);
@@ -152,6 +185,14 @@ Result<std::unique_ptr<ByteSource>> openFileSource(const std::string& path, bool
         return fail(path + " is not a regular file");
     }
     posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    if (!gzip && st.st_size > 0) {
+        void* map = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map != MAP_FAILED) {
+            ::close(fd);
+            ::madvise(map, static_cast<size_t>(st.st_size), MADV_SEQUENTIAL);
+            return std::unique_ptr<ByteSource>(new MappedFileSource(static_cast<const char*>(map), static_cast<size_t>(st.st_size)));
+        }
+    }
     if (!gzip)
         return std::unique_ptr<ByteSource>(new FileSource(fd, st.st_size));
     auto file = std::make_shared<FileSource>(fd, st.st_size);

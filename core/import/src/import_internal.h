@@ -29,6 +29,11 @@ public:
     // Bytes of the underlying input consumed so far (compressed bytes for gzip): progress.
     virtual int64_t consumed() const = 0;
     virtual int64_t total() const = 0;
+    // The whole input when it is addressable without copying (a mapped plain file, a memory
+    // buffer), else empty with a null data(). release(offset) tells a mapped source that bytes
+    // before offset are no longer needed; consumed() then follows it.
+    virtual std::string_view mapped() const { return {}; }
+    virtual void release(size_t offset) { (void)offset; }
 
 protected:
     std::string m_error;

@@ -272,7 +272,20 @@ public:
     {
         // Small inputs get a small buffer (the fuzzer runs thousands of them); big ones 8 MB.
         const int64_t hint = std::max<int64_t>(source.total(), 0) * 8 + 1;
-        m_buf.resize(static_cast<size_t>(std::clamp<int64_t>(hint, 64 << 10, kInitialBuffer)) + kPadding);
+        const std::string_view mapped = source.mapped();
+        if (mapped.data() != nullptr) {
+            // The whole input is addressable (a mapped file, a memory buffer): parse it in place.
+            m_data = mapped.data();
+            m_capacity = mapped.size();
+            m_len = mapped.size();
+            m_eof = true;
+            m_mapped = true;
+            m_out.bytes = static_cast<int64_t>(mapped.size());
+        } else {
+            m_buf.resize(static_cast<size_t>(std::clamp<int64_t>(hint, 64 << 10, kInitialBuffer)) + kPadding);
+            m_data = m_buf.data();
+            m_capacity = m_buf.size();
+        }
     }
 
     Status run();
@@ -284,6 +297,7 @@ private:
     // [keep, m_len), moves it to the front and reads more; returns the shift applied.
     size_t refill(size_t keep);
     int peekNonWs();
+    void releaseConsumed();
     bool scanValue(size_t* start, size_t* end);
     Status structuralError(const std::string& what);
     Status finish();
@@ -324,6 +338,13 @@ private:
         size_t m_size = 0;
     };
     Buffer m_buf;
+    // The bytes being parsed: m_buf's, or the whole mapped input. m_capacity bytes are readable
+    // from m_data (for m_buf that includes simdjson's padding; a mapping has none past its end).
+    const char* m_data = nullptr;
+    size_t m_capacity = 0;
+    bool m_mapped = false;
+    size_t m_released = 0; // mapped mode: input before this offset was handed back to the OS
+    simdjson::padded_string m_scratch;
     size_t m_len = 0;
     size_t m_pos = 0;
     bool m_eof = false;
@@ -361,6 +382,8 @@ private:
 
 size_t KinetoParser::refill(size_t keep)
 {
+    if (m_mapped)
+        return 0;
     const size_t kept = m_len - keep;
     const size_t capacity = m_buf.size() - kPadding;
     if (keep > 0) {
@@ -368,6 +391,8 @@ size_t KinetoParser::refill(size_t keep)
     } else if (kept == capacity) {
         // One value larger than the buffer: grow (bounded by the input itself).
         m_buf.resize(capacity * 2 + kPadding);
+        m_data = m_buf.data();
+        m_capacity = m_buf.size();
     }
     m_len = kept;
     m_pos -= keep;
@@ -386,11 +411,23 @@ size_t KinetoParser::refill(size_t keep)
     return keep;
 }
 
+// Mapped input: pages behind the parse position are handed back (their page cache stays), so
+// resident memory follows the parse window instead of growing to the file size.
+void KinetoParser::releaseConsumed()
+{
+    m_source.release(m_pos);
+    m_released = m_pos;
+    if (m_progress && m_source.consumed() - m_lastProgress >= (16 << 20)) {
+        m_lastProgress = m_source.consumed();
+        m_progress(m_lastProgress);
+    }
+}
+
 int KinetoParser::peekNonWs()
 {
     for (;;) {
         while (m_pos < m_len) {
-            const char c = m_buf[m_pos];
+            const char c = m_data[m_pos];
             if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
                 ++m_pos;
             else
@@ -408,7 +445,7 @@ bool KinetoParser::scanValue(size_t* start, size_t* end)
     size_t begin = m_pos;
     size_t i = m_pos;
     for (;;) {
-        if (i < m_len && scanner.feed(m_buf.data(), m_len, i)) {
+        if (i < m_len && scanner.feed(m_data, m_len, i)) {
             *start = begin;
             *end = i;
             m_pos = i;
@@ -421,6 +458,7 @@ bool KinetoParser::scanValue(size_t* start, size_t* end)
                 m_pos = i;
                 return true;
             }
+            m_pos = m_len; // the value runs to the end of the input: the caller sees EOF next
             return false;
         }
         m_pos = i;
@@ -442,8 +480,9 @@ Status KinetoParser::structuralError(const std::string& what)
 
 Status KinetoParser::run()
 {
-    refill(0);
-    if (m_len >= 3 && std::memcmp(m_buf.data(), "\xEF\xBB\xBF", 3) == 0)
+    if (!m_mapped)
+        refill(0);
+    if (m_len >= 3 && std::memcmp(m_data, "\xEF\xBB\xBF", 3) == 0)
         m_pos = 3; // UTF-8 byte order mark
     State state = State::Start;
     while (state != State::Done) {
@@ -482,7 +521,7 @@ Status KinetoParser::run()
             size_t s = 0, e = 0;
             if (!scanValue(&s, &e))
                 continue; // EOF: reported at the top of the loop
-            m_key.assign(m_buf.data() + s + 1, e - s - 2);
+            m_key.assign(m_data + s + 1, e - s - 2);
             state = State::ObjColon;
             break;
         }
@@ -501,7 +540,7 @@ Status KinetoParser::run()
             size_t s = 0, e = 0;
             if (!scanValue(&s, &e))
                 continue;
-            onTopValue(m_key, std::string_view(m_buf.data() + s, e - s));
+            onTopValue(m_key, std::string_view(m_data + s, e - s));
             state = State::ObjAfterValue;
             break;
         }
@@ -524,10 +563,12 @@ Status KinetoParser::run()
             if (!scanValue(&s, &e))
                 continue;
             if (c == '{')
-                onEvent(m_buf.data() + s, e - s);
+                onEvent(m_data + s, e - s);
             else
                 diag("event is not an object", "an element of traceEvents is not a JSON object");
             state = State::AfterItem;
+            if (m_mapped && m_pos - m_released >= (64u << 20))
+                releaseConsumed();
             break;
         }
         case State::AfterItem:
@@ -604,7 +645,13 @@ void KinetoParser::onTopValue(std::string_view key, std::string_view text)
 void KinetoParser::onEvent(const char* p, size_t n)
 {
     ++m_out.events;
-    const size_t capacity = static_cast<size_t>(m_buf.data() + m_buf.size() - p);
+    size_t capacity = static_cast<size_t>(m_data + m_capacity - p);
+    if (capacity < n + kPadding) {
+        // The last bytes of a mapping: simdjson may read up to kPadding past the event.
+        m_scratch = simdjson::padded_string(p, n);
+        p = m_scratch.data();
+        capacity = n + kPadding;
+    }
     od::document doc;
     od::object obj;
     if (m_parser.iterate(p, n, capacity).get(doc) || doc.get_object().get(obj)) {
