@@ -21,6 +21,7 @@
 #include "schema.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -187,6 +188,8 @@ struct RunWriter::Impl {
 
     Status begin()
     {
+        if (closed || !db)
+            return fail(path + ": the writer is closed");
         if (inTxn)
             return {};
         const int rc = sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
@@ -300,6 +303,9 @@ void tuneSqliteOnce()
 Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& path, const RunConfig& config, Mode mode)
 {
     tuneSqliteOnce();
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        return fail(path + ": is a directory");
     if (mode == Mode::CreateNew) {
         if (FILE* f = std::fopen(path.c_str(), "rb")) {
             std::fclose(f);
@@ -633,6 +639,8 @@ Status RunWriter::appendInstants(std::span<const Instant> instants)
     for (const Instant& in : instants) {
         if (in.lane.v >= d.laneMaxDur.size())
             return fail(d.path + ": an instant names lane " + std::to_string(in.lane.v) + ", which was never added");
+        if (in.name.v >= d.strings.size())
+            return fail(d.path + ": an instant names string " + std::to_string(in.name.v) + ", which was never interned");
         sqlite3_bind_int64(st, 1, in.lane.v);
         sqlite3_bind_int(st, 2, static_cast<int>(in.kind));
         sqlite3_bind_int64(st, 3, in.name.v);

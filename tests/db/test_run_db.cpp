@@ -215,6 +215,11 @@ private slots:
         auto st = (*w)->appendSpans(std::span(&s, 1));
         QVERIFY(!st.has_value());
         QVERIFY(st.error().message.find("lane 5") != std::string::npos);
+        QVERIFY((*w)->close().has_value());
+        QVERIFY2(!(*w)->addStep(Step{}).has_value(), "a closed writer refuses, never crashes");
+        QVERIFY(!(*w)->commit().has_value());
+        QVERIFY(!RunWriter::create(str(m_dir.path()), RunConfig{}, RunWriter::Mode::Overwrite).has_value());
+        QVERIFY(QFileInfo(m_dir.path()).isDir());
     }
 
     // The recorder's pattern: a step's row commits with its spans; spans of the next step may
