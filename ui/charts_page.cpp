@@ -261,6 +261,7 @@ void ChartsPage::rebuildDistribution()
     y->setTitleText(tr("step time (ms)"));
     const double pad = std::max(0.05 * (hi - lo), 0.01 * hi);
     y->setRange(std::max(0.0, lo - pad), hi + pad);
+    y->applyNiceNumbers();
     y->setLabelFormat("%.1f");
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
@@ -336,10 +337,26 @@ void ChartsPage::rebuildSweep()
 void ChartsPage::rebuildScaling()
 {
     const QString title = tr("Throughput and weak-scaling efficiency vs world size");
+    // One point per world size: a scaling curve through several runs at one N (a bucket sweep)
+    // would zig-zag. Prefer the run with the current run's bucket cap, else the fastest.
+    std::map<int32_t, core::RunSummary> byWorld;
+    for (const auto& r : m_all) {
+        const core::RunSummary& s = r->summary;
+        if (m_current && s.model != m_current->summary.model)
+            continue;
+        auto it = byWorld.find(s.worldSize);
+        if (it == byWorld.end()) {
+            byWorld.emplace(s.worldSize, s);
+            continue;
+        }
+        const int64_t cap = m_current ? m_current->summary.bucketCapBytes : -1;
+        const bool itMatches = it->second.bucketCapBytes == cap, sMatches = s.bucketCapBytes == cap;
+        if ((sMatches && !itMatches) || (sMatches == itMatches && s.throughput > it->second.throughput))
+            it->second = s;
+    }
     std::vector<core::RunSummary> summaries;
-    for (const auto& r : m_all)
-        if (!m_current || r->summary.model == m_current->summary.model)
-            summaries.push_back(r->summary);
+    for (auto& [n, s] : byWorld)
+        summaries.push_back(s);
     if (summaries.empty()) {
         setChart(m_views[Scaling], placeholderChart(title, tr("open runs that differ in world size")));
         return;

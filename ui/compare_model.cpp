@@ -155,8 +155,11 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const
     if (role == Qt::DisplayRole) {
         if (!std::isfinite(diff))
             return QStringLiteral("—");
-        if (metric == Stragglers)
-            return QStringLiteral("%1%2").arg(diff > 0 ? "+" : "").arg(int(diff));
+        if (metric == Stragglers) {
+            if (diff != 0)
+                return QStringLiteral("%1%2").arg(diff > 0 ? "+" : "").arg(int(diff));
+            return s.stragglers == m_runs.front().stragglers ? tr("same") : tr("other rank");
+        }
         if (points)
             return QStringLiteral("%1%2 pt").arg(diff > 0 ? "+" : "").arg(diff, 0, 'f', 1);
         return QStringLiteral("%1%2 %").arg(diff > 0 ? "+" : "").arg(diff * 100.0, 0, 'f', 1);

@@ -125,7 +125,7 @@ void ComparePage::refresh()
     const int height = m_table->horizontalHeader()->sizeHint().height() + 2 * m_table->frameWidth() + 6
                      + m_model->rowCount() * m_table->verticalHeader()->defaultSectionSize()
                      + m_table->horizontalScrollBar()->sizeHint().height();
-    m_table->setMaximumHeight(std::max(height, 60));
+    m_table->setFixedHeight(std::max(height, 60));
     m_hint->setVisible(m_compared.size() < 2);
 }
 

@@ -188,7 +188,7 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
             if (col == Status)
                 return QStringLiteral("⚠ %1").arg(e.error);
             if (col == Date)
-                return role == SortRole ? QVariant(e.modified) : QVariant(e.modified.toString("yyyy-MM-dd HH:mm"));
+                return role == SortRole ? QVariant(e.modified) : QVariant(e.modified.toString("yyyy-MM-dd HH:mm:ss"));
             return role == SortRole ? QVariant(QString()) : QVariant();
         }
         if (role == Qt::ToolTipRole)
@@ -214,7 +214,7 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
         case StepTime: return formatMs(s.stepTimeMs);
         case Overlap: return formatPercent(s.overlapRatio);
         case Exposed: return formatMs(s.exposedCommMs);
-        case Date: return e.created.toString("yyyy-MM-dd HH:mm");
+        case Date: return e.created.toString("yyyy-MM-dd HH:mm:ss");
         }
     }
     if (role == SortRole) {

@@ -108,7 +108,7 @@ void RunBrowserPage::applyEntries(const std::vector<BrowserEntry>& entries)
     m_countLabel->setText(bad ? tr("%1 runs, %2 unreadable").arg(int(entries.size()) - bad).arg(bad)
                               : tr("%1 runs").arg(entries.size()));
     m_view->resizeColumnsToContents();
-    for (int c = 0; c < RunBrowserModel::ColumnCount; ++c)
+    for (int c = 0; c < RunBrowserModel::ColumnCount - 1; ++c) // the last column stretches
         m_view->setColumnWidth(c, std::min(m_view->columnWidth(c) + 12, 360));
     emit scanned(int(entries.size()));
 }

@@ -4,6 +4,9 @@
 #include "compare_page.h"
 #include "main_window.h"
 #include "run_browser_page.h"
+#include "timeline_page.h"
+
+#include "timeline/timeline_widget.h"
 
 #include <QApplication>
 #include <QDir>
@@ -74,6 +77,10 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
     if (!window.openRuns().empty())
         window.setCurrentRun(0);
     window.showPage(page);
+    if (options.step >= 0 && page == MainWindow::TimelinePageIndex)
+        window.timelinePage()->focusStep(options.step);
+    if (options.step >= 0 && page == MainWindow::ComparePageIndex)
+        window.comparePage()->timeline()->zoomToStep(options.step);
     window.setAttribute(Qt::WA_DontShowOnScreen, QGuiApplication::platformName() != QLatin1String("offscreen"));
     window.show();
     // Let layouts settle and the pages paint (charts lay out on the first show).

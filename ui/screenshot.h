@@ -15,6 +15,7 @@ struct ScreenshotOptions {
     QSize size{1400, 860};
     QStringList runs;
     QString workspace;               // browser view; default: the first run's folder
+    int step = -1;                   // timeline/compare: zoom to this step (-1: whole run)
 };
 
 // Renders and saves; returns 0, or 1 with `error` set.

@@ -104,7 +104,7 @@ TimelinePage::TimelinePage(QWidget* parent)
     split->addWidget(side);
     split->setStretchFactor(0, 4);
     split->setStretchFactor(1, 1);
-    split->setSizes({1000, 300});
+    split->setSizes({960, 400});
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
@@ -173,6 +173,32 @@ void TimelinePage::fitAll()
 void TimelinePage::zoomToStep()
 {
     m_timeline->zoomToStep(m_step->value());
+}
+
+void TimelinePage::focusStep(int step, double replayFraction)
+{
+    if (!m_run)
+        return;
+    m_step->setValue(step);
+    m_timeline->zoomToStep(step);
+    const core::Run& run = *m_run->run;
+    qint64 best = -1;
+    for (size_t i = 0; i < run.spans.size(); ++i) {
+        const core::Span& s = run.spans[i];
+        if (s.step != step || !core::isCommunication(s.kind) || run.lanes[s.lane.v].rank != 0)
+            continue;
+        if (best < 0 || s.bytes > run.spans[size_t(best)].bytes)
+            best = qint64(i);
+    }
+    if (best >= 0)
+        m_timeline->select(SpanRef{0, best});
+#ifdef LOCKSTEP_HAVE_REPLAY
+    if (m_extras->replay->setStep(step))
+        m_extras->replay->setFraction(replayFraction);
+#else
+    (void)replayFraction;
+#endif
+    showSelection();
 }
 
 void TimelinePage::showSelection()

@@ -28,6 +28,10 @@ public:
     LoadedRunPtr run() const { return m_run; }
     TimelineWidget* timeline() const { return m_timeline; }
 
+    // Zooms to `step`, selects rank 0's largest bucket all-reduce of that step and, when replay
+    // is available, puts the replay cursor at `replayFraction` of the step (screenshots, demos).
+    void focusStep(int step, double replayFraction = 0.5);
+
 public slots:
     void fitAll();
     void zoomToStep();

@@ -9,7 +9,10 @@
 #include "timeline/timeline_widget.h"
 
 #include <QPlainTextEdit>
+#include <QApplication>
+#include <QDir>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -32,11 +35,14 @@ private:
 
 bool TestUiLaunch::cliHasRun()
 {
+    // `lockstep run --help` would print the top-level help and succeed even without `run`;
+    // the list of sub-commands says whether it is there.
     QProcess p;
-    p.start(lockstepCliPath(), {"run", "--help"});
+    p.start(lockstepCliPath(), {"--help"});
     if (!p.waitForFinished(20000))
         return false;
-    return p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+    const QString help = QString::fromUtf8(p.readAllStandardOutput() + p.readAllStandardError());
+    return help.contains(QRegularExpression(QStringLiteral("(?m)^\\s+run\\b")));
 }
 
 void TestUiLaunch::launchTwoRankRun()
@@ -62,14 +68,30 @@ void TestUiLaunch::launchTwoRankRun()
     s.width = 64;
     s.worldSize = 2;
     s.bucketMb = "1";
-    s.steps = 6;
+    s.steps = 16;
     s.batch = 16;
+    // A 150 ms straggler keeps the run recording for a few seconds, so the live view (re-read
+    // every second) sees it grow.
+    s.stragglerRank = 1;
+    s.stragglerMs = 150;
     panel->setSettings(s);
     QSignalSpy finished(panel, &LaunchPanel::finished);
+    QSignalSpy live(panel, &LaunchPanel::liveRunUpdated);
     QSignalSpy opened(&w, &MainWindow::runOpened);
     QTest::mouseClick(panel->runButton(), Qt::LeftButton);
     QVERIFY(panel->isRunning() || finished.count() == 1);
     QVERIFY(!panel->runButton()->isEnabled() || finished.count() == 1);
+    QTRY_VERIFY_WITH_TIMEOUT(live.count() >= 1 || finished.count() == 1, 240000);
+    QVERIFY2(live.count() >= 1, "the live view never read the run while it recorded");
+    {
+        const auto partial = live.at(0).at(0).value<LoadedRunPtr>();
+        QVERIFY(partial->run->spans.size() > 0);
+        QVERIFY(partial->summary.steps <= 16);
+        QApplication::processEvents();
+        const QImage img = panel->liveTimeline()->grab().toImage();
+        img.save(QDir::temp().filePath("lockstep-ui-test-live.png"));
+        QVERIFY(uitest::distinctColors(img) > 8);
+    }
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 240000);
     const int code = finished.at(0).at(0).toInt();
     QVERIFY2(code == 0, qPrintable(finished.at(0).at(1).toString() + "\n" + panel->log()->toPlainText()));
@@ -80,7 +102,8 @@ void TestUiLaunch::launchTwoRankRun()
     // It shows up in the browser and opens.
     QTRY_VERIFY_WITH_TIMEOUT(opened.count() >= 1, 30000);
     QCOMPARE(w.currentRun()->summary.worldSize, 2);
-    QCOMPARE(w.currentRun()->summary.steps, 6);
+    QCOMPARE(w.currentRun()->summary.steps, 16);
+    QCOMPARE(w.currentRun()->summary.stragglers, std::vector<int32_t>{1});
     QTRY_VERIFY_WITH_TIMEOUT(w.browserPage()->model()->rowCount() == 1, 30000);
     QCOMPARE(w.browserPage()->model()->index(0, RunBrowserModel::Name).data().toString(), QString("from-panel"));
     QCOMPARE(w.browserPage()->model()->index(0, RunBrowserModel::Status).data().toString(), QString("completed"));

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Records real DDP runs with the lockstep CLI (2 ranks with a straggler; a bucket-size sweep at
+# 2 ranks; 1 and 4 ranks for scaling) and renders the app's views headless into
+# docs/screenshots/*.png with `lockstep-ui --screenshot`. The README shows these images.
+#
+#   scripts/screenshots.sh                 # uses build/app/lockstep and build/app/lockstep-ui
+#   BUILD=build-x scripts/screenshots.sh   # another build folder
+#   LOCKSTEP=… LOCKSTEP_UI=… OUT=… WORK=… scripts/screenshots.sh
+#   WORK=/tmp/x RECORD=0 scripts/screenshots.sh   # re-render from runs recorded before
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+LOCKSTEP=${LOCKSTEP:-$BUILD/app/lockstep}
+LOCKSTEP_UI=${LOCKSTEP_UI:-$BUILD/app/lockstep-ui}
+OUT=${OUT:-$ROOT/docs/screenshots}
+WORK=${WORK:-$(mktemp -d /tmp/lockstep-screenshots.XXXXXX)}
+SIZE=${SIZE:-1400x860}
+
+die() { echo "screenshots.sh: $*" >&2; exit 1; }
+[[ -x $LOCKSTEP ]] || die "no lockstep CLI at $LOCKSTEP (build it, or set LOCKSTEP=…)"
+[[ -x $LOCKSTEP_UI ]] || die "no lockstep-ui at $LOCKSTEP_UI (build it, or set LOCKSTEP_UI=…)"
+"$LOCKSTEP" --help 2>&1 | grep -Eq '^\s+run\b' || die "$LOCKSTEP has no 'run' command (configure with -DLOCKSTEP_BUILD_RUNTIME=ON)"
+
+RUNS=$WORK/runs
+mkdir -p "$RUNS/sweep" "$OUT"
+# A small MLP: 6 x 1 MiB of weights, so 1, 4 and 25 MiB caps give 6, 2 and 1 buckets.
+MODEL=(--model mlp --layers 6 --width 512 --batch 32 --progress none)
+
+if [[ ${RECORD:-1} != 0 ]]; then
+echo "== recording: 2 ranks, rank 1 a 15 ms straggler"
+"$LOCKSTEP" run --nproc 2 --out "$RUNS/mlp-2rank-straggler.db" "${MODEL[@]}" --steps 10 --bucket-mb 4 \
+  --straggler 1:15 --force >/dev/null
+echo "== recording: bucket-size sweep at 2 ranks (1, 4, 25 MiB)"
+"$LOCKSTEP" sweep --nproc 2 --bucket-mb 1,4,25 --out-dir "$RUNS/sweep" "${MODEL[@]}" --steps 8 --force >/dev/null
+echo "== recording: 1 and 4 ranks at 4 MiB (scaling)"
+"$LOCKSTEP" sweep --nproc 1,4 --bucket-mb 4 --out-dir "$RUNS/sweep" "${MODEL[@]}" --steps 8 --force >/dev/null
+fi
+
+shot() {
+  local name=$1
+  shift
+  echo "== rendering $OUT/$name.png"
+  "$LOCKSTEP_UI" --screenshot "$OUT/$name.png" --size "$SIZE" "$@"
+}
+S=$RUNS/sweep
+shot timeline --view timeline --step 5 "$RUNS/mlp-2rank-straggler.db"
+shot charts --view charts "$S/mlp-n2-b4.db" "$S/mlp-n2-b1.db" "$S/mlp-n2-b25.db" "$S/mlp-n1-b4.db" "$S/mlp-n4-b4.db"
+shot compare --view compare --step 4 "$S/mlp-n2-b1.db" "$S/mlp-n2-b25.db"
+shot browser --view browser --workspace "$RUNS"
+echo "done: $(ls "$OUT"/*.png | tr '\n' ' ')"
+echo "runs kept in $RUNS"
