@@ -34,7 +34,8 @@ int main(int argc, char** argv)
     QCommandLineOption viewOpt("view", "View to render: timeline, charts, compare, browser, launch.", "view", "timeline");
     QCommandLineOption sizeOpt("size", "Size of the rendered window, WxH.", "WxH", "1400x860");
     QCommandLineOption wsOpt("workspace", "Workspace folder shown in the run browser.", "folder");
-    parser.addOptions({shotOpt, viewOpt, sizeOpt, wsOpt});
+    QCommandLineOption stepOpt("step", "Screenshot: zoom the timeline (or compare) view to this step.", "N", "-1");
+    parser.addOptions({shotOpt, viewOpt, sizeOpt, wsOpt, stepOpt});
     parser.addPositionalArgument("runs", "Run databases to open.", "[RUN.db...]");
     parser.process(app);
 
@@ -44,6 +45,12 @@ int main(int argc, char** argv)
         o.view = parser.value(viewOpt).toLower();
         o.runs = parser.positionalArguments();
         o.workspace = parser.value(wsOpt);
+        bool stepOk = false;
+        o.step = parser.value(stepOpt).toInt(&stepOk);
+        if (!stepOk) {
+            std::fprintf(stderr, "lockstep-ui: --step must be a step number\n");
+            return 2;
+        }
         const auto m = QRegularExpression(QStringLiteral("^(\\d+)x(\\d+)$")).match(parser.value(sizeOpt));
         if (!m.hasMatch()) {
             std::fprintf(stderr, "lockstep-ui: --size must be WxH, e.g. 1400x860\n");
