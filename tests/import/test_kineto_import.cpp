@@ -182,6 +182,7 @@ private slots:
         QCOMPARE(add->start, TimeNs(1'700'000'000'000'012'346LL)); // 12.3456 µs rounds to 12346 ns
         QCOMPARE(add->duration(), TimeNs(0));
         QCOMPARE(add->step, 0);
+        QCOMPARE(diagCount(*run, "relative timestamps"), int64_t(0));
         // Absolute µs with a fraction keeps sub-µs digits a double would lose.
         auto abs = importTraceBytes(
             arrayTrace({"{\"ph\": \"X\", \"name\": \"x\", \"pid\": 1, \"tid\": 1, \"ts\": 1700000000123456.789, \"dur\": 1}"}));
@@ -301,6 +302,7 @@ private slots:
         QVERIFY2(run.has_value(), run ? "" : run.error().message.c_str());
         QCOMPARE(run->config.device, std::string("cpu"));
         QCOMPARE(run->config.backend, std::string("gloo"));
+        QCOMPARE(diagCount(*run, "relative timestamps"), int64_t(1)); // ts from the profiler start
         QCOMPARE(countKind(*run, SpanKind::Comm), 5);
         QCOMPARE(countKind(*run, SpanKind::Forward), 1);
         QCOMPARE(countKind(*run, SpanKind::Optimizer), 1);

@@ -1044,6 +1044,18 @@ Status KinetoParser::finish()
             return __builtin_add_overflow(st.start, base, &st.start) || __builtin_add_overflow(st.end, base, &st.end);
         });
     }
+    // Legacy exports (torch builds without Kineto) write ts relative to the profiler's start
+    // and no base: such ranks line up only as well as their profilers started together.
+    constexpr TimeNs kYear2000Ns = 946'684'800'000'000'000;
+    if (!m_baseNs && !m_out.spans.empty()) {
+        TimeNs first = m_out.spans.front().start;
+        for (const Span& sp : m_out.spans)
+            first = std::min(first, sp.start);
+        if (first < kYear2000Ns / 1000)
+            m_out.diagnostics.add("relative timestamps", Severity::Warning,
+                                  "ts are relative to the profiler start (no baseTimeNanoseconds): ranks are "
+                                  "compared as if their profilers had started at the same instant");
+    }
     for (size_t i = 0; i < m_out.lanes.size(); ++i) {
         if (m_out.lanes[i].kind != LaneKind::HostThread)
             continue;
