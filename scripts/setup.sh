@@ -13,7 +13,7 @@ packages=(
   rapidjson-dev                            # JSON output (report --json, Chrome trace export)
   libcli11-dev                             # the lockstep command line
   zlib1g-dev                               # gzip traces
-  clang libclang-rt-14-dev                 # libFuzzer targets for the importers
+  clang-16 libclang-rt-16-dev             # libFuzzer targets for the importers (clang 16: std::expected)
   xauth xvfb                               # headless screenshots when there is no display
 )
 
