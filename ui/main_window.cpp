@@ -458,8 +458,18 @@ void MainWindow::importDialog()
     const QStringList files = QFileDialog::getOpenFileNames(
         this, tr("Import traces (one file per rank)"), QString(),
         tr("Traces (*.json *.json.gz *.pt.trace.json *.sqlite);;All files (*)"));
+    if (!files.isEmpty())
+        importFiles(files);
+#else
+    QMessageBox::information(this, tr("Import"), tr("This build has no trace importers."));
+#endif
+}
+
+bool MainWindow::importFiles(const QStringList& files)
+{
+#ifdef LOCKSTEP_HAVE_IMPORT
     if (files.isEmpty())
-        return;
+        return false;
     QString stem = QFileInfo(files.front()).fileName();
     stem = stem.section('.', 0, 0);
     QDir().mkpath(m_workspace);
@@ -475,6 +485,7 @@ void MainWindow::importDialog()
     connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, out] {
         watcher->deleteLater();
         const QString error = watcher->result();
+        emit importFinished(out, error);
         if (!error.isEmpty()) {
             reportError(out, error, true);
             return;
@@ -487,8 +498,10 @@ void MainWindow::importDialog()
         auto stats = core::importTraces(inputs, out.toStdString(), options);
         return stats ? QString() : QString::fromStdString(stats.error().message);
     }));
+    return true;
 #else
-    QMessageBox::information(this, tr("Import"), tr("This build has no trace importers."));
+    (void)files;
+    return false;
 #endif
 }
 

@@ -44,6 +44,10 @@ public:
     // Blocking open (screenshot mode, tests); false with `error` on the first failure.
     bool openFilesBlocking(const QStringList& paths, QString* error);
 
+    // Imports torch.profiler / Nsight Systems traces (one file per rank) into a run file in the
+    // workspace, off the GUI thread, then opens it. Returns false when this build has no importers.
+    bool importFiles(const QStringList& traces);
+
     void setWorkspace(const QString& folder);
     QString workspace() const { return m_workspace; }
     void showPage(int page);
@@ -68,6 +72,7 @@ public:
 signals:
     void runOpened(lockstep::ui::LoadedRunPtr run);
     void openFailed(const QString& path, const QString& message);
+    void importFinished(const QString& runFile, const QString& error);
 
 public slots:
     void openDialog();

@@ -18,7 +18,11 @@
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
+#include <QDir>
+#include <QDropEvent>
 #include <QFile>
+#include <QMimeData>
+#include <QSettings>
 #include <QLineEdit>
 #include <QProcess>
 #include <QSignalSpy>
@@ -41,6 +45,9 @@ private slots:
     void chartsRenderAndExport();
     void compareTwoRuns();
     void shortcutsAndPages();
+    void dragAndDropOpens();
+    void settingsPersist();
+    void importTrace();
     void screenshotEachView_data();
     void screenshotEachView();
     void screenshotErrors();
@@ -234,6 +241,88 @@ void TestUiApp::shortcutsAndPages()
             menuKeys << a->shortcut().toString();
     for (const QString& k : {"Ctrl+O", "Ctrl+1", "Ctrl+5", "F", "Ctrl+E", "F1", "Ctrl+R"})
         QVERIFY2(menuKeys.contains(k), qPrintable(k));
+}
+
+void TestUiApp::dragAndDropOpens()
+{
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    w.show();
+    QSignalSpy opened(&w, &MainWindow::runOpened);
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(m_runA), QUrl::fromLocalFile(m_runB)});
+    QDragEnterEvent enter(QPoint(50, 50), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&w, &enter);
+    QVERIFY(enter.isAccepted());
+    QDropEvent drop(QPointF(50, 50), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(&w, &drop);
+    QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 2, 20000);
+    QCOMPARE(int(w.openRuns().size()), 2);
+}
+
+void TestUiApp::settingsPersist()
+{
+    QCoreApplication::setOrganizationName("LockstepTest");
+    QCoreApplication::setApplicationName("ui_app_settings");
+    QSettings().clear();
+    QTemporaryDir ws;
+    {
+        MainWindow::Options o;
+        o.workspace = ws.path();
+        MainWindow w(o);
+        w.setErrorDialogsEnabled(false);
+        w.show();
+        QString error;
+        QVERIFY(w.openFilesBlocking({m_runA}, &error));
+        w.resize(1111, 777);
+        w.close(); // closeEvent writes geometry, recent files and workspace
+    }
+    MainWindow again;
+    QCOMPARE(again.workspace(), QDir(ws.path()).absolutePath());
+    QVERIFY(again.recentFiles().contains(QFileInfo(m_runA).absoluteFilePath()));
+    QVERIFY(!QSettings().value("window/geometry").toByteArray().isEmpty());
+    QSettings().clear();
+}
+
+void TestUiApp::importTrace()
+{
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    // A minimal torch.profiler trace: two profiler steps with host operators in them.
+    const QString trace = m_dir.filePath("tiny.pt.trace.json");
+    {
+        QFile f(trace);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"schemaVersion": 1, "traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 1, "tid": 1, "ts": 1000, "dur": 900},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1100, "dur": 300},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 1500, "dur": 100},
+  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 2000, "dur": 900},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 2100, "dur": 300}
+]})");
+    }
+    QSignalSpy finished(&w, &MainWindow::importFinished);
+    QSignalSpy opened(&w, &MainWindow::runOpened);
+    if (!w.importFiles({trace}))
+        QSKIP("this build has no trace importers");
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30000);
+    QVERIFY2(finished.at(0).at(1).toString().isEmpty(), qPrintable(finished.at(0).at(1).toString()));
+    QVERIFY(QFile::exists(finished.at(0).at(0).toString()));
+    QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 30000);
+    QCOMPARE(QString::fromStdString(w.currentRun()->run->config.source), QString("kineto"));
+    QVERIFY(!w.currentRun()->run->spans.empty());
+    // Garbage in: a clear error, nothing opened.
+    const QString junk = m_dir.filePath("junk.json");
+    {
+        QFile f(junk);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("definitely not a trace");
+    }
+    QVERIFY(w.importFiles({junk}));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 2, 30000);
+    QVERIFY(!finished.at(1).at(1).toString().isEmpty());
+    QCOMPARE(opened.count(), 1);
+    QFile::remove(finished.at(0).at(0).toString());
 }
 
 void TestUiApp::screenshotEachView_data()
