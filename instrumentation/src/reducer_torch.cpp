@@ -103,6 +103,17 @@ Reducer::Reducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::Pro
         m_buckets.push_back(std::move(bucket));
     }
 
+    // Gradients live in the buckets (DDP's gradient_as_bucket_view): each .grad is made a view
+    // of its bucket, AccumulateGrad adds into it in place, the all-reduce averages it in place,
+    // and neither the copy into the bucket at ready time nor the copy back at the end of
+    // backward is needed. If something replaces a .grad, the hooks fall back to copying.
+    {
+        torch::NoGradGuard noGrad;
+        for (int i = 0; i < n; ++i) {
+            m_views[i].zero_();
+            m_params[i].mutable_grad() = m_views[i];
+        }
+    }
     for (int i = 0; i < n; ++i) {
         if (!m_params[i].requires_grad())
             throw std::invalid_argument("parameter " + std::to_string(i) + " does not require grad");
@@ -178,10 +189,10 @@ void Reducer::onGradReady(int32_t param)
         return;
     const int b = m_paramBucket[param];
     const torch::Tensor& g = m_params[param].grad();
-    if (g.defined())
-        m_views[param].copy_(g);
-    else
+    if (!g.defined())
         m_views[param].zero_();
+    else if (!g.is_same(m_views[param]) && g.data_ptr() != m_views[param].data_ptr())
+        m_views[param].copy_(g);
     if (--m_buckets[b]->pending == 0)
         launchReady();
 }
@@ -277,11 +288,11 @@ void Reducer::finalize()
                 bk.flat.add_(g.view(torch::kBFloat16).to(torch::kFloat32));
         }
         for (int32_t p : m_bucketParams[b]) {
-            torch::Tensor g = m_params[p].mutable_grad();
-            if (g.defined())
+            torch::Tensor& g = m_params[p].mutable_grad();
+            if (!g.defined())
+                g = m_views[p];
+            else if (g.data_ptr() != m_views[p].data_ptr())
                 g.copy_(m_views[p]);
-            else
-                m_params[p].mutable_grad() = m_views[p].clone();
         }
     }
     m_waitEnd = nowNs();

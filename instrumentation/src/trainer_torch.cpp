@@ -438,7 +438,14 @@ void Trainer::trainStep(int step)
     m_reducer->takeCommRecords(r.comms, &r.waitStart, &r.waitEnd);
     r.optStart = nowNs();
     m_opt->step();
-    m_opt->zero_grad();
+    // Not Optimizer::zero_grad(): it detach_()es each .grad, which views of the reducer's
+    // buckets refuse; zeroing in place keeps them the buckets' views.
+    {
+        torch::NoGradGuard noGrad;
+        for (auto& p : m_model->params)
+            if (p.grad().defined())
+                p.mutable_grad().zero_();
+    }
     r.optEnd = nowNs();
     r.end = r.optEnd;
     r.loss = lossSum / m_o.accumulate;
