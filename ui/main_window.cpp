@@ -124,13 +124,25 @@ MainWindow::MainWindow(const Options& options)
     connect(m_loader, &RunLoader::runLoaded, this, [this](const QString& path, LoadedRunPtr run) {
         m_explicitPending.removeAll(path);
         addRun(run);
+        if (m_comparePending.removeAll(path) > 0) {
+            if (m_comparePending.isEmpty()) {
+                m_compare->setChecked(m_compareSet);
+                showPage(ComparePageIndex);
+            }
+            return;
+        }
         showPage(TimelinePageIndex);
     });
     connect(m_loader, &RunLoader::loadFailed, this, [this](const QString& path, const QString& message) {
         const bool dialog = m_explicitPending.removeAll(path) > 0;
+        if (m_comparePending.removeAll(path) > 0 && m_comparePending.isEmpty()) {
+            m_compare->setChecked(m_compareSet);
+            showPage(ComparePageIndex);
+        }
         reportError(path, message, dialog);
     });
     connect(m_browser, &RunBrowserPage::openRequested, this, [this](const QString& path) { openFiles({path}, true); });
+    connect(m_browser, &RunBrowserPage::compareRequested, this, &MainWindow::compareFiles);
     connect(m_browser, &RunBrowserPage::changeWorkspaceRequested, this, &MainWindow::chooseWorkspace);
     connect(m_browser, &RunBrowserPage::scanned, this,
             [this](int rows) { statusBar()->showMessage(tr("%1 files in %2").arg(rows).arg(m_workspace), 4000); });
@@ -340,6 +352,15 @@ void MainWindow::openFiles(const QStringList& paths, bool explicitly)
         statusBar()->showMessage(tr("Loading %1…").arg(path));
         m_loader->load(path);
     }
+}
+
+void MainWindow::compareFiles(const QStringList& paths)
+{
+    m_compareSet.clear();
+    for (const QString& p : paths)
+        m_compareSet << QFileInfo(p).absoluteFilePath();
+    m_comparePending = m_compareSet;
+    openFiles(m_compareSet, true);
 }
 
 bool MainWindow::openFilesBlocking(const QStringList& paths, QString* error)

@@ -41,6 +41,8 @@ public:
     // Opens files in the background; `explicitly` (File > Open, command line) shows a dialog
     // for a file that cannot be opened, the status bar says it in any case.
     void openFiles(const QStringList& paths, bool explicitly = true);
+    // Opens the runs and, once all are loaded, shows them stacked in Compare.
+    void compareFiles(const QStringList& paths);
     // Blocking open (screenshot mode, tests); false with `error` on the first failure.
     bool openFilesBlocking(const QStringList& paths, QString* error);
 
@@ -101,6 +103,8 @@ private:
     LoadedRunPtr m_current;
     QStringList m_recent;
     QStringList m_explicitPending; // paths opened explicitly, for the error dialog
+    QStringList m_comparePending;  // compareFiles(): still loading
+    QStringList m_compareSet;
     bool m_errorDialogs = true;
     QString m_lastError;
 

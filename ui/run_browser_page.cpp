@@ -55,10 +55,19 @@ RunBrowserPage::RunBrowserPage(QWidget* parent)
     rescanButton->setToolTip(tr("Read the workspace folder again (F5)"));
     connect(rescanButton, &QPushButton::clicked, this, &RunBrowserPage::rescan);
 
+    auto* compare = new QPushButton(tr("Compare selected"), this);
+    compare->setToolTip(tr("Open the selected runs and show them stacked in Compare"));
+    connect(compare, &QPushButton::clicked, this, [this] {
+        const QStringList paths = selectedPaths();
+        if (!paths.isEmpty())
+            emit compareRequested(paths);
+    });
+
     auto* top = new QHBoxLayout;
     top->addWidget(new QLabel(tr("Workspace:"), this));
     top->addWidget(m_folderLabel, 1);
     top->addWidget(m_countLabel);
+    top->addWidget(compare);
     top->addWidget(change);
     top->addWidget(rescanButton);
     auto* layout = new QVBoxLayout(this);
@@ -77,6 +86,18 @@ RunBrowserPage::RunBrowserPage(QWidget* parent)
                 if (folder == m_workspace)
                     applyEntries(entries);
             });
+}
+
+QStringList RunBrowserPage::selectedPaths() const
+{
+    QStringList paths;
+    for (const QModelIndex& idx : m_view->selectionModel()->selectedRows()) {
+        const QModelIndex source = m_proxy->mapToSource(idx);
+        const BrowserEntry& e = m_model->entries()[size_t(source.row())];
+        if (e.ok())
+            paths << e.path;
+    }
+    return paths;
 }
 
 void RunBrowserPage::setWorkspace(const QString& folder)

@@ -21,6 +21,7 @@ public:
     QString workspace() const { return m_workspace; }
     void rescan();
     void scanBlocking(); // screenshot mode, tests
+    QStringList selectedPaths() const;
 
     RunBrowserModel* model() const { return m_model; }
     QSortFilterProxyModel* proxy() const { return m_proxy; }
@@ -30,6 +31,7 @@ public:
 
 signals:
     void openRequested(const QString& path);
+    void compareRequested(const QStringList& paths);
     void changeWorkspaceRequested();
     void scanned(int rows);
 

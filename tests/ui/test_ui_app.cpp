@@ -155,6 +155,13 @@ void TestUiApp::browserListsWorkspace()
     emit page->view()->doubleClicked(idx);
     QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 20000);
     QCOMPARE(w.currentRun()->label, QString("beta"));
+    // Select both runs and compare them.
+    page->filterEdit()->clear();
+    page->view()->selectAll();
+    QCOMPARE(page->selectedPaths().size(), 2); // the foreign row is not a run
+    w.compareFiles(page->selectedPaths());
+    QTRY_COMPARE_WITH_TIMEOUT(w.currentPage(), int(MainWindow::ComparePageIndex), 20000);
+    QCOMPARE(int(w.comparePage()->comparedRuns().size()), 2);
 }
 
 void TestUiApp::chartsRenderAndExport()
