@@ -126,6 +126,7 @@ private slots:
     void recordedShards();
     void crashedPeerFailsFast();
     void stragglerAndSlowLink();
+    void underTorchrun();
     void badInput();
     void rankValueParsing();
 };
@@ -375,6 +376,33 @@ void TestRuntime::stragglerAndSlowLink()
     for (const auto& s : slow->spans)
         if (s.kind == core::SpanKind::Comm)
             QVERIFY(s.duration() >= static_cast<core::TimeNs>(s.bytes * 8 / 0.01));
+}
+
+// The worker runs unchanged under Debian's torchrun, whose agent hosts the rendezvous store.
+void TestRuntime::underTorchrun()
+{
+    if (!QFile::exists("/usr/bin/python3"))
+        QSKIP("no /usr/bin/python3 (Debian's python3-torch) on this machine");
+    QTemporaryDir dir;
+    QProcess p;
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start("/usr/bin/python3", {"-m", "torch.distributed.run", "--no_python", "--nproc_per_node", "2",
+                                 "--master_port", QString::number(freePort()), "--log_dir", dir.filePath("logs"),
+                                 "-r", "1", "-t", "1", cli(), "worker", "--model", "mlp", "--layers", "2", "--width",
+                                 "32", "--batch", "4", "--steps", "3", "--threads", "1", "--out-dir", dir.path()});
+    QVERIFY(p.waitForFinished(90000));
+    const QString out = QString::fromLocal8Bit(p.readAll());
+    if (p.exitCode() != 0 && out.contains("No module named torch"))
+        QSKIP("Debian's python3-torch is not installed");
+    QVERIFY2(p.exitCode() == 0, qPrintable(out));
+    for (int r = 0; r < 2; ++r) {
+        auto run = core::loadRun(dir.filePath(QString("rank-%1.db").arg(r)).toStdString());
+        QVERIFY2(run.has_value(), qPrintable(out));
+        QCOMPARE(run->config.status, core::RunStatus::Completed);
+        QCOMPARE(run->config.worldSize, 2);
+        QCOMPARE(int(run->steps.size()), 3);
+        QCOMPARE(run->ranks[0].rank, r);
+    }
 }
 
 void TestRuntime::badInput()
