@@ -44,6 +44,23 @@ const QColor kIdle(0xd1, 0xd5, 0xdb);
 
 double ms(core::TimeNs ns) { return double(ns) / 1e6; }
 
+// A run contributes to the cross-run charts only with measured steps (a run that failed before
+// its first step has no step time or throughput to plot).
+bool hasMeasuredSteps(const core::RunSummary& s)
+{
+    return s.steps > 0 && std::isfinite(s.stepTimeMs) && s.stepTimeMs > 0;
+}
+
+QString noStepsText(const LoadedRunPtr& run)
+{
+    if (!run)
+        return QObject::tr("open a run with recorded steps");
+    QString text = QObject::tr("%1 has no recorded steps").arg(run->label);
+    if (!run->summary.failureCause.empty())
+        text += QStringLiteral("<br>") + QString::fromStdString(run->summary.failureCause).toHtmlEscaped().left(160);
+    return text;
+}
+
 QChart* newChart(const QString& title)
 {
     auto* chart = new QChart;
@@ -165,7 +182,7 @@ void ChartsPage::rebuildBreakdown()
 {
     const QString title = tr("Per-step breakdown");
     if (!m_current || m_current->breakdown.empty()) {
-        setChart(m_views[Breakdown], placeholderChart(title, tr("open a run with recorded steps")));
+        setChart(m_views[Breakdown], placeholderChart(title, noStepsText(m_current)));
         return;
     }
     // Per step: the chosen rank's numbers, or the mean over ranks.
@@ -228,7 +245,7 @@ void ChartsPage::rebuildDistribution()
 {
     const QString title = tr("Step-time distribution per rank");
     if (!m_current || m_current->breakdown.empty()) {
-        setChart(m_views[Distribution], placeholderChart(title, tr("open a run with recorded steps")));
+        setChart(m_views[Distribution], placeholderChart(title, noStepsText(m_current)));
         return;
     }
     bool anySteady = false;
@@ -276,6 +293,8 @@ void ChartsPage::rebuildSweep()
     // Runs of the current run's model and world size (a bucket-size sweep); all runs otherwise.
     std::vector<LoadedRunPtr> runs;
     for (const auto& r : m_all) {
+        if (!hasMeasuredSteps(r->summary))
+            continue;
         if (m_current && (r->summary.model != m_current->summary.model || r->summary.worldSize != m_current->summary.worldSize))
             continue;
         runs.push_back(r);
@@ -342,7 +361,7 @@ void ChartsPage::rebuildScaling()
     std::map<int32_t, core::RunSummary> byWorld;
     for (const auto& r : m_all) {
         const core::RunSummary& s = r->summary;
-        if (m_current && s.model != m_current->summary.model)
+        if (!hasMeasuredSteps(s) || (m_current && s.model != m_current->summary.model))
             continue;
         auto it = byWorld.find(s.worldSize);
         if (it == byWorld.end()) {
@@ -373,6 +392,8 @@ void ChartsPage::rebuildScaling()
     double maxThr = 0, maxEff = 100;
     int minN = 1 << 30, maxN = 0;
     for (const auto& p : points) {
+        if (!std::isfinite(p.throughput) || !std::isfinite(p.efficiency))
+            continue;
         throughput->append(p.worldSize, p.throughput);
         efficiency->append(p.worldSize, p.efficiency * 100.0);
         maxThr = std::max(maxThr, p.throughput);

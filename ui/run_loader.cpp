@@ -93,15 +93,13 @@ core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths)
 
 RunLoader::RunLoader(QObject* parent)
     : QObject(parent)
-    , m_alive(std::make_shared<bool>(true))
 {
     qRegisterMetaType<LoadedRunPtr>();
 }
 
-RunLoader::~RunLoader()
-{
-    *m_alive = false;
-}
+// The watchers are children: a load still running when the loader goes away finishes in the
+// pool and its result is dropped with its watcher; nothing reaches a deleted object.
+RunLoader::~RunLoader() = default;
 
 void RunLoader::load(const QStringList& paths, const QString& keyIn)
 {

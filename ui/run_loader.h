@@ -56,7 +56,6 @@ signals:
 private:
     QHash<QString, quint64> m_generation;
     int m_pending = 0;
-    std::shared_ptr<bool> m_alive; // results arriving after destruction are dropped
 };
 
 } // namespace lockstep::ui

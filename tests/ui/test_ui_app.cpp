@@ -45,6 +45,7 @@ private slots:
     void chartsRenderAndExport();
     void compareTwoRuns();
     void shortcutsAndPages();
+    void failedRunWithoutSteps();
     void dragAndDropOpens();
     void settingsPersist();
     void importTrace();
@@ -248,6 +249,38 @@ void TestUiApp::shortcutsAndPages()
             menuKeys << a->shortcut().toString();
     for (const QString& k : {"Ctrl+O", "Ctrl+1", "Ctrl+5", "F", "Ctrl+E", "F1", "Ctrl+R"})
         QVERIFY2(menuKeys.contains(k), qPrintable(k));
+}
+
+void TestUiApp::failedRunWithoutSteps()
+{
+    // A run whose ranks died before the first step: every page must still show it.
+    core::Run run;
+    run.config.name = "died";
+    run.config.model = "mlp";
+    run.config.worldSize = 2;
+    run.config.status = core::RunStatus::Failed;
+    run.config.failureCause = "rank 1 failed at step 0: out of memory";
+    run.ranks = {core::RankInfo{.rank = 0}, core::RankInfo{.rank = 1}};
+    const QString path = m_dir.filePath("died.sqlite");
+    auto saved = core::saveRun(run, path.toStdString(), core::RunWriter::Mode::Overwrite);
+    QVERIFY2(saved, saved ? "" : saved.error().message.c_str());
+    MainWindow w(options());
+    w.resize(1200, 800);
+    QString error;
+    QVERIFY2(w.openFilesBlocking({path, m_runA}, &error), qPrintable(error));
+    w.setCurrentRun(0);
+    w.show();
+    for (int page = 0; page < MainWindow::PageCount; ++page) {
+        w.showPage(page);
+        QApplication::processEvents();
+        QVERIFY(uitest::distinctColors(w.grab().toImage()) > 4);
+    }
+    QVERIFY(w.chartsPage()->chart(ChartsPage::Breakdown)->title().contains("no recorded steps"));
+    QVERIFY(w.chartsPage()->chart(ChartsPage::Breakdown)->title().contains("out of memory"));
+    // The run without steps does not pull the cross-run charts to zero.
+    const auto sweep = w.chartsPage()->chart(ChartsPage::BucketSweep)->title();
+    QVERIFY2(!sweep.contains("2 runs"), qPrintable(sweep));
+    QFile::remove(path);
 }
 
 void TestUiApp::dragAndDropOpens()
