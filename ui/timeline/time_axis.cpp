@@ -26,9 +26,8 @@ std::vector<Tick> rulerTicks(core::TimeNs t0, core::TimeNs t1, double nsPerPixel
     const core::TimeNs step = niceTickStep(nsPerPixel * minPixels);
     if (stepOut)
         *stepOut = step;
-    // Label every 5th tick of a 1- or 5-based step, every 2nd... keep it simple: major ticks
-    // sit on multiples of 5*step when the leading digit is 1 or 5, of 5*step for 2 as well
-    // (2, 10, 20: every 5th); labels then never crowd (5 * minPixels apart).
+    // Major (labelled) ticks sit on multiples of 5 * step, so labels are at least
+    // 5 * minPixels apart and never crowd, whatever the leading digit of the step.
     const core::TimeNs majorEvery = step * 5;
     core::TimeNs first = (t0 / step) * step;
     if (first < t0)
