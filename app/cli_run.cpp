@@ -342,7 +342,10 @@ int sweepMain(const SweepCommand& cmd)
                 interrupted = result->interrupted;
             }
             core::RunSummary s;
-            if (auto loaded = summarizeFile(file); loaded && (!result || result->haveRunFile)) {
+            // Only a file this point wrote: an old one left in place (no --force) is not its result.
+            if (auto loaded = result && result->haveRunFile ? summarizeFile(file)
+                                                            : core::Result<core::RunSummary>(core::fail("no run file"));
+                loaded) {
                 s = *loaded;
             } else {
                 s.name = name;

@@ -757,8 +757,17 @@ core::Status Job::mergeAndMark(LaunchResult& result)
     for (int r = 0; r < m_opt.nproc; ++r) {
         const fs::path shard = m_shardDir / ("rank-" + std::to_string(r) + ".db");
         std::error_code ec;
-        if (fs::exists(shard, ec) && fs::file_size(shard, ec) > 0)
-            shards.push_back(shard.string());
+        if (!fs::exists(shard, ec) || fs::file_size(shard, ec) == 0)
+            continue;
+        // A rank killed at a bad moment may leave a shard core cannot read; merge the others
+        // rather than lose the whole run.
+        if (auto valid = core::validateRunFile(shard.string()); !valid) {
+            std::fprintf(stderr, "lockstep run: the shard of rank %d is left out: %s\n", r, valid.error().message.c_str());
+            if (!result.success)
+                result.cause += "; shard of rank " + std::to_string(r) + " unreadable";
+            continue;
+        }
+        shards.push_back(shard.string());
     }
     const fs::path merged = m_shardDir / "merged.db";
     const fs::path empty = m_shardDir / "empty.db";
@@ -813,6 +822,12 @@ core::Status Job::mergeAndMark(LaunchResult& result)
     std::error_code ec;
     if (!m_opt.force && fs::exists(m_out, ec))
         return core::fail(m_out.string() + " appeared while the run was recording; the run is left in " + ready.string());
+    if (m_opt.force) {
+        // A -wal left by a writer that crashed on the old file would be replayed onto the new
+        // one by SQLite (nothing ties a WAL to its database): remove the old side files first.
+        fs::remove(m_out.string() + "-wal", ec);
+        fs::remove(m_out.string() + "-shm", ec);
+    }
     fs::rename(ready, m_out, ec);
     if (ec)
         return core::fail("cannot move the run file to " + m_out.string() + ": " + ec.message());
