@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <functional>
+#include <csignal>
 #include <set>
 
 using namespace lockstep;
@@ -113,6 +115,63 @@ int freePort()
         port = ntohs(addr.sin_port);
     close(fd);
     return port;
+}
+
+// The worker processes of a launcher: children of `parent` whose environment has RANK=<rank>.
+QList<qint64> childrenWithRank(qint64 parent, int rank)
+{
+    QList<qint64> out;
+    const QStringList entries = QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+    for (const QString& e : entries) {
+        bool ok = false;
+        const qint64 pid = e.toLongLong(&ok);
+        if (!ok)
+            continue;
+        QFile stat("/proc/" + e + "/stat");
+        if (!stat.open(QIODevice::ReadOnly))
+            continue;
+        const QByteArray text = stat.readAll();
+        // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
+        const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 2).split(' ');
+        if (fields.size() < 2 || fields[1].toLongLong() != parent)
+            continue;
+        QFile env("/proc/" + e + "/environ");
+        if (env.open(QIODevice::ReadOnly) && env.readAll().split('\0').contains("RANK=" + QByteArray::number(rank)))
+            out.append(pid);
+    }
+    return out;
+}
+
+// Starts `lockstep args...`, waits until stderr shows `marker`, calls `act(process)`, then
+// waits for the end. Everything bounded.
+Outcome runAndAct(const QStringList& args, const QString& marker, const std::function<void(QProcess&)>& act,
+                  int timeoutMs = 90000)
+{
+    Outcome o;
+    QProcess p;
+    QElapsedTimer timer;
+    timer.start();
+    p.start(cli(), args);
+    if (!p.waitForStarted(10000))
+        return o;
+    QByteArray err;
+    while (!err.contains(marker.toUtf8()) && timer.elapsed() < timeoutMs && p.state() == QProcess::Running) {
+        p.waitForReadyRead(200);
+        err += p.readAllStandardError();
+    }
+    if (err.contains(marker.toUtf8()))
+        act(p);
+    o.finished = p.waitForFinished(int(std::max<qint64>(1000, timeoutMs - timer.elapsed())));
+    if (!o.finished) {
+        p.kill();
+        p.waitForFinished(5000);
+    }
+    o.ms = timer.elapsed();
+    o.exitCode = p.exitCode();
+    o.crashed = p.exitStatus() == QProcess::CrashExit;
+    o.out = QString::fromUtf8(p.readAllStandardOutput());
+    o.err = QString::fromUtf8(err + p.readAllStandardError());
+    return o;
 }
 
 } // namespace
@@ -268,6 +327,53 @@ private slots:
                 QVERIFY2(steps.count({r, s}), qPrintable(QStringLiteral("rank %1 step %2 missing").arg(r).arg(s)));
         QVERIFY(!steps.count({1, 3}));
         QVERIFY(o.err.contains("FAILED"));
+    }
+
+    void hungRankStopsTheRun()
+    {
+        // Rank 1 is frozen (SIGSTOP) after step 2: rank 0 times out in its all-reduce, the
+        // launcher stops everyone, and the cause names the silent rank.
+        const QString file = path("hung.db");
+        qint64 stoppedAt = 0;
+        QElapsedTimer timer;
+        timer.start();
+        const Outcome o = runAndAct(QStringList {"run", "--nproc", "2", "--out", file, "--timeout-s", "3", "--grace-s", "1"}
+                                        + smallModel(400),
+                                    "step 2/", [&](QProcess& p) {
+                                        const auto pids = childrenWithRank(p.processId(), 1);
+                                        for (qint64 pid : pids)
+                                            ::kill(pid_t(pid), SIGSTOP);
+                                        stoppedAt = timer.elapsed();
+                                    });
+        qInfo("hung rank: run ended %lld ms after rank 1 was stopped", o.ms - stoppedAt);
+        QVERIFY2(stoppedAt > 0, qPrintable(describe(o)));
+        QVERIFY2(o.finished && o.exitCode == 1, qPrintable(describe(o)));
+        const core::Run run = load(file);
+        QCOMPARE(run.config.status, core::RunStatus::Failed);
+        QVERIFY2(QString::fromStdString(run.config.failureCause).contains("rank 1"), run.config.failureCause.c_str());
+        const auto steps = stepsOf(run);
+        QVERIFY(steps.count({0, 0}) && steps.count({0, 1}) && steps.count({1, 0}) && steps.count({1, 1}));
+    }
+
+    void interruptStopsAndKeepsSteps()
+    {
+        const QString file = path("interrupted.db");
+        QList<qint64> workers;
+        const Outcome o = runAndAct(QStringList {"run", "--nproc", "2", "--out", file} + smallModel(400), "step 2/",
+                                    [&](QProcess& p) {
+                                        workers = childrenWithRank(p.processId(), 0) + childrenWithRank(p.processId(), 1);
+                                        ::kill(pid_t(p.processId()), SIGINT);
+                                    });
+        QVERIFY2(o.finished && o.exitCode == 130, qPrintable(describe(o)));
+        const core::Run run = load(file);
+        QCOMPARE(run.config.status, core::RunStatus::Failed);
+        QCOMPARE(run.config.failureCause, std::string("interrupted"));
+        const auto steps = stepsOf(run);
+        QVERIFY(steps.count({0, 1}) && steps.count({1, 1}));
+        // Every worker is gone with the launcher.
+        QCOMPARE(workers.size(), 2);
+        for (qint64 pid : workers)
+            QVERIFY2(!QFileInfo::exists(QStringLiteral("/proc/%1").arg(pid)), qPrintable(QString::number(pid)));
     }
 
     void stragglerIsNamed()
