@@ -12,13 +12,20 @@
 
 #include <CLI/CLI.hpp>
 
+#include <spawn.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
+
+extern char** environ;
 
 namespace lockstep::app {
 namespace {
@@ -223,7 +230,39 @@ std::string mbText(double mb)
     return buf;
 }
 
+// --open: starts lockstep-ui (next to this executable) on the run file, detached, with an
+// argv list; the CLI does not wait for it.
+void openInUi(const std::string& runFile)
+{
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    const fs::path ui = n > 0 ? fs::path(std::string(self, size_t(n))).parent_path() / "lockstep-ui" : fs::path();
+    if (ui.empty() || access(ui.c_str(), X_OK) != 0) {
+        std::fprintf(stderr, "lockstep run: --open: lockstep-ui is not next to this executable (built without the UI?)\n");
+        return;
+    }
+    if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY")) {
+        std::fprintf(stderr, "lockstep run: --open: no display; open it on a desktop with: %s %s\n", ui.c_str(),
+                     runFile.c_str());
+        return;
+    }
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID); // not killed with this terminal's job
+    std::string prog = ui.string();
+    std::string file = runFile;
+    char* argv[] = {prog.data(), file.data(), nullptr};
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, prog.c_str(), nullptr, &attr, argv, environ);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0)
+        std::fprintf(stderr, "lockstep run: --open: cannot start %s: %s\n", prog.c_str(), std::strerror(rc));
+    else
+        std::fprintf(stderr, "lockstep run: opened %s in lockstep-ui\n", runFile.c_str());
+}
+
 struct RunCommand {
+    bool open = false;
     int nproc = 1;
     std::string out;
     TrainingFlags training;
@@ -286,6 +325,8 @@ int runMain(const RunCommand& cmd)
     }
     std::printf("wall time: %.1f s\n", result->wallS);
     std::fflush(stdout);
+    if (cmd.open && result->haveRunFile)
+        openInUi(outPath);
     if (!result->success) {
         std::fprintf(stderr, "lockstep run: run FAILED: %s\n", result->cause.c_str());
         std::fprintf(stderr, "lockstep run: all ranks stopped %.1f s after the first failure\n", result->stopS);
@@ -421,11 +462,13 @@ void registerRunCommands(CLI::App& app)
         "Examples:\n"
         "  lockstep run --nproc 2 --out runs/mlp.db --model mlp --layers 8 --width 1024 --steps 20\n"
         "  lockstep run --nproc 4 --out runs/slow.db --bucket-mb 5 --link-gbps 1 --straggler 2:30\n"
+        "  lockstep run --nproc 2 --out runs/demo.db --steps 12 --open   # then look at it in lockstep-ui\n"
         "  lockstep report runs/mlp.db");
     run->add_option("--nproc", runCmd->nproc, "number of local ranks (worker processes)")
         ->required()
         ->check(CLI::Range(1, 512));
     run->add_option("--out", runCmd->out, "the run file to write (RUN.db)")->required();
+    run->add_flag("--open", runCmd->open, "open the run file in lockstep-ui when the run ends");
     addLauncherFlags(run, runCmd->launcher, true);
     addTrainingFlags(run, runCmd->training, true);
     run->callback([runCmd] { exitStatus() = runMain(*runCmd); });
