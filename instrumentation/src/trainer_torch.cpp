@@ -99,7 +99,8 @@ DistEnv readEnv()
         e.masterAddr = a;
     e.masterPort = envInt("MASTER_PORT", 0);
     if (e.world > 1 && (e.masterAddr.empty() || e.masterPort == 0))
-        throw std::invalid_argument("WORLD_SIZE > 1 needs MASTER_ADDR and MASTER_PORT");
+        throw std::invalid_argument("WORLD_SIZE > 1 needs MASTER_ADDR and MASTER_PORT (the rendezvous; under srun, "
+                                    "export them: the first node's address and a free port)");
     if (e.masterPort > 65535)
         throw std::invalid_argument("MASTER_PORT out of range");
     if (const char* s = std::getenv("TORCHELASTIC_USE_AGENT_STORE"))
@@ -367,6 +368,10 @@ void Trainer::setup()
         c.extra["threads"] = std::to_string(threads);
         c.extra["timeout_s"] = std::to_string(m_o.timeoutS);
         c.extra["dataset_size"] = std::to_string(m_o.datasetSize);
+        c.extra["local_rank"] = std::to_string(m_env.localRank);
+        c.extra["rendezvous"] = m_env.world == 1 && m_env.masterAddr.empty()
+            ? std::string("none (world of one)")
+            : m_env.masterAddr + ":" + std::to_string(m_env.masterPort) + (m_env.agentStore ? " (torchrun agent store)" : "");
         c.extra["grad_ready"] = "gradient accumulator post-hooks";
         if (m_o.stragglerRank >= 0)
             c.extra["straggler"] = std::to_string(m_o.stragglerRank) + ":" + std::to_string(m_o.stragglerMs);
