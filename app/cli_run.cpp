@@ -54,7 +54,7 @@ CLI::Validator rankColon(const std::string& what)
             }
             return {};
         },
-        "RANK:" + what);
+        ""); // the option's type name already reads RANK:MS / RANK:STEP
 }
 
 // An integer >= minimum (CLI::PositiveNumber would let "2.5" through to the worker).

@@ -551,13 +551,17 @@ StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& st
         if (steady.isSteady(cw.step))
             waitSum[rankIndex(cw.rank)] += static_cast<double>(cw.wait);
     }
+    // The mean wait is per bucket all-reduce (see RankStraggle::meanWaitNs).
+    int64_t steadyCollectives = 0;
+    for (const BucketSkew& sk : rep.skews)
+        steadyCollectives += steady.isSteady(sk.step) ? 1 : 0;
     const double meanStepTime = steadyCount > 0 ? steadyTimeSum / steadyCount : 0.0;
     int best = 0;
     for (size_t k = 0; k < rankList.size(); ++k) {
         RankStraggle rs;
         rs.rank = rankList[k];
         rs.stepsAsStraggler = asStraggler[k];
-        rs.meanWaitNs = steadyCount > 0 ? waitSum[k] / steadyCount : 0.0;
+        rs.meanWaitNs = steadyCollectives > 0 ? waitSum[k] / static_cast<double>(steadyCollectives) : 0.0;
         rs.meanWaitFraction = meanStepTime > 0 ? rs.meanWaitNs / meanStepTime : 0.0;
         best = std::max(best, rs.stepsAsStraggler);
         rep.perRank.push_back(rs);
