@@ -138,10 +138,12 @@ constexpr const char* kPageSizePragma = "PRAGMA page_size = 8192;";
 
 constexpr size_t kSpanRows = 128;
 constexpr size_t kSpanColumns = 9;
+// seq values from here on are the fallback counter's; below, a count of equal starts.
+constexpr int64_t kFallbackSeqBase = int64_t(1) << 31;
 
 std::string insertSpansSql(size_t rows)
 {
-    std::string sql = "INSERT INTO spans (lane, start_ns, seq, end_ns, kind, name, step, bucket, bytes) VALUES ";
+    std::string sql = "INSERT INTO spans (lane, start_ns, seq, dur_ns, kind, name, step, bucket, bytes) VALUES ";
     for (size_t r = 0; r < rows; ++r) {
         sql += r ? ",(" : "(";
         for (size_t c = 0; c < kSpanColumns; ++c) {
@@ -167,9 +169,15 @@ struct RunWriter::Impl {
     size_t stringsStored = 1; // strings[0] ('') is in the file from the start
     std::vector<int64_t> laneMaxDur;
     std::vector<int64_t> laneMaxDurStored;
-    int64_t nextSeq = 0;
+    // Key uniqueness without a global counter (see appendSpans): per lane, the largest start
+    // appended and the largest seq used at it; seqs of out-of-order spans come from fallbackSeq.
+    std::vector<int64_t> laneLastStart, laneLastSeq;
+    int64_t fallbackSeq = kFallbackSeqBase;
     std::vector<Span> scratch; // appendSpans' batch in (lane, start) order
     std::vector<size_t> laneCounts;
+    // What insSpans / insSpan have bound, parameter by parameter (see appendSpans); all 0 after
+    // prepareAll binds them so.
+    std::vector<int64_t> boundMany, boundOne;
     bool inTxn = false;
     bool closed = false;
     std::string deferredError; // from intern(), which cannot return one
@@ -229,6 +237,12 @@ struct RunWriter::Impl {
             if (rc != SQLITE_OK)
                 return error(rc, "preparing statements");
         }
+        boundMany.assign(kSpanRows * kSpanColumns, 0);
+        boundOne.assign(kSpanColumns, 0);
+        for (size_t i = 1; i <= boundMany.size(); ++i)
+            sqlite3_bind_int64(insSpans.get(), static_cast<int>(i), 0);
+        for (size_t i = 1; i <= boundOne.size(); ++i)
+            sqlite3_bind_int64(insSpan.get(), static_cast<int>(i), 0);
         return {};
     }
 
@@ -389,12 +403,32 @@ Result<std::unique_ptr<RunWriter>> RunWriter::openExisting(const std::string& pa
         impl->laneMaxDurStored = impl->laneMaxDur;
     }
     {
-        // A full scan, once: seq is not indexed on its own and appending to a file is rare.
+        // appendSpans' seq state: each lane's last key (one index probe per lane) ...
         Stmt st;
+        rc = st.prepare(impl->db, "SELECT start_ns, seq FROM spans WHERE lane = ?1 ORDER BY start_ns DESC, seq DESC LIMIT 1");
+        for (size_t l = 0; rc == SQLITE_OK && l < impl->laneMaxDur.size(); ++l) {
+            st.bind(1, static_cast<int64_t>(l));
+            int64_t start = std::numeric_limits<int64_t>::min();
+            int64_t seq = 0;
+            const int step = sqlite3_step(st.get());
+            if (step == SQLITE_ROW) {
+                start = sqlite3_column_int64(st.get(), 0);
+                seq = sqlite3_column_int64(st.get(), 1);
+            } else if (step != SQLITE_DONE) {
+                rc = step;
+            }
+            sqlite3_reset(st.get());
+            impl->laneLastStart.push_back(start);
+            impl->laneLastSeq.push_back(seq);
+        }
+        if (rc != SQLITE_OK)
+            return fail(schema::sqliteError(impl->db, rc, path, "reading spans"));
+        // ... and the fallback counter above every seq in the file (a full scan, once: seq is not
+        // indexed on its own and appending to a file is rare).
         rc = st.prepare(impl->db, "SELECT COALESCE(MAX(seq), -1) + 1 FROM spans");
         if (rc != SQLITE_OK || (rc = sqlite3_step(st.get())) != SQLITE_ROW)
             return fail(schema::sqliteError(impl->db, rc, path, "reading spans"));
-        impl->nextSeq = sqlite3_column_int64(st.get(), 0);
+        impl->fallbackSeq = std::max<int64_t>(kFallbackSeqBase, sqlite3_column_int64(st.get(), 0));
     }
     return std::unique_ptr<RunWriter>(new RunWriter(std::move(impl)));
 }
@@ -507,6 +541,8 @@ Result<LaneId> RunWriter::addLane(const Lane& lane)
         return std::unexpected(d.error(rc, "storing a lane").error());
     d.laneMaxDur.push_back(0);
     d.laneMaxDurStored.push_back(0);
+    d.laneLastStart.push_back(std::numeric_limits<int64_t>::min());
+    d.laneLastSeq.push_back(0);
     return id;
 }
 
@@ -594,24 +630,38 @@ Status RunWriter::appendSpans(std::span<const Span> spans)
         }
         spans = d.scratch;
     }
-    const auto bindRow = [&](sqlite3_stmt* st, int base, const Span& sp) {
-        sqlite3_bind_int64(st, base + 1, sp.lane.v);
-        sqlite3_bind_int64(st, base + 2, sp.start);
-        sqlite3_bind_int64(st, base + 3, d.nextSeq++);
-        sqlite3_bind_int64(st, base + 4, sp.end);
-        sqlite3_bind_int(st, base + 5, static_cast<int>(sp.kind));
-        sqlite3_bind_int64(st, base + 6, sp.name.v);
-        sqlite3_bind_int(st, base + 7, sp.step);
-        sqlite3_bind_int(st, base + 8, sp.bucket);
-        sqlite3_bind_int64(st, base + 9, sp.bytes);
+    // A statement keeps its bindings across sqlite3_reset, so a parameter whose value equals
+    // the one bound in the previous execution is left alone (`bound` mirrors what is bound).
+    const auto bindRow = [&](sqlite3_stmt* st, int64_t* bound, int base, const Span& sp) {
+        int64_t seq;
+        int64_t& last = d.laneLastStart[sp.lane.v];
+        int64_t& lastSeq = d.laneLastSeq[sp.lane.v];
+        if (sp.start > last) {
+            last = sp.start;
+            seq = lastSeq = 0;
+        } else if (sp.start == last && lastSeq + 1 < kFallbackSeqBase) {
+            seq = ++lastSeq;
+        } else {
+            seq = d.fallbackSeq++;
+            if (sp.start == last)
+                lastSeq = seq;
+        }
+        const int64_t v[kSpanColumns] = {sp.lane.v, sp.start, seq, sp.end - sp.start,
+                                        static_cast<int64_t>(sp.kind), sp.name.v, sp.step, sp.bucket, sp.bytes};
+        for (size_t c = 0; c < kSpanColumns; ++c) {
+            if (bound[base + c] != v[c]) {
+                bound[base + c] = v[c];
+                sqlite3_bind_int64(st, static_cast<int>(base + c + 1), v[c]);
+            }
+        }
         int64_t& m = d.laneMaxDur[sp.lane.v];
-        m = std::max(m, sp.end - sp.start);
+        m = std::max(m, v[3]);
     };
     size_t i = 0;
     sqlite3_stmt* many = d.insSpans.get();
     for (; i + kSpanRows <= spans.size(); i += kSpanRows) {
         for (size_t k = 0; k < kSpanRows; ++k)
-            bindRow(many, static_cast<int>(k * kSpanColumns), spans[i + k]);
+            bindRow(many, d.boundMany.data(), static_cast<int>(k * kSpanColumns), spans[i + k]);
         const int rc = sqlite3_step(many);
         sqlite3_reset(many);
         if (rc != SQLITE_DONE)
@@ -619,7 +669,7 @@ Status RunWriter::appendSpans(std::span<const Span> spans)
     }
     sqlite3_stmt* one = d.insSpan.get();
     for (; i < spans.size(); ++i) {
-        bindRow(one, 0, spans[i]);
+        bindRow(one, d.boundOne.data(), 0, spans[i]);
         const int rc = sqlite3_step(one);
         sqlite3_reset(one);
         if (rc != SQLITE_DONE)
@@ -806,12 +856,12 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path)
     // end <= start + max_dur bounds the index range from below: start >= t0 - max_dur. The max
     // is read in the same statement (one snapshot) so a live writer cannot widen it in between.
     const char* sql = impl->version >= schema::kMaxDurVersion
-        ? "SELECT kind, name, start_ns, end_ns, step, bucket, bytes FROM spans "
+        ? "SELECT kind, name, start_ns, dur_ns, step, bucket, bytes FROM spans "
           "WHERE lane = ?1 AND start_ns >= ?2 - (SELECT max_dur_ns FROM lanes WHERE id = ?1) "
-          "AND start_ns < ?3 AND (end_ns > ?2 OR start_ns >= ?2) ORDER BY start_ns"
-        : "SELECT kind, name, start_ns, end_ns, step, bucket, bytes FROM spans "
+          "AND start_ns < ?3 AND (start_ns + dur_ns > ?2 OR start_ns >= ?2) ORDER BY start_ns"
+        : "SELECT kind, name, start_ns, dur_ns, step, bucket, bytes FROM spans "
           "WHERE lane = ?1 AND start_ns >= ?2 - ?4 "
-          "AND start_ns < ?3 AND (end_ns > ?2 OR start_ns >= ?2) ORDER BY start_ns";
+          "AND start_ns < ?3 AND (start_ns + dur_ns > ?2 OR start_ns >= ?2) ORDER BY start_ns";
     const int rc = impl->window.prepare(impl->db, sql);
     if (rc != SQLITE_OK)
         return std::unexpected(impl->error(rc, "preparing the window query"));
@@ -1022,7 +1072,7 @@ Result<std::vector<Span>> RunReader::spansInWindow(LaneId lane, TimeNs t0, TimeN
         auto it = d.v1MaxDur.find(lane.v);
         if (it == d.v1MaxDur.end()) {
             Stmt m;
-            int rc = m.prepare(d.db, "SELECT COALESCE(MAX(end_ns - start_ns), 0) FROM spans WHERE lane = ?1");
+            int rc = m.prepare(d.db, "SELECT COALESCE(MAX(dur_ns), 0) FROM spans WHERE lane = ?1");
             if (rc != SQLITE_OK)
                 return std::unexpected(d.error(rc, "reading a window"));
             m.bind(1, static_cast<int64_t>(lane.v));
@@ -1043,7 +1093,7 @@ Result<std::vector<Span>> RunReader::spansInWindow(LaneId lane, TimeNs t0, TimeN
             unknownString = true;
         s.name = StringId{static_cast<uint32_t>(name)}; // mapped below
         s.start = sqlite3_column_int64(st, 2);
-        s.end = sqlite3_column_int64(st, 3);
+        s.end = s.start + sqlite3_column_int64(st, 3);
         s.step = sqlite3_column_int(st, 4);
         s.bucket = sqlite3_column_int(st, 5);
         s.bytes = sqlite3_column_int64(st, 6);
@@ -1162,7 +1212,7 @@ Result<Run> RunReader::load(const LoadOptions& options)
     if ((rc = st.prepare(d.db, "SELECT count(*) FROM spans")) == SQLITE_OK
         && sqlite3_step(st.get()) == SQLITE_ROW)
         run.spans.reserve(static_cast<size_t>(std::max<int64_t>(0, sqlite3_column_int64(st.get(), 0))));
-    rc = st.prepare(d.db, "SELECT lane, kind, name, start_ns, end_ns, step, bucket, bytes FROM spans");
+    rc = st.prepare(d.db, "SELECT lane, kind, name, start_ns, dur_ns, step, bucket, bytes FROM spans");
     if (rc != SQLITE_OK)
         return std::unexpected(d.error(rc, "reading spans"));
     int64_t orphans = 0;
@@ -1182,7 +1232,7 @@ Result<Run> RunReader::load(const LoadOptions& options)
         sp.kind = kind >= 0 && kind < kSpanKindCount ? static_cast<SpanKind>(kind) : SpanKind::Other;
         sp.name = d.mapString(sqlite3_column_int64(s, 2));
         sp.start = sqlite3_column_int64(s, 3);
-        sp.end = sqlite3_column_int64(s, 4);
+        sp.end = sp.start + sqlite3_column_int64(s, 4);
         sp.bucket = sqlite3_column_int(s, 6);
         sp.bytes = sqlite3_column_int64(s, 7);
         run.spans.push_back(sp);

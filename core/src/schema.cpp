@@ -128,7 +128,7 @@ CREATE TABLE spans (
   lane     INTEGER NOT NULL, -- lanes.id
   start_ns INTEGER NOT NULL, -- start (rank's clock)
   seq      INTEGER NOT NULL, -- append order, makes the key unique (spans may share a start)
-  end_ns   INTEGER NOT NULL, -- end (rank's clock), >= start_ns
+  dur_ns   INTEGER NOT NULL, -- end - start_ns, >= 0 (a small varint where end_ns took 8 bytes)
   kind     INTEGER NOT NULL, -- SpanKind numeric value (types.h)
   name     INTEGER NOT NULL, -- strings.id
   step     INTEGER NOT NULL, -- step it belongs to, -1 = none
@@ -168,12 +168,12 @@ struct Migration {
 // Each step takes the file from toVersion - 1 to toVersion, in one transaction.
 constexpr std::array<Migration, 1> kMigrations = {{
     {2, R"sql(
--- lanes.max_dur_ns: the longest span (end_ns - start_ns) of the lane, 0 if none. Kept by the
+-- lanes.max_dur_ns: the longest span (dur_ns) of the lane, 0 if none. Kept by the
 -- writer (updated in the same transaction as the spans); window queries widen their lower bound
 -- on start_ns by it.
 ALTER TABLE lanes ADD COLUMN max_dur_ns INTEGER NOT NULL DEFAULT 0;
 UPDATE lanes SET max_dur_ns =
-  COALESCE((SELECT MAX(end_ns - start_ns) FROM spans WHERE spans.lane = lanes.id), 0);
+  COALESCE((SELECT MAX(dur_ns) FROM spans WHERE spans.lane = lanes.id), 0);
 )sql"},
 }};
 

@@ -435,9 +435,9 @@ private slots:
                 "INSERT INTO ranks (rank, host) VALUES (0, 'old');"
                 "INSERT INTO lanes (id, rank, kind, name) VALUES (0, 0, 'host_thread', 't0'), (1, 0, 'compute', 'c');"
                 "INSERT INTO steps (rank, step, start_ns, end_ns, samples) VALUES (0, 0, 0, 100000, 4);"
-                "INSERT INTO spans (lane, kind, name, start_ns, end_ns, step, bucket, bytes, seq) VALUES"
-                " (0, 10, 1, 1000, 1100, 0, -1, 0, 0), (0, 10, 1, 2000, 52000, 0, -1, 0, 1),"
-                " (0, 10, 1, 60000, 60010, 0, -1, 0, 2), (1, 1, 1, 10, 30, 0, -1, 0, 3);";
+                "INSERT INTO spans (lane, kind, name, start_ns, dur_ns, step, bucket, bytes, seq) VALUES"
+                " (0, 10, 1, 1000, 100, 0, -1, 0, 0), (0, 10, 1, 2000, 50000, 0, -1, 0, 1),"
+                " (0, 10, 1, 60000, 10, 0, -1, 0, 2), (1, 1, 1, 10, 20, 0, -1, 0, 3);";
             QCOMPARE(sqlite3_exec(db, fill, nullptr, nullptr, nullptr), SQLITE_OK);
             sqlite3_close(db);
         }
