@@ -207,6 +207,63 @@ private slots:
         QCOMPARE(run->laneSpanRange(b), std::make_pair(size_t(3), size_t(5)));
     }
 
+    // seq makes the key (lane, start_ns, seq) unique: 0 for a new start, counting equal starts,
+    // and a fallback counter for spans older than the lane's last start, also after the file is
+    // reopened for appending. Every span must land (no constraint error, none overwritten) and
+    // equal starts must keep their append order in seq.
+    void equalAndOutOfOrderStartsKeepEverySpan()
+    {
+        const std::string path = file("seq.db");
+        // Starts (offsets from kBase) in append order; a span's duration is its append index + 1.
+        const std::vector<std::vector<TimeNs>> batches = {{100, 100, 100, 200}, {200, 50, 50, 200, 300}};
+        const std::vector<TimeNs> afterReopen = {300, 300, 10, 50, 400};
+        int64_t n = 0;
+        std::vector<Span> all;
+        const auto make = [&](const std::vector<TimeNs>& starts, LaneId lane) {
+            std::vector<Span> out;
+            for (TimeNs s : starts) {
+                ++n;
+                out.push_back(Span{kBase + s, kBase + s + n, n, lane, StringId{0}, kNoStep, kNoBucket, SpanKind::Forward});
+            }
+            all.insert(all.end(), out.begin(), out.end());
+            return out;
+        };
+        {
+            auto w = RunWriter::create(path, RunConfig{});
+            QVERIFY(w.has_value());
+            const LaneId a = *(*w)->addLane(Lane{.rank = 0, .kind = LaneKind::Compute});
+            for (const auto& b : batches) {
+                QVERIFY((*w)->appendSpans(make(b, a)).has_value());
+                QVERIFY((*w)->commit().has_value());
+            }
+            QVERIFY((*w)->close().has_value());
+        }
+        {
+            auto w = RunWriter::openExisting(path);
+            QVERIFY2(w.has_value(), w ? "" : w.error().message.c_str());
+            auto st = (*w)->appendSpans(make(afterReopen, LaneId{0}));
+            QVERIFY2(st.has_value(), st ? "" : st.error().message.c_str());
+            QVERIFY((*w)->close().has_value());
+        }
+        QCOMPARE(pragmaInt(path, "SELECT count(*) FROM spans"), int64_t(all.size()));
+        // Within each start, seq order is append order (durations increase).
+        QCOMPARE(pragmaInt(path, "SELECT count(*) FROM spans a JOIN spans b ON a.lane = b.lane AND "
+                                 "a.start_ns = b.start_ns AND a.seq < b.seq AND a.dur_ns > b.dur_ns"),
+                 int64_t(0));
+        const std::string seqAt100 = "SELECT max(seq) FROM spans WHERE start_ns = " + std::to_string(kBase + 100);
+        QCOMPARE(pragmaInt(path, seqAt100.c_str()), int64_t(2));
+        auto run = loadRun(path);
+        QVERIFY(run.has_value());
+        QVERIFY(sameSpans(run->spans, all));
+        auto reader = RunReader::open(path);
+        QVERIFY(reader.has_value());
+        for (TimeNs t0 : {0, 50, 199, 300, 350}) {
+            auto got = (*reader)->spansInWindow(LaneId{0}, kBase + t0, kBase + t0 + 60);
+            QVERIFY(got.has_value());
+            QVERIFY(sameSpans(*got, bruteWindow(all, LaneId{0}, kBase + t0, kBase + t0 + 60)));
+        }
+    }
+
     void writerRejectsUnknownLanes()
     {
         auto w = RunWriter::create(file("badlane.db"), RunConfig{});
