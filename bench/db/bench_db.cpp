@@ -13,6 +13,10 @@
 //   db_write_cpu_spans_per_s 1.41 M/s (bulk), db_write_step_commits_cpu_spans_per_s 1.29 M/s,
 //   wall 0.49 M/s (CPU share ~1/3); db_window_query_ms 0.22 ms median; 419 MiB, 44 bytes/span;
 //   validate (quick_check) 3.2 s; load 2.3 s CPU.
+// After dur_ns, per-lane seq and skipped re-binds (run_db.cpp "Second round"), 10 M spans, load
+// average ~2.5: db_write_spans_per_s 1.50 M/s wall, 1.56 M/s CPU (bulk); step commits 1.37 M/s
+//   wall, 1.43 M/s CPU; 321 MiB, 33.7 bytes/span; window query 0.25 ms median; validate 1.3 s;
+//   load 2.4 s; db_save_run_spans_per_s (saveRun of the loaded run) 2.26 M/s.
 #include "lockstep/core/run_db.h"
 
 #include <sys/stat.h>
@@ -244,6 +248,17 @@ int main(int argc, char** argv)
     std::printf("db_load_cpu_ms: %.0f ms\n", (cpuSeconds() - lcpu0) * 1e3);
     std::printf("db_loaded_spans: %zu spans\n", run->spans.size());
     reader->reset();
+    // saveRun (the importers' and merge's way in): the whole run through the same appendSpans.
+    const auto ts = Clock::now();
+    const double scpu0 = cpuSeconds();
+    if (auto s = saveRun(*run, path + ".save", RunWriter::Mode::Overwrite); !s) {
+        std::fprintf(stderr, "bench_db: %s\n", s.error().message.c_str());
+        return 1;
+    }
+    std::printf("db_save_run_spans_per_s: %.0f spans/s\n", static_cast<double>(run->spans.size()) / secondsSince(ts));
+    std::printf("db_save_run_cpu_spans_per_s: %.0f spans/s\n",
+                static_cast<double>(run->spans.size()) / (cpuSeconds() - scpu0));
+    std::remove((path + ".save").c_str());
     if (!keep)
         std::remove(path.c_str());
     return 0;

@@ -9,6 +9,27 @@
 // CPU rate 1.25 vs 1.12 M spans/s, 44 vs 68 bytes per span, window query 0.22 vs 0.30 ms.
 // Inserts go 128 rows per statement, in (lane, start) order.
 //
+// Second round (bench_db, 4 M spans, CPU rates bulk / one commit per step, each variant run
+// 2-3 times on the shared machine, load ~2.5; the spread between runs was 5-10%):
+//   before                                            1.42 / 1.30 M/s, 43.6 bytes/span
+//   dur_ns (end - start, 2-3 bytes) instead of end_ns 1.38-1.43 / 1.26-1.33, 36.9 bytes: kept
+//     for the size (its CPU gain is inside the noise), and because it is free for readers.
+//   an unchanged parameter is not bound again         1.45-1.51 / 1.36-1.43 vs 1.40-1.42 /
+//     1.18-1.33 without (a statement keeps its bindings across reset; lane, kind, step, bucket,
+//     bytes and now seq mostly repeat slot by slot): kept.
+//   seq = count of equal starts in the lane (0 almost always) instead of a global counter
+//                                                     1.50-1.54 / 1.42-1.44 vs 1.48-1.51 /
+//     1.25-1.39, 33.7 bytes/span: kept (a zero costs no byte in a record, and its bind repeats).
+//   page size 16 K / 32 K / 64 K                      1.41-1.46 / 1.25-1.26, 1.33-1.38 /
+//     1.10-1.23, 1.34 / 1.07 vs 8 K 1.41-1.43 / 1.31-1.33: 8 K stays.
+//   256 / 512 rows per statement                      within noise of 128 (1.38-1.47): 128 stays.
+//   wal_autocheckpoint 4096 / 65536 / 0 (never)       within noise; checkpoints cost ~2%: stays.
+//   mmap_size 1 GB                                    1.44-1.45 / 1.32-1.33, no better: not used.
+// After: 1.53 M/s bulk, 1.42 M/s with a commit per step, 33.7 bytes/span, window query
+// 0.24 ms; saveRun (spans already in lane order: every insert lands on the b-tree's right edge)
+// 2.0 M/s. What remains is SQLite itself (perf: VDBE 18%, the key seek 11%, page memmoves 4%,
+// kernel writes of WAL and checkpoint 16%, the writer's own code 2%).
+//
 // Live reading. The recorder commits once per step and writes the step row in the same
 // transaction as the step's spans. A transaction may still carry spans of a step that has no
 // row yet (the next step's data loading, an all-reduce in flight across the commit), and a run
@@ -590,6 +611,14 @@ StringId RunWriter::intern(std::string_view text)
 // (perf: sqlite3VdbeExec + Halt + cursor churn ~35%). CPU rate on 2 M spans: 1 row 0.86 M/s,
 // 64 rows 1.14 M/s, 128 rows 1.22 M/s, 256 and 512 no better. The remainder of a batch goes
 // through the one-row statement.
+//
+// seq only has to make (lane, start_ns, seq) unique and keep equal starts in append order. It
+// is 0 for a span that starts after everything the lane has, the next count for one that
+// starts at the lane's last start, and for a span older than that (rare: a lane's spans arrive
+// in start order) a value from a counter that starts at kFallbackSeqBase, above any count.
+// Counts never reach it, so the two ranges cannot collide; a later span at an equal start
+// always gets a larger seq, so append order holds. openExisting restores the per-lane state
+// from each lane's last key and puts the counter above the file's largest seq.
 Status RunWriter::appendSpans(std::span<const Span> spans)
 {
     auto& d = *m_impl;

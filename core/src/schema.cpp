@@ -127,7 +127,8 @@ CREATE TABLE buckets (
 CREATE TABLE spans (
   lane     INTEGER NOT NULL, -- lanes.id
   start_ns INTEGER NOT NULL, -- start (rank's clock)
-  seq      INTEGER NOT NULL, -- append order, makes the key unique (spans may share a start)
+  seq      INTEGER NOT NULL, -- makes the key unique (spans may share a start): 0 normally,
+                             -- ascending in append order among equal starts (run_db.cpp)
   dur_ns   INTEGER NOT NULL, -- end - start_ns, >= 0 (a small varint where end_ns took 8 bytes)
   kind     INTEGER NOT NULL, -- SpanKind numeric value (types.h)
   name     INTEGER NOT NULL, -- strings.id
