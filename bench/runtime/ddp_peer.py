@@ -18,9 +18,13 @@ p.add_argument("--bucket-mb", type=float, default=25.0)
 p.add_argument("--first-bucket-mb", type=float, default=1.0)
 p.add_argument("--lr", type=float, default=0.01)
 p.add_argument("--threads", type=int, default=1)
+# Lockstep keeps gradients in its buckets (DDP's gradient_as_bucket_view); so does the peer by
+# default, so both do the same copies. --no-grad-view: DDP's default (copy into and out of buckets).
+p.add_argument("--no-grad-view", action="store_true")
 a = p.parse_args()
 
 torch.set_num_threads(a.threads)
+torch.set_num_interop_threads(1)
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(1 + rank)
@@ -31,7 +35,7 @@ layers.append(nn.Linear(a.width, 10))
 model = nn.Sequential(*layers)
 # torch reads the first bucket's cap from a private attribute; set it to match Lockstep's flag.
 dist._DEFAULT_FIRST_BUCKET_BYTES = int(a.first_bucket_mb * 1024 * 1024)
-ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb)
+ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb, gradient_as_bucket_view=not a.no_grad_view)
 opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
 teacher = torch.randn(a.width, 10, generator=torch.Generator().manual_seed(7))
 gen = torch.Generator().manual_seed(100 + rank)
@@ -40,10 +44,16 @@ for s in range(a.steps):
     x = torch.rand(a.batch, a.width, generator=gen) * 3.4641 - 1.7320
     y = (x @ teacher).argmax(1)
     loss = nn.functional.cross_entropy(ddp(x), y)
-    opt.zero_grad()
+    opt.zero_grad(set_to_none=False)  # 1.13 default, spelled out: zeroed in place like Lockstep
     loss.backward()
     opt.step()
     ms = (time.perf_counter() - t0) * 1e3
     print(f"peer step={s} rank={rank} loss={loss.item():.6f} step_ms={ms:.3f}", flush=True)
+# DDP rebuilds its buckets in gradient-ready order after step 0; these are the ones the steady
+# steps use (Lockstep prints `LOCKSTEP layout ... buckets=`).
+info = ddp._get_ddp_logging_data()
+sizes = str(info.get("rebuilt_bucket_sizes", info.get("bucket_sizes", ""))).replace(" ", "")
+print(f"peer layout rank={rank} buckets={len(sizes.split(',')) if sizes else 0} bucket_bytes={sizes} "
+      f"grad_view={int(not a.no_grad_view)} threads={torch.get_num_threads()}", flush=True)
 dist.barrier()
 dist.destroy_process_group()

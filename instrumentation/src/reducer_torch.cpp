@@ -159,6 +159,20 @@ void Reducer::broadcastParameters()
     }
 }
 
+void Reducer::zeroGrads()
+{
+    torch::NoGradGuard noGrad;
+    for (auto& b : m_buckets)
+        b->flat.zero_();
+    for (size_t i = 0; i < m_params.size(); ++i) {
+        torch::Tensor& g = m_params[i].mutable_grad();
+        if (!g.defined())
+            g = m_views[i];
+        else if (g.data_ptr() != m_views[i].data_ptr())
+            g.zero_();
+    }
+}
+
 void Reducer::prepareForBackward(bool sync)
 {
     std::lock_guard lock(m_mutex);

@@ -108,6 +108,9 @@ public:
     void broadcastParameters();
     // Before each backward: `sync` = this backward's gradients are averaged (the last micro-batch).
     void prepareForBackward(bool sync);
+    // After the optimizer step: every gradient to zero, in place, one pass per bucket (the
+    // .grads are views of the buckets; a .grad that was replaced is zeroed on its own).
+    void zeroGrads();
     // After backward returned: the last synchronized backward's buckets and wait.
     void takeCommRecords(std::vector<CommRecord>& out, TimeNs* waitStart, TimeNs* waitEnd);
 

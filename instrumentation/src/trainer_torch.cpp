@@ -323,6 +323,16 @@ void Trainer::setup()
         ro.firstGradHook = [delay] { std::this_thread::sleep_for(delay); };
     }
     m_reducer = std::make_unique<Reducer>(m_model->params, m_pg, ro, &m_gradBuffers);
+    if (!m_o.quiet) {
+        // The bucket layout, so a comparison with torch's DDP can check both sides bucket alike
+        // (bench/runtime/ddp_peer.py prints the same from DDP's rebuilt buckets).
+        std::string sizes;
+        for (size_t b = 0; b < m_reducer->bucketParams().size(); ++b)
+            sizes += (b ? "," : "") + std::to_string(m_reducer->bucketBytes(static_cast<int>(b)));
+        std::printf("LOCKSTEP layout rank=%d buckets=%zu bucket_bytes=%s threads=%d\n", m_env.rank,
+                    m_reducer->bucketParams().size(), sizes.c_str(), threads);
+        std::fflush(stdout);
+    }
 
     TimeNs offset = 0, rtt = 0, at = 0;
     syncClock(*m_store, m_env, "start", &offset, &rtt, &at);
@@ -444,13 +454,8 @@ void Trainer::trainStep(int step)
     r.optStart = nowNs();
     m_opt->step();
     // Not Optimizer::zero_grad(): it detach_()es each .grad, which views of the reducer's
-    // buckets refuse; zeroing in place keeps them the buckets' views.
-    {
-        torch::NoGradGuard noGrad;
-        for (auto& p : m_model->params)
-            if (p.grad().defined())
-                p.mutable_grad().zero_();
-    }
+    // buckets refuse; zeroing the buckets in place keeps the .grads their views.
+    m_reducer->zeroGrads();
     r.optEnd = nowNs();
     r.end = r.optEnd;
     r.loss = lossSum / m_o.accumulate;
