@@ -13,10 +13,11 @@
 //   db_write_cpu_spans_per_s 1.41 M/s (bulk), db_write_step_commits_cpu_spans_per_s 1.29 M/s,
 //   wall 0.49 M/s (CPU share ~1/3); db_window_query_ms 0.22 ms median; 419 MiB, 44 bytes/span;
 //   validate (quick_check) 3.2 s; load 2.3 s CPU.
-// After dur_ns, per-lane seq and skipped re-binds (run_db.cpp "Second round"), 10 M spans, load
-// average ~2.5: db_write_spans_per_s 1.50 M/s wall, 1.56 M/s CPU (bulk); step commits 1.37 M/s
-//   wall, 1.43 M/s CPU; 321 MiB, 33.7 bytes/span; window query 0.25 ms median; validate 1.3 s;
-//   load 2.4 s; db_save_run_spans_per_s (saveRun of the loaded run) 2.26 M/s.
+// After dur_ns, per-lane seq, skipped re-binds and key-only NOT NULL (run_db.cpp "Second
+// round"), 10 M spans, load average ~2.3, two runs: db_write_spans_per_s 1.54-1.55 M/s wall,
+//   1.56-1.58 M/s CPU (bulk); step commits 1.46-1.47 M/s wall and CPU; 321 MiB, 33.7 bytes/span;
+//   window query 0.24-0.25 ms median; validate 1.1 s; load 2.4 s; db_save_run_spans_per_s
+//   (saveRun of the loaded run) 2.22-2.24 M/s.
 #include "lockstep/core/run_db.h"
 
 #include <sys/stat.h>
