@@ -17,6 +17,10 @@ struct Reducer::Bucket {
     torch::Tensor wire;  // what travels: flat itself, or its fp16 / bf16 copy
     std::vector<torch::Tensor> gathered; // bf16 only: every rank's wire payload
     c10::intrusive_ptr<c10d::Work> work;
+    torch::Tensor peer;                       // pairwise: the other rank's half
+    c10::intrusive_ptr<c10d::Work> sendWork;  // pairwise: work is the receive
+    bool exchanged = false;                   // pairwise, under m_exchangeMutex: peer added
+    std::exception_ptr exchangeError;         // pairwise, under m_exchangeMutex
     int pending = 0;
     int64_t wireBytes = 0;
     TimeNs launchNs = 0;
@@ -102,6 +106,16 @@ Reducer::Reducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::Pro
         bucket->wireBytes = numel * static_cast<int64_t>(bucket->wire.element_size());
         m_buckets.push_back(std::move(bucket));
     }
+    // Two ranks need no ring: each sends its (pre-divided) bucket to the other and adds what
+    // it receives — one round trip where gloo's ring makes two (reduce-scatter, all-gather),
+    // same bytes. a + b == b + a in IEEE arithmetic, so both ranks hold identical sums.
+    m_pairwise = m_options.pairwise && m_world == 2 && m_options.compress == Compress::None;
+    if (m_pairwise) {
+        m_peer = 1 - m_pg->getRank();
+        for (auto& b : m_buckets)
+            b->peer = torch::empty_like(b->flat);
+        m_exchangeThread = std::thread([this] { exchangeLoop(); });
+    }
 
     // Gradients live in the buckets (DDP's gradient_as_bucket_view): each .grad is made a view
     // of its bucket, AccumulateGrad adds into it in place, the all-reduce averages it in place,
@@ -127,6 +141,14 @@ Reducer::Reducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::Pro
 
 Reducer::~Reducer()
 {
+    if (m_exchangeThread.joinable()) {
+        {
+            std::lock_guard lock(m_exchangeMutex);
+            m_stop = true;
+        }
+        m_exchangeCv.notify_all();
+        m_exchangeThread.join();
+    }
     for (size_t i = 0; i < m_accumulators.size(); ++i)
         m_accumulators[i]->del_post_hook(m_hookKeys[i]);
     for (auto& b : m_buckets)
@@ -227,6 +249,19 @@ void Reducer::launch(int b)
     if (m_options.compress != Compress::None)
         bk.wire.copy_(bk.flat);
     bk.launchNs = nowNs();
+    if (m_pairwise) {
+        std::vector<torch::Tensor> out{bk.flat}, in{bk.peer};
+        bk.sendWork = m_pg->send(out, m_peer, b);
+        bk.work = m_pg->recv(in, m_peer, b);
+        {
+            std::lock_guard lock(m_exchangeMutex);
+            bk.exchanged = false;
+            bk.exchangeError = nullptr;
+            m_exchangeQueue.push_back(b);
+        }
+        m_exchangeCv.notify_one();
+        return;
+    }
     if (m_options.compress == Compress::Bf16) {
         std::vector<std::vector<torch::Tensor>> out{bk.gathered};
         std::vector<torch::Tensor> in{bk.wire.view(torch::kHalf)};
@@ -238,6 +273,55 @@ void Reducer::launch(int b)
     // The completion instant is stamped by whichever thread completes the work's future (a
     // gloo worker thread), not by the waiter, whose wake-up may come much later.
     bk.work->getFuture()->addCallback([&bk](c10::ivalue::Future&) { bk.completeNs.store(nowNs()); });
+}
+
+// The pairwise exchange's completion thread: buckets in launch order; the sum happens here, on
+// this thread, so it overlaps the rest of backward like the ring's reduction would.
+void Reducer::exchangeLoop()
+{
+    for (;;) {
+        int b = 0;
+        {
+            std::unique_lock lock(m_exchangeMutex);
+            m_exchangeCv.wait(lock, [this] { return m_stop || !m_exchangeQueue.empty(); });
+            if (m_exchangeQueue.empty())
+                return;
+            b = m_exchangeQueue.front();
+            m_exchangeQueue.pop_front();
+        }
+        Bucket& bk = *m_buckets[b];
+        std::exception_ptr error;
+        try {
+            bk.work->wait(m_options.timeout);
+            bk.sendWork->wait(m_options.timeout);
+            torch::NoGradGuard noGrad;
+            bk.flat.add_(bk.peer);
+        } catch (...) {
+            error = std::current_exception();
+        }
+        bk.completeNs.store(nowNs());
+        {
+            std::lock_guard lock(m_exchangeMutex);
+            bk.exchanged = true;
+            bk.exchangeError = error;
+        }
+        m_exchangedCv.notify_all();
+    }
+}
+
+void Reducer::waitBucket(int b)
+{
+    Bucket& bk = *m_buckets[b];
+    if (!m_pairwise) {
+        bk.work->wait(m_options.timeout);
+        return;
+    }
+    std::unique_lock lock(m_exchangeMutex);
+    // The exchange thread's own waits time out first; the margin only guards against a bug.
+    if (!m_exchangedCv.wait_for(lock, m_options.timeout + std::chrono::seconds(5), [&bk] { return bk.exchanged; }))
+        throw std::runtime_error("timed out waiting for the exchange");
+    if (bk.exchangeError)
+        std::rethrow_exception(bk.exchangeError);
 }
 
 // Runs on the autograd engine once backward has finished (queued by the first ready hook):
@@ -261,7 +345,7 @@ void Reducer::finalize()
     for (auto& bp : m_buckets) {
         Bucket& bk = *bp;
         try {
-            bk.work->wait(m_options.timeout);
+            waitBucket(static_cast<int>(&bp - m_buckets.data()));
         } catch (const c10::Error& e) {
             throw std::runtime_error("all-reduce of bucket " + std::to_string(&bp - m_buckets.data()) + " failed ("
                                      + std::to_string(m_options.timeout.count() / 1000.0) + " s collective timeout): "

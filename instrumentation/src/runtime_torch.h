@@ -11,10 +11,13 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace lockstep::rt {
@@ -91,6 +94,7 @@ struct ReducerOptions {
     double linkGbps = 0;               // 0 = no link emulation
     std::chrono::milliseconds timeout{30000};
     std::function<void()> firstGradHook; // straggler injection: runs before the first gradient is stamped
+    bool pairwise = true; // world of 2, no compression: all-reduce as one send/recv exchange (see launch)
 };
 
 class Reducer {
@@ -103,6 +107,7 @@ public:
     const std::vector<std::vector<int32_t>>& bucketParams() const { return m_bucketParams; }
     const std::vector<int32_t>& paramBucket() const { return m_paramBucket; }
     int64_t bucketBytes(int b) const; // bytes on the wire
+    bool pairwise() const { return m_pairwise; }
 
     // Rank 0's parameters to every rank.
     void broadcastParameters();
@@ -120,6 +125,8 @@ private:
     void launchReady();
     void launch(int b);
     void finalize();
+    void waitBucket(int b);
+    void exchangeLoop();
 
     std::vector<torch::Tensor> m_params;
     c10::intrusive_ptr<c10d::ProcessGroup> m_pg;
@@ -138,6 +145,15 @@ private:
     int m_nextLaunch = 0;
     TimeNs m_waitStart = 0, m_waitEnd = 0;
     std::exception_ptr m_error;
+    // Pairwise exchange (world 2): launch posts the send and the receive, this thread waits
+    // for both in launch order, adds the peer's half and stamps the completion.
+    bool m_pairwise = false;
+    int m_peer = 0;
+    std::thread m_exchangeThread;
+    std::mutex m_exchangeMutex;
+    std::condition_variable m_exchangeCv, m_exchangedCv;
+    std::deque<int> m_exchangeQueue;
+    bool m_stop = false;
 };
 
 // ---- process group and clocks (trainer_torch.cpp) ----

@@ -316,6 +316,9 @@ void Trainer::setup()
     ro.compress = m_o.compress == "fp16" ? Compress::Fp16 : m_o.compress == "bf16" ? Compress::Bf16 : Compress::None;
     ro.linkGbps = m_o.linkGbps;
     ro.timeout = m_timeout;
+    // LOCKSTEP_PAIRWISE=0: gloo's ring all-reduce on two ranks too (for comparisons)
+    if (const char* pw = std::getenv("LOCKSTEP_PAIRWISE"); pw && std::string(pw) == "0")
+        ro.pairwise = false;
     if (m_o.stragglerRank == m_env.rank && m_o.stragglerMs > 0) {
         const auto delay = std::chrono::microseconds(static_cast<int64_t>(m_o.stragglerMs * 1000.0));
         // Stands in for extra compute at the start of backward: every bucket of this rank
@@ -329,8 +332,8 @@ void Trainer::setup()
         std::string sizes;
         for (size_t b = 0; b < m_reducer->bucketParams().size(); ++b)
             sizes += (b ? "," : "") + std::to_string(m_reducer->bucketBytes(static_cast<int>(b)));
-        std::printf("LOCKSTEP layout rank=%d buckets=%zu bucket_bytes=%s threads=%d\n", m_env.rank,
-                    m_reducer->bucketParams().size(), sizes.c_str(), threads);
+        std::printf("LOCKSTEP layout rank=%d buckets=%zu bucket_bytes=%s threads=%d pairwise=%d\n", m_env.rank,
+                    m_reducer->bucketParams().size(), sizes.c_str(), threads, m_reducer->pairwise() ? 1 : 0);
         std::fflush(stdout);
     }
 
@@ -383,6 +386,7 @@ void Trainer::setup()
             ? std::string("none (world of one)")
             : m_env.masterAddr + ":" + std::to_string(m_env.masterPort) + (m_env.agentStore ? " (torchrun agent store)" : "");
         c.extra["grad_ready"] = "gradient accumulator post-hooks";
+        c.extra["allreduce"] = m_reducer->pairwise() ? "pairwise send/recv exchange (world of 2)" : "process group allreduce";
         if (m_o.stragglerRank >= 0)
             c.extra["straggler"] = std::to_string(m_o.stragglerRank) + ":" + std::to_string(m_o.stragglerMs);
         if (m_o.crashRank >= 0)
