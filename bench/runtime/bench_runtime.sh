@@ -19,6 +19,11 @@
 #      - optimizer: SGD lr 0.01 momentum 0.9 (torch::optim::SGD / torch.optim.SGD, per-tensor);
 #        gradients zeroed in place each step (zero_grad(set_to_none=False) / bucket zero_);
 #      - threads: OMP_NUM_THREADS=1, intra-op 1 (--threads 1), inter-op 1 (unused), gloo 2 threads.
+#      - communication: the same bytes over the same gloo TCP pairs; DDP all-reduces each bucket with
+#        gloo's ring (2 round trips on 2 ranks), Lockstep on 2 ranks exchanges it with one
+#        send/recv and adds locally (LOCKSTEP_PAIRWISE=0 in the environment: gloo's ring too).
+#      Not the runtime: ~90% of a step is the GEMMs of Debian's reference (netlib) BLAS, identical
+#      on both sides, so runtime savings show as a few percent at most.
 #  (b) recorder overhead: `lockstep worker` recorded vs --no-record, alternated: on 2 ranks
 #      (recorder_overhead_2rank_pct) and on 1 rank (recorder_overhead_pct, target <= 2).
 # Usage: bench_runtime.sh [LOCKSTEP_BINARY]
