@@ -437,7 +437,15 @@ StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& st
     std::stable_sort(order.begin(), order.end(), [](const Launch& a, const Launch& b) {
         return std::tie(a.step, a.bucket) < std::tie(b.step, b.bucket);
     });
-    // Wait caused per (step, rank), flat and sorted by (step, rank). `order` is sorted by step,
+    // Wait caused per (step, rank). DESIGN.md defines the wait a late rank causes per bucket;
+    // within a step we take the largest of its buckets' waits, not their sum. The waits of one
+    // step overlap in time: a rank that is uniformly 5 ms behind delays every bucket by 5 ms, yet
+    // holds the others back by about 5 ms in that step, not 5 ms times the number of buckets
+    // (a sum named a "straggler" in nearly every many-bucket run). And where launches are
+    // serialized (kernels on one NCCL stream) only the first delayed bucket shows the skew, so a
+    // per-bucket mean would dilute a real straggler. The maximum is right in both cases.
+    //
+    // Flat and sorted by (step, rank). `order` is sorted by step,
     // so each step's few (rank, wait) pairs are gathered in a small buffer and flushed in order.
     struct Caused {
         int32_t step, rank;
@@ -449,7 +457,7 @@ StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& st
         std::sort(stepAcc.begin(), stepAcc.end());
         for (const auto& [rank, wait] : stepAcc) {
             if (!caused.empty() && caused.back().step == step && caused.back().rank == rank)
-                caused.back().wait += wait;
+                caused.back().wait = std::max(caused.back().wait, wait);
             else
                 caused.push_back({step, rank, wait});
         }
@@ -477,7 +485,7 @@ StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& st
         rep.skews.push_back(sk);
         auto acc = std::find_if(stepAcc.begin(), stepAcc.end(), [late](const auto& p) { return p.first == late; });
         if (acc != stepAcc.end())
-            acc->second += sk.waitCaused;
+            acc->second = std::max(acc->second, sk.waitCaused);
         else
             stepAcc.push_back({late, sk.waitCaused});
         if (j == order.size() || order[j].step != sk.step)
@@ -551,17 +559,14 @@ StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& st
         if (steady.isSteady(cw.step))
             waitSum[rankIndex(cw.rank)] += static_cast<double>(cw.wait);
     }
-    // The mean wait is per bucket all-reduce (see RankStraggle::meanWaitNs).
-    int64_t steadyCollectives = 0;
-    for (const BucketSkew& sk : rep.skews)
-        steadyCollectives += steady.isSteady(sk.step) ? 1 : 0;
+
     const double meanStepTime = steadyCount > 0 ? steadyTimeSum / steadyCount : 0.0;
     int best = 0;
     for (size_t k = 0; k < rankList.size(); ++k) {
         RankStraggle rs;
         rs.rank = rankList[k];
         rs.stepsAsStraggler = asStraggler[k];
-        rs.meanWaitNs = steadyCollectives > 0 ? waitSum[k] / static_cast<double>(steadyCollectives) : 0.0;
+        rs.meanWaitNs = steadyCount > 0 ? waitSum[k] / steadyCount : 0.0;
         rs.meanWaitFraction = meanStepTime > 0 ? rs.meanWaitNs / meanStepTime : 0.0;
         best = std::max(best, rs.stepsAsStraggler);
         rep.perRank.push_back(rs);

@@ -123,7 +123,7 @@ std::string summaryText(const RunSummary& s)
         for (size_t i = 0; i < s.stragglers.size(); ++i) {
             const double wait = i < s.stragglerWaitMs.size() ? s.stragglerWaitMs[i] : std::nan("");
             const double share = s.stepTimeMs > 0 && std::isfinite(wait) ? wait / s.stepTimeMs : std::nan("");
-            out += format("  rank %d: others waited %s per all-reduce on it (%s of step time)\n", s.stragglers[i],
+            out += format("  rank %d: mean wait caused %s per step (%s of step time)\n", s.stragglers[i],
                           msText(wait).c_str(), std::isfinite(share) ? format("%.1f%%", share * 100).c_str() : "n/a");
         }
     }

@@ -53,9 +53,8 @@ Run threeRankRun(TimeNs length, TimeNs period, int32_t warmup,
 //  step 2: bucket 0: 100 150 100 -> late rank 1, wait 100
 //          bucket 1: 300 300 310 -> late rank 2, wait 20
 //          -> step straggler rank 1 (100)
-// Over steps 0..2 (6 bucket all-reduces): rank 1 is straggler in 2 steps and caused
-// 50 + 120 + 100 = 270, a mean of 270 / 6 = 45 per all-reduce; rank 2 is straggler in 1 step
-// and caused 80 + 0 + 20 = 100, mean 100 / 6 = 16.7; rank 0 caused 0.
+// Over steps 0..2: rank 1 is straggler in 2 steps, caused 50 + 120 + 100 = 270, mean 90;
+// rank 2 in 1 step, caused 80 + 0 + 20 = 100, mean 33.3; rank 0 caused 0.
 const std::vector<std::array<std::array<TimeNs, 3>, 2>> kLaunches = {
     {{{100, 130, 110}, {300, 300, 340}}},
     {{{100, 160, 100}, {300, 300, 300}}},
@@ -162,7 +161,7 @@ private slots:
 
     void skewLateRankAndWait()
     {
-        const StragglerReport rep = stragglers(threeRankRun(500, 1000, 0, kLaunches));
+        const StragglerReport rep = stragglers(threeRankRun(1000, 1000, 0, kLaunches));
         QCOMPARE(rep.skews.size(), size_t(6));
         // Sorted by (step, bucket).
         QCOMPARE(rep.skews[0].step, 0);
@@ -182,7 +181,7 @@ private slots:
         QCOMPARE(rep.perStep.size(), size_t(3));
         QCOMPARE(rep.perStep[0].rank, 2);
         QCOMPARE(rep.perStep[0].waitCaused, TimeNs(80));
-        QCOMPARE(rep.perStep[0].stepTime, TimeNs(500));
+        QCOMPARE(rep.perStep[0].stepTime, TimeNs(1000));
         QCOMPARE(rep.perStep[1].rank, 1);
         QCOMPARE(rep.perStep[1].waitCaused, TimeNs(120));
         QCOMPARE(rep.perStep[2].rank, 1);
@@ -190,50 +189,65 @@ private slots:
 
         QCOMPARE(rep.perRank.size(), size_t(3));
         QCOMPARE(rep.perRank[1].stepsAsStraggler, 2);
-        QCOMPARE(rep.perRank[1].meanWaitNs, 45.0);
+        QCOMPARE(rep.perRank[1].meanWaitNs, 90.0);
         QCOMPARE(rep.perRank[1].meanWaitFraction, 0.09);
         QCOMPARE(rep.perRank[2].stepsAsStraggler, 1);
-        QCOMPARE(rep.perRank[2].meanWaitNs, 100.0 / 6.0);
+        QCOMPARE(rep.perRank[2].meanWaitNs, 100.0 / 3.0);
         QCOMPARE(rep.perRank[0].stepsAsStraggler, 0);
         QCOMPARE(rep.perRank[0].meanWaitNs, 0.0);
-        // Rank 1: straggler in most steps (2 of 3) and 45 / 500 = 9% >= 5%.
+        // Rank 1: straggler in most steps (2 of 3) and 90 / 1000 = 9% >= 5%.
         QCOMPARE(rep.stragglers, std::vector<int32_t>{1});
     }
 
     void runStragglerThreshold()
     {
-        // Same launches, other step lengths: rank 1's mean wait is 45 per all-reduce, so it is a
-        // run straggler iff 45 / step time >= 0.05, i.e. step time <= 900.
-        QCOMPARE(stragglers(threeRankRun(850, 2000, 0, kLaunches)).stragglers, std::vector<int32_t>{1}); // 5.3%
-        QCOMPARE(stragglers(threeRankRun(900, 2000, 0, kLaunches)).stragglers, std::vector<int32_t>{1}); // 5.0%
-        QVERIFY(stragglers(threeRankRun(901, 2000, 0, kLaunches)).stragglers.empty()); // 4.99%
-        QVERIFY(stragglers(threeRankRun(1000, 2000, 0, kLaunches)).stragglers.empty()); // 4.5%
+        // Same launches, longer steps: rank 1's mean wait is 90, so it is a run straggler iff
+        // 90 / step time >= 0.05, i.e. step time <= 1800.
+        QCOMPARE(stragglers(threeRankRun(1700, 2000, 0, kLaunches)).stragglers, std::vector<int32_t>{1}); // 5.3%
+        QCOMPARE(stragglers(threeRankRun(1800, 2000, 0, kLaunches)).stragglers, std::vector<int32_t>{1}); // 5.0%
+        QVERIFY(stragglers(threeRankRun(1801, 2000, 0, kLaunches)).stragglers.empty()); // 4.997%
+        QVERIFY(stragglers(threeRankRun(1900, 2000, 0, kLaunches)).stragglers.empty()); // 4.7%
     }
 
     void warmupStepsAreExcluded()
     {
-        // Warm-up 1: steady steps 1 and 2 (4 all-reduces). Rank 1 is straggler in both and
-        // caused (120 + 100) / 4 = 55 per all-reduce -> 5.5%. Rank 2 was straggler only in step 0
-        // (warm-up): 0 steady steps, caused (0 + 20) / 4 = 5.
+        // Warm-up 1: steady steps 1 and 2. Rank 1 is straggler in both, caused (120 + 100) / 2
+        // = 110 -> 11%. Rank 2 was straggler only in step 0 (warm-up): 0 steady steps.
         const StragglerReport rep = stragglers(threeRankRun(1000, 1000, 1, kLaunches));
         QCOMPARE(rep.perRank[1].stepsAsStraggler, 2);
-        QCOMPARE(rep.perRank[1].meanWaitNs, 55.0);
+        QCOMPARE(rep.perRank[1].meanWaitNs, 110.0);
         QCOMPARE(rep.perRank[2].stepsAsStraggler, 0);
-        QCOMPARE(rep.perRank[2].meanWaitNs, 5.0);
+        QCOMPARE(rep.perRank[2].meanWaitNs, 10.0); // (0 + 20) / 2
         QCOMPARE(rep.stragglers, std::vector<int32_t>{1});
         QCOMPARE(rep.perStep.size(), size_t(3)); // per-step results still cover warm-up steps
+    }
+
+    void uniformLagCountsOncePerStep()
+    {
+        // Rank 1 launches both buckets 30 late: each bucket's wait is 30 + 30 = 60. The waits
+        // overlap in time, so the step's wait is the larger, 60 (a sum would say 120).
+        // Step length 1500: 60 / 1500 = 4% < 5%, no run straggler (120 would have been 8%).
+        const std::vector<std::array<std::array<TimeNs, 3>, 2>> lag = {{{{100, 130, 100}, {300, 330, 300}}}};
+        const StragglerReport rep = stragglers(threeRankRun(1500, 2000, 0, lag));
+        QCOMPARE(rep.perStep.size(), size_t(1));
+        QCOMPARE(rep.perStep[0].rank, 1);
+        QCOMPARE(rep.perStep[0].waitCaused, TimeNs(60));
+        QCOMPARE(rep.perRank[1].meanWaitNs, 60.0);
+        QVERIFY(rep.stragglers.empty());
+        // Step length 1000: 6% -> straggler.
+        QCOMPARE(stragglers(threeRankRun(1000, 2000, 0, lag)).stragglers, std::vector<int32_t>{1});
     }
 
     void stepStragglerTieGoesToLowerRank()
     {
         // One step: bucket 0 launches 0 10 0 -> rank 1 causes 20; bucket 1 launches 100 100 110
         // -> rank 2 causes 20. Equal: the lower rank (1) is the step straggler. Both caused a
-        // mean of 20 / 2 = 10 per all-reduce; only rank 1 is straggler in the most steps.
+        // mean of 20 per step; only rank 1 is straggler in the most steps.
         const StragglerReport rep = stragglers(threeRankRun(100, 1000, 0, {{{{0, 10, 0}, {100, 100, 110}}}}));
         QCOMPARE(rep.perStep.size(), size_t(1));
         QCOMPARE(rep.perStep[0].rank, 1);
         QCOMPARE(rep.perStep[0].waitCaused, TimeNs(20));
-        QCOMPARE(rep.stragglers, std::vector<int32_t>{1}); // 10 / 100 = 10%
+        QCOMPARE(rep.stragglers, std::vector<int32_t>{1}); // 20 / 100 = 20%
     }
 };
 

@@ -57,18 +57,14 @@ struct BucketSkew {
 struct StepStraggler {
     int32_t step = 0;
     int32_t rank = -1;       // the rank that caused the most wait in this step
-    TimeNs waitCaused = 0;
+    TimeNs waitCaused = 0;   // the largest wait it caused on one bucket of the step (waits of
+                             // one step overlap in time; see analysis.cpp)
     TimeNs stepTime = 0;     // mean step wall over ranks
 };
 struct RankStraggle {
     int32_t rank = 0;
     int stepsAsStraggler = 0;   // steady steps where this rank was the step straggler
-    // Mean, over the bucket all-reduces of steady steps, of the wait this rank caused (0 for an
-    // all-reduce where it was not late). Per all-reduce rather than per step: a rank that is
-    // uniformly 5 ms behind holds the others back by about 5 ms a step, not 5 ms times the
-    // number of buckets (their waits overlap), so a per-step sum would name a straggler in
-    // nearly every run with many buckets.
-    double meanWaitNs = 0;
+    double meanWaitNs = 0;      // mean over steady steps of the wait this rank caused
     double meanWaitFraction = 0; // meanWaitNs / mean steady step time
 };
 struct StragglerReport {
@@ -76,7 +72,7 @@ struct StragglerReport {
     std::vector<StepStraggler> perStep;   // sorted by step
     std::vector<RankStraggle> perRank;    // sorted by rank
     std::vector<int32_t> stragglers;      // run stragglers: straggler in most steady steps and
-                                          // meanWaitNs >= 5% of mean step time
+                                          // mean wait >= 5% of step time
 };
 StragglerReport stragglers(const Run& run);
 
