@@ -4,6 +4,7 @@
 # run (world size 1: one GPU) and prints its report. Usage, from anywhere:
 #   scripts/gpu_device.sh                      # build-cuda/, runs/gpu/nccl-1.db
 #   PYTHON=python3.11 CUDAToolkit_ROOT=/opt/cuda STEPS=50 scripts/gpu_device.sh
+#   GLOO_INCLUDE=/path/usr/include scripts/gpu_device.sh  # gloo headers (pip PyTorch ships none: dpkg -x libgloo-dev_*.deb DIR)
 # Everything it does is printed; it stops at the first failing step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,8 @@ set -x
 cmake --preset cuda -B "$BUILD" \
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" \
   -DCUDAToolkit_ROOT="$CUDA_ROOT" \
-  -DCMAKE_CUDA_COMPILER="$CUDA_ROOT/bin/nvcc"
+  -DCMAKE_CUDA_COMPILER="$CUDA_ROOT/bin/nvcc" \
+  -DLOCKSTEP_GLOO_IN_TORCH=ON ${GLOO_INCLUDE:+-DCMAKE_CXX_FLAGS=-isystem$GLOO_INCLUDE}
 cmake --build "$BUILD" -j"$JOBS" --target lockstep lockstep-cupti-check
 set +x
 
