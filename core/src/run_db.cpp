@@ -810,6 +810,22 @@ struct RunReader::Impl {
 
     Error error(int rc, const char* what) const { return Error{schema::sqliteError(db, rc, path, what)}; }
 
+    // The one read loop of the small tables: runs `sql`, maps each row with `row`.
+    template <class T, class RowFn>
+    Result<std::vector<T>> readRows(const char* sql, const char* what, RowFn row) const
+    {
+        Stmt st;
+        int rc = st.prepare(db, sql);
+        if (rc != SQLITE_OK)
+            return std::unexpected(error(rc, what));
+        std::vector<T> out;
+        while ((rc = sqlite3_step(st.get())) == SQLITE_ROW)
+            out.push_back(row(st.get()));
+        if (rc != SQLITE_DONE)
+            return std::unexpected(error(rc, what));
+        return out;
+    }
+
     // Reads strings the table has gained since the last call (a live writer keeps interning).
     Status refreshStrings()
     {
@@ -961,123 +977,83 @@ Result<RunConfig> RunReader::config()
 
 Result<std::vector<RankInfo>> RunReader::ranks()
 {
-    auto& d = *m_impl;
-    Stmt st;
-    int rc = st.prepare(d.db, "SELECT rank, host, pid, device, clock_offset_ns, clock_rtt_ns, "
-                              "clock_sync_start_ns, clock_offset_end_ns, clock_sync_end_ns "
-                              "FROM ranks ORDER BY rank");
-    if (rc != SQLITE_OK)
-        return std::unexpected(d.error(rc, "reading ranks"));
-    std::vector<RankInfo> out;
-    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-        sqlite3_stmt* s = st.get();
-        RankInfo r;
-        r.rank = sqlite3_column_int(s, 0);
-        r.host = columnText(s, 1);
-        r.pid = sqlite3_column_int64(s, 2);
-        r.device = columnText(s, 3);
-        r.clockOffsetNs = sqlite3_column_int64(s, 4);
-        r.clockRttNs = sqlite3_column_int64(s, 5);
-        r.clockSyncStartNs = sqlite3_column_int64(s, 6);
-        r.clockOffsetEndNs = sqlite3_column_int64(s, 7);
-        r.clockSyncEndNs = sqlite3_column_int64(s, 8);
-        out.push_back(std::move(r));
-    }
-    if (rc != SQLITE_DONE)
-        return std::unexpected(d.error(rc, "reading ranks"));
-    return out;
+    return m_impl->readRows<RankInfo>(
+        "SELECT rank, host, pid, device, clock_offset_ns, clock_rtt_ns, clock_sync_start_ns, "
+        "clock_offset_end_ns, clock_sync_end_ns FROM ranks ORDER BY rank",
+        "reading ranks", [](sqlite3_stmt* s) {
+            RankInfo r;
+            r.rank = sqlite3_column_int(s, 0);
+            r.host = columnText(s, 1);
+            r.pid = sqlite3_column_int64(s, 2);
+            r.device = columnText(s, 3);
+            r.clockOffsetNs = sqlite3_column_int64(s, 4);
+            r.clockRttNs = sqlite3_column_int64(s, 5);
+            r.clockSyncStartNs = sqlite3_column_int64(s, 6);
+            r.clockOffsetEndNs = sqlite3_column_int64(s, 7);
+            r.clockSyncEndNs = sqlite3_column_int64(s, 8);
+            return r;
+        });
 }
 
 Result<std::vector<Lane>> RunReader::lanes()
 {
-    auto& d = *m_impl;
-    Stmt st;
-    int rc = st.prepare(d.db, "SELECT id, rank, kind, device, stream, name FROM lanes ORDER BY id");
-    if (rc != SQLITE_OK)
-        return std::unexpected(d.error(rc, "reading lanes"));
-    std::vector<Lane> out;
-    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-        sqlite3_stmt* s = st.get();
-        Lane l;
-        l.id = LaneId{static_cast<uint32_t>(sqlite3_column_int64(s, 0))};
-        l.rank = sqlite3_column_int(s, 1);
-        if (!laneKindFromName(columnText(s, 2), &l.kind))
-            l.kind = LaneKind::HostThread;
-        l.device = sqlite3_column_int(s, 3);
-        l.stream = sqlite3_column_int64(s, 4);
-        l.name = columnText(s, 5);
-        out.push_back(std::move(l));
-    }
-    if (rc != SQLITE_DONE)
-        return std::unexpected(d.error(rc, "reading lanes"));
-    return out;
+    return m_impl->readRows<Lane>(
+        "SELECT id, rank, kind, device, stream, name FROM lanes ORDER BY id", "reading lanes",
+        [](sqlite3_stmt* s) {
+            Lane l;
+            l.id = LaneId{static_cast<uint32_t>(sqlite3_column_int64(s, 0))};
+            l.rank = sqlite3_column_int(s, 1);
+            if (!laneKindFromName(columnText(s, 2), &l.kind))
+                l.kind = LaneKind::HostThread;
+            l.device = sqlite3_column_int(s, 3);
+            l.stream = sqlite3_column_int64(s, 4);
+            l.name = columnText(s, 5);
+            return l;
+        });
 }
 
 Result<std::vector<Step>> RunReader::steps()
 {
-    auto& d = *m_impl;
-    Stmt st;
-    int rc = st.prepare(d.db, "SELECT rank, step, start_ns, end_ns, loss, samples FROM steps ORDER BY rank, step");
-    if (rc != SQLITE_OK)
-        return std::unexpected(d.error(rc, "reading steps"));
-    std::vector<Step> out;
-    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-        sqlite3_stmt* s = st.get();
-        Step x;
-        x.rank = sqlite3_column_int(s, 0);
-        x.step = sqlite3_column_int(s, 1);
-        x.start = sqlite3_column_int64(s, 2);
-        x.end = sqlite3_column_int64(s, 3);
-        x.loss = sqlite3_column_type(s, 4) == SQLITE_NULL ? std::numeric_limits<double>::quiet_NaN()
-                                                          : sqlite3_column_double(s, 4);
-        x.samples = sqlite3_column_int64(s, 5);
-        out.push_back(x);
-    }
-    if (rc != SQLITE_DONE)
-        return std::unexpected(d.error(rc, "reading steps"));
-    return out;
+    return m_impl->readRows<Step>(
+        "SELECT rank, step, start_ns, end_ns, loss, samples FROM steps ORDER BY rank, step", "reading steps",
+        [](sqlite3_stmt* s) {
+            Step x;
+            x.rank = sqlite3_column_int(s, 0);
+            x.step = sqlite3_column_int(s, 1);
+            x.start = sqlite3_column_int64(s, 2);
+            x.end = sqlite3_column_int64(s, 3);
+            x.loss = sqlite3_column_type(s, 4) == SQLITE_NULL ? std::numeric_limits<double>::quiet_NaN()
+                                                              : sqlite3_column_double(s, 4);
+            x.samples = sqlite3_column_int64(s, 5);
+            return x;
+        });
 }
 
 Result<std::vector<Bucket>> RunReader::buckets()
 {
-    auto& d = *m_impl;
-    Stmt st;
-    int rc = st.prepare(d.db, "SELECT idx, bytes, params FROM buckets ORDER BY idx");
-    if (rc != SQLITE_OK)
-        return std::unexpected(d.error(rc, "reading buckets"));
-    std::vector<Bucket> out;
-    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-        Bucket b;
-        b.index = sqlite3_column_int(st.get(), 0);
-        b.bytes = sqlite3_column_int64(st.get(), 1);
-        b.params = splitLines(columnText(st.get(), 2));
-        out.push_back(std::move(b));
-    }
-    if (rc != SQLITE_DONE)
-        return std::unexpected(d.error(rc, "reading buckets"));
-    return out;
+    return m_impl->readRows<Bucket>(
+        "SELECT idx, bytes, params FROM buckets ORDER BY idx", "reading buckets", [](sqlite3_stmt* s) {
+            Bucket b;
+            b.index = sqlite3_column_int(s, 0);
+            b.bytes = sqlite3_column_int64(s, 1);
+            b.params = splitLines(columnText(s, 2));
+            return b;
+        });
 }
 
 Result<std::vector<Diagnostic>> RunReader::diagnostics()
 {
-    auto& d = *m_impl;
-    Stmt st;
-    int rc = st.prepare(d.db, "SELECT kind, severity, count, message FROM diagnostics ORDER BY kind");
-    if (rc != SQLITE_OK)
-        return std::unexpected(d.error(rc, "reading diagnostics"));
-    std::vector<Diagnostic> out;
-    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-        Diagnostic g;
-        g.kind = columnText(st.get(), 0);
-        const std::string sev = columnText(st.get(), 1);
-        g.severity = sev == "info" ? Severity::Info : sev == "error" ? Severity::Error : Severity::Warning;
-        g.count = sqlite3_column_int64(st.get(), 2);
-        g.message = columnText(st.get(), 3);
-        out.push_back(std::move(g));
-    }
-    if (rc != SQLITE_DONE)
-        return std::unexpected(d.error(rc, "reading diagnostics"));
-    return out;
+    return m_impl->readRows<Diagnostic>(
+        "SELECT kind, severity, count, message FROM diagnostics ORDER BY kind", "reading diagnostics",
+        [](sqlite3_stmt* s) {
+            Diagnostic g;
+            g.kind = columnText(s, 0);
+            const std::string sev = columnText(s, 1);
+            g.severity = sev == "info" ? Severity::Info : sev == "error" ? Severity::Error : Severity::Warning;
+            g.count = sqlite3_column_int64(s, 2);
+            g.message = columnText(s, 3);
+            return g;
+        });
 }
 
 Result<int64_t> RunReader::spanCount()
