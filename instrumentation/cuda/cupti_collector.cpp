@@ -116,6 +116,22 @@ struct CuptiCollector::Impl {
         return id;
     }
 
+    // Kernel, memcpy and memset records share these fields under the same names.
+    template <class ActivityRecord>
+    void append(const ActivityRecord& a, core::SpanKind kind, uint32_t name, int64_t bytes)
+    {
+        Record r;
+        r.start = core::TimeNs(a.start);
+        r.end = core::TimeNs(a.end);
+        r.bytes = bytes;
+        r.device = int32_t(a.deviceId);
+        r.stream = int64_t(a.streamId);
+        r.correlation = a.correlationId;
+        r.name = name;
+        r.kind = kind;
+        records.push_back(r);
+    }
+
     void consume(uint8_t* buffer, size_t validSize)
     {
         std::lock_guard lock(mutex);
@@ -125,45 +141,19 @@ struct CuptiCollector::Impl {
             case CUPTI_ACTIVITY_KIND_KERNEL:
             case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
                 const auto* k = reinterpret_cast<const KernelRecord*>(record);
-                Record r;
-                r.start = core::TimeNs(k->start);
-                r.end = core::TimeNs(k->end);
-                r.device = int32_t(k->deviceId);
-                r.stream = int64_t(k->streamId);
-                r.correlation = k->correlationId;
-                r.name = nameId(k->name);
                 // NCCL's kernels (ncclKernel_*, ncclDevKernel_*) are the communication on a GPU.
-                r.kind = (k->name && std::strncmp(k->name, "nccl", 4) == 0) ? core::SpanKind::CommKernel
-                                                                          : core::SpanKind::Kernel;
-                records.push_back(r);
+                const bool nccl = k->name && std::strncmp(k->name, "nccl", 4) == 0;
+                append(*k, nccl ? core::SpanKind::CommKernel : core::SpanKind::Kernel, nameId(k->name), 0);
                 break;
             }
             case CUPTI_ACTIVITY_KIND_MEMCPY: {
                 const auto* m = reinterpret_cast<const MemcpyRecord*>(record);
-                Record r;
-                r.start = core::TimeNs(m->start);
-                r.end = core::TimeNs(m->end);
-                r.bytes = int64_t(m->bytes);
-                r.device = int32_t(m->deviceId);
-                r.stream = int64_t(m->streamId);
-                r.correlation = m->correlationId;
-                r.name = nameId(copyKindName(m->copyKind));
-                r.kind = core::SpanKind::Memcpy;
-                records.push_back(r);
+                append(*m, core::SpanKind::Memcpy, nameId(copyKindName(m->copyKind)), int64_t(m->bytes));
                 break;
             }
             case CUPTI_ACTIVITY_KIND_MEMSET: {
                 const auto* m = reinterpret_cast<const MemsetRecord*>(record);
-                Record r;
-                r.start = core::TimeNs(m->start);
-                r.end = core::TimeNs(m->end);
-                r.bytes = int64_t(m->bytes);
-                r.device = int32_t(m->deviceId);
-                r.stream = int64_t(m->streamId);
-                r.correlation = m->correlationId;
-                r.name = nameId("Memset");
-                r.kind = core::SpanKind::Memset;
-                records.push_back(r);
+                append(*m, core::SpanKind::Memset, nameId("Memset"), int64_t(m->bytes));
                 break;
             }
             case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
