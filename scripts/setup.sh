@@ -8,7 +8,8 @@ packages=(
   libsqlite3-dev                           # the run database
   libtorch-dev libgloo-dev                 # the DDP runtime: LibTorch 1.13 (CPU) + c10d gloo
   python3-torch                            # the peer we benchmark against; torchrun; torch.profiler traces in tests
-  qt6-base-dev qt6-charts-dev libqt6svg6-dev libgl-dev  # the desktop app and Qt Test
+  qt6-base-dev qt6-charts-dev libqt6opengl6-dev libqt6svg6-dev libgl-dev  # the desktop app and Qt Test (Qt6Charts needs Qt6OpenGL)
+  libgtest-dev                             # GoogleTest for the Qt-free suites (core, job, runtime)
   libsimdjson-dev                          # streaming Kineto JSON import
   rapidjson-dev                            # JSON output (report --json, Chrome trace export)
   libcli11-dev                             # the lockstep command line
