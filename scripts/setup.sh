@@ -8,7 +8,7 @@ packages=(
   libsqlite3-dev                           # the run database
   libtorch-dev libgloo-dev                 # the DDP runtime: LibTorch 1.13 (CPU) + c10d gloo
   python3-torch                            # the peer we benchmark against; torchrun; torch.profiler traces in tests
-  qt6-base-dev qt6-charts-dev libqt6opengl6-dev libqt6svg6-dev libgl-dev  # the desktop app and Qt Test (Qt6Charts needs Qt6OpenGL)
+  qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-svg-dev libgl-dev  # the desktop app and Qt Test (Qt6Charts needs Qt6OpenGL)
   libgtest-dev                             # GoogleTest for the Qt-free suites (core, job, runtime)
   libsimdjson-dev                          # streaming Kineto JSON import
   rapidjson-dev                            # JSON output (report --json, Chrome trace export)
@@ -17,6 +17,12 @@ packages=(
   clang-16 libclang-rt-16-dev             # libFuzzer targets for the importers (clang 16: std::expected)
   xauth xvfb                               # headless screenshots when there is no display
 )
+
+# --list: print the package list (the package guard test, tests/packages, reads it from here).
+if [ "${1:-}" = "--list" ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
