@@ -88,6 +88,9 @@ Status OutputFile::commit()
     std::error_code ec;
     if (!fs::is_regular_file(m_temp, ec))
         return fail("nothing was written to " + m_destination);
+    // A run database must stand alone: its writer folded the log in (RunWriter::close), or it failed.
+    if (fs::exists(m_temp + "-wal", ec) && fs::file_size(m_temp + "-wal", ec) > 0)
+        return fail(m_destination + " was not finished: its write-ahead log was not folded into it");
     syncPath(m_temp, O_RDONLY);
     // An old destination's side files would be taken for the new file's: gone before it arrives.
     for (const char* suffix : {"-wal", "-shm", "-journal"})
