@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -204,10 +205,24 @@ std::string fileUri(const std::string& path)
             uri += static_cast<char>(c);
         }
     }
-    return uri + "?mode=ro";
+    return uri;
 }
 
 } // namespace
+
+// A full disk reaches SQLite as SQLITE_FULL (its unix VFS maps ENOSPC to it); a file-size limit
+// or a quota as a failed write, SQLITE_IOERR_WRITE, whose errno SQLite does not always keep.
+// Both are the disk refusing data: one wording for all (run_db.h: isDiskFull). "" for other errors.
+std::string diskFullReason(sqlite3* db, int rc)
+{
+    const int err = db ? sqlite3_system_errno(db) : 0;
+    const int extended = db ? sqlite3_extended_errcode(db) : rc;
+    if ((rc & 0xff) == SQLITE_FULL || err == ENOSPC || err == EFBIG || err == EDQUOT)
+        return std::string(kDiskFull) + " (" + (err ? std::strerror(err) : "database or disk is full") + ")";
+    if (rc == SQLITE_IOERR_WRITE || extended == SQLITE_IOERR_WRITE)
+        return std::string(kDiskFull) + " or failing (a write was refused)";
+    return {};
+}
 
 Status exec(sqlite3* db, const char* sql, const char* what)
 {
@@ -218,6 +233,8 @@ Status exec(sqlite3* db, const char* sql, const char* what)
         sqlite3_free(err);
         if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB)
             msg = std::string(what) + ": the run database is corrupt or truncated";
+        else if (const std::string full = diskFullReason(db, rc); !full.empty())
+            msg = std::string(what) + ": " + full;
         return fail(msg);
     }
     return {};
@@ -228,6 +245,8 @@ std::string sqliteError(sqlite3* db, int rc, const std::string& path, const char
     const int primary = rc & 0xff;
     if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB)
         return path + ": the run database is corrupt or truncated (" + what + ")";
+    if (const std::string full = diskFullReason(db, rc); !full.empty())
+        return path + ": " + what + ": " + full;
     return path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 }
 
@@ -338,13 +357,36 @@ Status checkHeader(const std::string& path, int* version)
     return {};
 }
 
+std::string spanColumnList(bool readColumnsOnly)
+{
+    std::string out;
+    const auto add = [&](SpanColumn c) { out += (out.empty() ? "" : ", ") + std::string(kSpanColumnNames[size_t(c)]); };
+    if (readColumnsOnly)
+        for (SpanColumn c : kSpanReadColumns)
+            add(c);
+    else
+        for (int c = 0; c < kSpanColumnCount; ++c)
+            add(static_cast<SpanColumn>(c));
+    return out;
+}
+
 Result<sqlite3*> openReadOnly(const std::string& path, int* version)
 {
     int v = 0;
     if (auto s = checkHeader(path, &v); !s)
         return std::unexpected(s.error());
+    // Header bytes 18 and 19 (write and read format versions) are 2 in WAL mode, 1 otherwise.
+    bool walMode = false;
+    {
+        std::ifstream in(path, std::ios::binary);
+        unsigned char h[20] = {};
+        in.read(reinterpret_cast<char*>(h), sizeof h);
+        walMode = in.gcount() == sizeof h && (h[18] == 2 || h[19] == 2);
+    }
+    const bool atRest = walMode && !fileExists(path + "-wal") && !fileExists(path + "-journal");
+    const std::string uri = fileUri(path) + (atRest ? "?immutable=1" : "?mode=ro");
     sqlite3* db = nullptr;
-    int rc = sqlite3_open_v2(fileUri(path).c_str(), &db,
+    int rc = sqlite3_open_v2(uri.c_str(), &db,
                              SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {
         std::string msg = sqliteError(db, rc, path, "opening");
@@ -356,7 +398,11 @@ Result<sqlite3*> openReadOnly(const std::string& path, int* version)
     // The version and the tables, read through SQLite this time (page 1 may be newer in the WAL).
     auto uv = userVersion(db);
     if (!uv) {
+        const int code = sqlite3_extended_errcode(db);
         sqlite3_close(db);
+        if (code == SQLITE_READONLY_RECOVERY || code == SQLITE_READONLY_CANTINIT)
+            return fail(path + ": its writer stopped in the middle of writing; the write-ahead log beside it "
+                               "must be recovered by a writer first (lockstep merge of the file does not do that)");
         return fail(path + ": " + uv.error().message);
     }
     if (*uv > kSchemaVersion || *uv < 1) {

@@ -6,6 +6,7 @@
 
 #include <sqlite3.h>
 
+#include <array>
 #include <string>
 
 namespace lockstep::core::schema {
@@ -22,7 +23,11 @@ Result<int> userVersion(sqlite3* db);
 // Executes SQL (no results), mapping errors to messages that name `what`.
 Status exec(sqlite3* db, const char* sql, const char* what);
 
-// A message for a failed SQLite call: corrupt/not-a-database codes become "corrupt or truncated".
+// Why a write failed when the disk refused it ("disk full (No space left on device)"), else "".
+std::string diskFullReason(sqlite3* db, int rc);
+
+// A message for a failed SQLite call: corrupt/not-a-database codes become "corrupt or truncated",
+// a full disk says so (diskFullReason).
 std::string sqliteError(sqlite3* db, int rc, const std::string& path, const char* what);
 
 // Header-level checks done before SQLite ever opens the file (so a foreign file is never touched
@@ -31,10 +36,47 @@ std::string sqliteError(sqlite3* db, int rc, const std::string& path, const char
 // `version` receives the header's user_version.
 Status checkHeader(const std::string& path, int* version);
 
-// Opens `path` read-only (URI mode=ro) after checkHeader; verifies the tables readers need.
+// Opens `path` read-only after checkHeader and verifies the tables readers need. Never creates a
+// file beside it: a file at rest (rollback-journal mode, or WAL mode without a -wal file: a writer
+// that closed cleanly or never wrote) is opened immutable, so SQLite takes no locks and makes no
+// -wal/-shm (also in a read-only folder); a file with a -wal beside it is being written (or its
+// writer died) and is opened as a WAL reader (mode=ro), which sees its committed transactions.
 Result<sqlite3*> openReadOnly(const std::string& path, int* version);
 
 // The lanes.max_dur_ns column exists from this version on; older files compute it on the fly.
 inline constexpr int kMaxDurVersion = 2;
+
+// The spans table's columns (schema.cpp declares the table with a comment per column), in the
+// table's order. The writer's INSERT and its binds, and every reader's SELECT and its reads, are
+// built from this one list and these indices; a test checks it against the table itself.
+enum SpanColumn : int {
+    kSpanLane,
+    kSpanStart,
+    kSpanSeq,
+    kSpanDur,
+    kSpanKind,
+    kSpanName,
+    kSpanStep,
+    kSpanBucket,
+    kSpanBytes,
+    kSpanColumnCount
+};
+inline constexpr std::array<const char*, kSpanColumnCount> kSpanColumnNames = {
+    "lane", "start_ns", "seq", "dur_ns", "kind", "name", "step", "bucket", "bytes"};
+// What readers select: every column but seq (it only makes the key unique). Reading it cost ~8%
+// of load()'s CPU and ~10% of a window query (bench_db), for nothing.
+inline constexpr std::array<SpanColumn, kSpanColumnCount - 1> kSpanReadColumns = {
+    kSpanLane, kSpanStart, kSpanDur, kSpanKind, kSpanName, kSpanStep, kSpanBucket, kSpanBytes};
+// Where a column is in a row of kSpanReadColumns.
+constexpr int spanReadIndex(SpanColumn c)
+{
+    for (size_t i = 0; i < kSpanReadColumns.size(); ++i)
+        if (kSpanReadColumns[i] == c)
+            return int(i);
+    return -1;
+}
+// "lane, start_ns, seq, ...": all columns in the table's order (the writer's INSERT), or with
+// readColumnsOnly those of kSpanReadColumns in its order (the readers' SELECTs).
+std::string spanColumnList(bool readColumnsOnly = false);
 
 } // namespace lockstep::core::schema
