@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <mutex>
+#include <optional>
 #include <set>
 
 namespace lockstep::ui {
@@ -324,11 +324,51 @@ void appendPieces(std::vector<core::Span>& out, const std::vector<Interval>& pie
 }
 } // namespace
 
+const char* RankStepMatrix::metricName(Metric m)
+{
+    switch (m) {
+    case StepTime: return "step time";
+    case WaitCaused: return "wait caused";
+    case ExposedComm: return "exposed communication";
+    case MetricCount: break;
+    }
+    return "";
+}
+
 TimelineRunModel::TimelineRunModel(std::shared_ptr<const Run> run)
     : m_run(std::move(run))
 {
+}
+
+std::shared_ptr<const TimelineRunModel> TimelineRunModel::build(std::shared_ptr<const Run> run,
+                                                                const std::vector<core::StepBreakdown>& breakdown,
+                                                                const core::StragglerReport& stragglers,
+                                                                std::stop_token stop)
+{
+    if (!run)
+        return nullptr;
+    std::shared_ptr<TimelineRunModel> model(new TimelineRunModel(std::move(run)));
+    if (!model->construct(breakdown, stragglers, stop))
+        return nullptr;
+    return model;
+}
+
+std::shared_ptr<const TimelineRunModel> TimelineRunModel::build(std::shared_ptr<const Run> run)
+{
+    if (!run)
+        return nullptr;
+    const auto breakdown = core::stepBreakdown(*run);
+    const auto stragglers = core::stragglers(*run);
+    return build(std::move(run), breakdown, stragglers);
+}
+
+bool TimelineRunModel::construct(const std::vector<core::StepBreakdown>& breakdown,
+                                 const core::StragglerReport& stragglers, std::stop_token stop)
+{
     const Run& r = *m_run;
     m_lod = core::RunLod(r);
+    if (stop.stop_requested())
+        return false;
     m_laneMaxDuration.assign(r.lanes.size(), 0);
     for (size_t i = 0; i < r.lanes.size() && i < m_lod.laneCount(); ++i)
         m_laneMaxDuration[i] = m_lod.lane(LaneId{static_cast<uint32_t>(i)}).maxDuration();
@@ -368,24 +408,49 @@ TimelineRunModel::TimelineRunModel(std::shared_ptr<const Run> run)
         m_laneInstants[i] = {static_cast<size_t>(lo - r.instants.begin()), static_cast<size_t>(hi - r.instants.begin())};
     }
 
-    // Ranks and their lanes in display order.
-    std::set<int32_t> rankSet;
-    for (const core::Lane& l : r.lanes)
-        rankSet.insert(l.rank);
+    // Lanes and steps by rank, in one pass each (a 1024-rank run has 2048 lanes and 20 000
+    // steps: a pass per rank would be quadratic).
+    std::map<int32_t, std::vector<const core::Lane*>> lanesByRank;
+    for (size_t i = 0; i < r.lanes.size(); ++i) {
+        const core::Lane& l = r.lanes[i];
+        // A lane whose id breaks the invariant (lanes[i].id.v == i) has no LOD to draw from:
+        // leave it out rather than index past the end.
+        if (l.id.v == i && i < m_lod.laneCount())
+            lanesByRank[l.rank].push_back(&l);
+    }
+    std::map<int32_t, std::vector<const core::Step*>> stepsByRank;
     for (const core::Step& s : r.steps)
-        rankSet.insert(s.rank);
+        stepsByRank[s.rank].push_back(&s);
+    std::set<int32_t> rankSet;
+    for (const auto& [rank, lanes] : lanesByRank)
+        rankSet.insert(rank);
+    for (const auto& [rank, steps] : stepsByRank)
+        rankSet.insert(rank);
+    // Core's breakdown is sorted by (rank, step).
+    auto breakdownOf = [&](int32_t rank, int32_t step) -> const core::StepBreakdown* {
+        auto it = std::lower_bound(breakdown.begin(), breakdown.end(), std::pair{rank, step},
+                                   [](const core::StepBreakdown& b, std::pair<int32_t, int32_t> k) {
+                                       return std::pair{b.rank, b.step} < k;
+                                   });
+        return it != breakdown.end() && it->rank == rank && it->step == step ? &*it : nullptr;
+    };
+
+    // A 1-rank run has no straggler (DESIGN.md: not applicable): no report is kept for it.
+    if (rankSet.size() > 1)
+        m_stragglers = stragglers;
+    auto meanWaitOf = [&](int32_t rank) {
+        const auto& per = m_stragglers.perRank; // sorted by rank
+        auto it = std::lower_bound(per.begin(), per.end(), rank, [](const core::RankStraggle& x, int32_t v) { return x.rank < v; });
+        return it != per.end() && it->rank == rank ? it->meanWaitNs : std::numeric_limits<double>::quiet_NaN();
+    };
+
     std::map<int32_t, StepSpan> stepUnion;
     for (int32_t rank : rankSet) {
+        if (stop.stop_requested())
+            return false;
         auto rl = std::make_unique<RankLanes>();
         rl->rank = rank;
-        std::vector<const core::Lane*> lanes;
-        for (size_t i = 0; i < r.lanes.size(); ++i) {
-            const core::Lane& l = r.lanes[i];
-            // A lane whose id breaks the invariant (lanes[i].id.v == i) has no LOD to draw from:
-            // leave it out rather than index past the end.
-            if (l.rank == rank && l.id.v == i && i < m_lod.laneCount())
-                lanes.push_back(&l);
-        }
+        std::vector<const core::Lane*> lanes = lanesByRank[rank];
         std::stable_sort(lanes.begin(), lanes.end(), [](const core::Lane* a, const core::Lane* b) {
             return std::tuple{laneOrder(*a), a->device, a->stream} < std::tuple{laneOrder(*b), b->device, b->stream};
         });
@@ -394,32 +459,39 @@ TimelineRunModel::TimelineRunModel(std::shared_ptr<const Run> run)
         // The strip goes under the communication lane; a rank without one carries it on its
         // last lane.
         auto comm = std::find_if(lanes.begin(), lanes.end(), [](const core::Lane* l) { return l->kind == LaneKind::Comm; });
-        if (comm != lanes.end())
-            rl->stripLane = (*comm)->id;
-        else if (!lanes.empty())
+        if (comm != lanes.end()) {
+            rl->stripLane = rl->commLane = (*comm)->id;
+            rl->hasCommLane = true;
+        } else if (!lanes.empty()) {
             rl->stripLane = lanes.back()->id;
-        for (const core::Step& s : r.steps) {
-            if (s.rank != rank)
-                continue;
-            rl->steps.push_back(StepSpan{s.step, s.start, s.end});
-            auto [it, inserted] = stepUnion.try_emplace(s.step, StepSpan{s.step, s.start, s.end});
+        }
+        for (const core::Step* s : stepsByRank[rank]) {
+            rl->steps.push_back(StepSpan{s->step, s->start, s->end});
+            auto [it, inserted] = stepUnion.try_emplace(s->step, StepSpan{s->step, s->start, s->end});
             if (!inserted) {
-                it->second.start = std::min(it->second.start, s.start);
-                it->second.end = std::max(it->second.end, s.end);
+                it->second.start = std::min(it->second.start, s->start);
+                it->second.end = std::max(it->second.end, s->end);
             }
         }
-        // Overlap strips: per step, C ∩ M (overlapped) and M \ C (exposed), as pieces.
-        if (!lanes.empty()) {
-            for (const StepSpan& st : rl->steps) {
-                const RankUnions u = rankUnions(r, m_laneMaxDuration, rank, st.start, st.end);
-                const auto ov = intersectIntervals(u.compute, u.comm);
-                const auto ex = subtractIntervals(u.comm, u.compute);
-                rl->stepOverlap.emplace_back(core::totalLength(ov), core::totalLength(ex));
-                appendPieces(rl->overlapped, ov, rl->stripLane, st.step);
-                appendPieces(rl->exposed, ex, rl->stripLane, st.step);
+        // Overlap strips: per step, C ∩ M (overlapped) and M \ C (exposed), as pieces; the
+        // zoomed-out strip takes core's per-step totals.
+        double steadySum = 0;
+        int steadyCount = 0;
+        for (const StepSpan& st : rl->steps) {
+            const core::StepBreakdown* b = breakdownOf(rank, st.step);
+            rl->stepOverlap.emplace_back(b ? b->overlapped : 0, b ? b->exposed : 0);
+            if (b && !b->warmup) {
+                steadySum += double(b->wall);
+                ++steadyCount;
             }
+            if (lanes.empty())
+                continue;
+            const RankUnions u = rankUnions(r, m_laneMaxDuration, rank, st.start, st.end);
+            appendPieces(rl->overlapped, intersectIntervals(u.compute, u.comm), rl->stripLane, st.step);
+            appendPieces(rl->exposed, subtractIntervals(u.comm, u.compute), rl->stripLane, st.step);
         }
-        rl->stepOverlap.resize(rl->steps.size());
+        rl->steadyStepNs = steadyCount > 0 ? steadySum / steadyCount : std::numeric_limits<double>::quiet_NaN();
+        rl->meanWaitCausedNs = meanWaitOf(rank);
         if (!rl->steps.empty()) {
             TimeNs sum = 0;
             for (const StepSpan& st : rl->steps)
@@ -436,42 +508,53 @@ TimelineRunModel::TimelineRunModel(std::shared_ptr<const Run> run)
     for (const auto& [step, span] : stepUnion)
         m_steps.push_back(span);
 
-    if (!r.steps.empty() && rankSet.size() > 1) {
-        core::StragglerReport report = core::stragglers(r);
-        m_stragglers = std::move(report.perStep);
-        m_runStragglers = std::move(report.stragglers);
-    }
-}
-
-std::shared_ptr<const TimelineRunModel> TimelineRunModel::shared(std::shared_ptr<const Run> run)
-{
-    static std::mutex mutex;
-    static std::map<const Run*, std::weak_ptr<const TimelineRunModel>> cache;
-    const Run* key = run.get();
-    {
-        std::lock_guard lock(mutex);
-        if (auto it = cache.find(key); it != cache.end()) {
-            if (auto model = it->second.lock())
-                return model;
-            cache.erase(it);
+    // The heatmap's matrix: core's numbers, laid out rank by step.
+    m_matrix.ranks.assign(rankSet.begin(), rankSet.end());
+    std::set<int32_t> stepSet;
+    for (const core::StepBreakdown& b : breakdown)
+        stepSet.insert(b.step);
+    m_matrix.steps.assign(stepSet.begin(), stepSet.end());
+    const size_t cells = m_matrix.ranks.size() * m_matrix.steps.size();
+    for (auto& v : m_matrix.values)
+        v.assign(cells, std::numeric_limits<float>::quiet_NaN());
+    auto cell = [&](int32_t rank, int32_t step) -> std::optional<size_t> {
+        const auto ri = std::lower_bound(m_matrix.ranks.begin(), m_matrix.ranks.end(), rank);
+        const auto si = std::lower_bound(m_matrix.steps.begin(), m_matrix.steps.end(), step);
+        if (ri == m_matrix.ranks.end() || *ri != rank || si == m_matrix.steps.end() || *si != step)
+            return std::nullopt;
+        return size_t(ri - m_matrix.ranks.begin()) * m_matrix.steps.size() + size_t(si - m_matrix.steps.begin());
+    };
+    const bool multiRank = rankSet.size() > 1;
+    for (const core::StepBreakdown& b : breakdown) {
+        if (auto c = cell(b.rank, b.step)) {
+            m_matrix.values[RankStepMatrix::StepTime][*c] = float(double(b.wall) / 1e6);
+            // Not applicable on one rank: no wait to cause, no communication to expose.
+            if (multiRank) {
+                m_matrix.values[RankStepMatrix::ExposedComm][*c] = float(double(b.exposed) / 1e6);
+                m_matrix.values[RankStepMatrix::WaitCaused][*c] = 0.0f;
+            }
         }
     }
-    // Built outside the lock (seconds for a 10M-span run); two threads asking at once for one
-    // new run both build it, and the second result wins the cache slot: correct, just wasted.
-    auto model = std::make_shared<const TimelineRunModel>(std::move(run));
-    std::lock_guard lock(mutex);
-    for (auto it = cache.begin(); it != cache.end();) // drop expired entries as we go
-        it = it->second.expired() ? cache.erase(it) : std::next(it);
-    cache[key] = model;
-    return model;
+    for (const core::BucketSkew& k : m_stragglers.skews) {
+        if (auto c = cell(k.lateRank, k.step)) {
+            float& v = m_matrix.values[RankStepMatrix::WaitCaused][*c];
+            v = std::max(std::isnan(v) ? 0.0f : v, float(double(k.waitCaused) / 1e6));
+        }
+    }
+    return !stop.stop_requested();
 }
 
 const TimelineRunModel::RankLanes* TimelineRunModel::rank(int32_t r) const
 {
-    for (const auto& rl : m_ranks)
-        if (rl->rank == r)
-            return rl.get();
-    return nullptr;
+    auto it = std::lower_bound(m_ranks.begin(), m_ranks.end(), r,
+                               [](const std::unique_ptr<RankLanes>& a, int32_t v) { return a->rank < v; });
+    return it != m_ranks.end() && (*it)->rank == r ? it->get() : nullptr;
+}
+
+const StepSpan* TimelineRunModel::RankLanes::step(int32_t s) const
+{
+    auto it = std::lower_bound(steps.begin(), steps.end(), s, [](const StepSpan& a, int32_t v) { return a.step < v; });
+    return it != steps.end() && it->step == s ? &*it : nullptr;
 }
 
 const StepSpan* TimelineRunModel::step(int32_t s) const
@@ -479,6 +562,16 @@ const StepSpan* TimelineRunModel::step(int32_t s) const
     auto it = std::lower_bound(m_steps.begin(), m_steps.end(), s,
                                [](const StepSpan& a, int32_t v) { return a.step < v; });
     return it != m_steps.end() && it->step == s ? &*it : nullptr;
+}
+
+const core::BucketSkew* TimelineRunModel::bucketSkew(int32_t step, int32_t bucket) const
+{
+    const auto& skews = m_stragglers.skews;
+    auto it = std::lower_bound(skews.begin(), skews.end(), std::pair{step, bucket},
+                               [](const core::BucketSkew& k, std::pair<int32_t, int32_t> v) {
+                                   return std::pair{k.step, k.bucket} < v;
+                               });
+    return it != skews.end() && it->step == step && it->bucket == bucket ? &*it : nullptr;
 }
 
 } // namespace lockstep::ui

@@ -1,7 +1,7 @@
-// What the timeline knows about one run, computed once when the run is given (off the paint
-// path) and kept: its level of detail, its time alignment, its rows, per-step overlap strips,
-// step boundaries and step stragglers. Painting only queries these structures for the visible
-// window; nothing here loops over all spans per frame.
+// What the timeline knows about one run, computed once in the loader's worker thread and kept:
+// its level of detail, its time alignment, its rows, per-step overlap strips, step boundaries,
+// step stragglers and the rank × step heatmap. Painting only queries these structures for the
+// visible window; nothing here loops over all spans per frame.
 //
 // Also the run-level helpers shared by the widget, the details panel and the replay views:
 // alignment (one place), per-(rank, step) compute/communication unions, bucket states at a time.
@@ -12,6 +12,7 @@
 #include "lockstep/core/types.h"
 
 #include <memory>
+#include <stop_token>
 #include <vector>
 
 namespace lockstep::ui {
@@ -70,21 +71,39 @@ std::vector<BucketStatus> bucketStatesAt(const core::Run& run, int32_t rank, int
 // step when t is before all). kNoStep if the rank has no steps.
 int32_t stepAt(const core::Run& run, int32_t rank, core::TimeNs t);
 
-// ---- The cached per-run model of the widget. ----
+// ---- The per-run model of the widget, built once off the GUI thread. ----
 struct StepSpan {
     int32_t step = 0;
     core::TimeNs start = 0; // absolute
     core::TimeNs end = 0;
 };
 
+// Per (rank, step) numbers of the rank × step heatmap, from core's analyses: step time (the
+// step's wall time), the wait the rank caused (the largest wait it caused on one bucket of the
+// step, core's StepStraggler rule, 0 when it was late on none) and exposed communication.
+// Dense, row-major by rank; NaN where the rank has no such step.
+struct RankStepMatrix {
+    enum Metric { StepTime, WaitCaused, ExposedComm, MetricCount };
+    std::vector<int32_t> ranks; // sorted
+    std::vector<int32_t> steps; // sorted
+    std::vector<float> values[MetricCount]; // ms, [rankIndex * steps.size() + stepIndex]
+    float value(Metric m, size_t rankIndex, size_t stepIndex) const { return values[m][rankIndex * steps.size() + stepIndex]; }
+    static const char* metricName(Metric m);
+};
+
 class TimelineRunModel {
 public:
-    explicit TimelineRunModel(std::shared_ptr<const core::Run> run);
-    // The model of `run`, built once and shared while anyone holds it: the timeline page and
-    // the compare page showing one 10M-span run share one LOD. Runs are immutable values
-    // (a live run that grows arrives as a new Run), so the run's address is a safe key while
-    // the model (which holds the run) is alive. Thread-safe.
-    static std::shared_ptr<const TimelineRunModel> shared(std::shared_ptr<const core::Run> run);
+    // Builds the model of `run`: its level of detail (sub-row packing included), alignment,
+    // rows, strips and heatmap (about a second for a 10 M-span run, so the loader calls it in
+    // its worker thread). `breakdown` and `stragglers` are core's analyses of the run
+    // (core::stepBreakdown, core::stragglers): the loader has them already; the overload without
+    // them computes them. Returns null when `stop` is requested before it finishes (a load that
+    // a newer one superseded).
+    static std::shared_ptr<const TimelineRunModel> build(std::shared_ptr<const core::Run> run,
+                                                         const std::vector<core::StepBreakdown>& breakdown,
+                                                         const core::StragglerReport& stragglers,
+                                                         std::stop_token stop = {});
+    static std::shared_ptr<const TimelineRunModel> build(std::shared_ptr<const core::Run> run);
     TimelineRunModel(const TimelineRunModel&) = delete;
     TimelineRunModel& operator=(const TimelineRunModel&) = delete;
 
@@ -103,32 +122,48 @@ public:
         int32_t rank = 0;
         std::vector<core::LaneId> lanes; // display order: compute, comm, GPU streams, threads
         core::LaneId stripLane;          // the lane row that carries the overlap strip
+        core::LaneId commLane;           // where bucket all-reduces are drawn (== stripLane when any)
+        bool hasCommLane = false;
         std::vector<StepSpan> steps;     // this rank's steps, sorted by step
-        // Per step (parallel to `steps`): overlapped and exposed communication time, for the
-        // zoomed-out strip that colours whole steps by how much communication was exposed.
+        // Per step (parallel to `steps`): overlapped and exposed communication time from core's
+        // step breakdown, for the zoomed-out strip that colours whole steps by the exposed share.
         std::vector<std::pair<core::TimeNs, core::TimeNs>> stepOverlap;
-        core::TimeNs meanStepNs = 0;
+        core::TimeNs meanStepNs = 0;     // over the rank's steps, for the strip's detail switch
+        // For ordering ranks: mean steady step time (core's breakdown) and mean wait caused per
+        // steady step (core's straggler report); NaN when unknown.
+        double steadyStepNs = 0;
+        double meanWaitCausedNs = 0;
         // Overlap strip pieces as spans (kind Comm), so LaneLod folds them like any lane.
         std::vector<core::Span> overlapped;
         std::vector<core::Span> exposed;
         core::LaneLod overlappedLod;
         core::LaneLod exposedLod;
+        const StepSpan* step(int32_t s) const; // nullptr when the rank has no such step
     };
     const std::vector<std::unique_ptr<RankLanes>>& ranks() const { return m_ranks; }
-    const RankLanes* rank(int32_t r) const;
+    const RankLanes* rank(int32_t r) const; // binary search
 
     // Step windows over all ranks (min start, max end), sorted by step.
     const std::vector<StepSpan>& steps() const { return m_steps; }
     const StepSpan* step(int32_t s) const;
     // Step straggler per step (rank -1 when none), sorted by step.
-    const std::vector<core::StepStraggler>& stepStragglers() const { return m_stragglers; }
-    // Run-level stragglers (DESIGN.md: straggler in most steady steps, mean wait >= 5%).
-    const std::vector<int32_t>& runStragglers() const { return m_runStragglers; }
+    const std::vector<core::StepStraggler>& stepStragglers() const { return m_stragglers.perStep; }
+    // Run-level stragglers (DESIGN.md's rule, core's verdict).
+    const std::vector<int32_t>& runStragglers() const { return m_stragglers.stragglers; }
+    // Core's straggler report: per (step, bucket) arrival skew, late rank and wait caused.
+    const core::StragglerReport& stragglerReport() const { return m_stragglers; }
+    // The skew record of (step, bucket); nullptr when there is none (one rank, or not recorded).
+    const core::BucketSkew* bucketSkew(int32_t step, int32_t bucket) const;
+    const RankStepMatrix& rankStepMatrix() const { return m_matrix; }
     // [first, last) of run.instants on a lane.
     std::pair<size_t, size_t> laneInstants(core::LaneId lane) const { return m_laneInstants[lane.v]; }
     const std::vector<core::TimeNs>& laneMaxDurations() const { return m_laneMaxDuration; }
 
 private:
+    explicit TimelineRunModel(std::shared_ptr<const core::Run> run);
+    bool construct(const std::vector<core::StepBreakdown>& breakdown, const core::StragglerReport& stragglers,
+                   std::stop_token stop);
+
     std::shared_ptr<const core::Run> m_run;
     core::RunLod m_lod;
     core::TimeNs m_origin = 0;
@@ -137,8 +172,8 @@ private:
     core::TimeNs m_end = 0;
     std::vector<std::unique_ptr<RankLanes>> m_ranks;
     std::vector<StepSpan> m_steps;
-    std::vector<core::StepStraggler> m_stragglers;
-    std::vector<int32_t> m_runStragglers;
+    core::StragglerReport m_stragglers;
+    RankStepMatrix m_matrix;
     std::vector<std::pair<size_t, size_t>> m_laneInstants;
     std::vector<core::TimeNs> m_laneMaxDuration;
 };
