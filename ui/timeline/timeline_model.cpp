@@ -17,282 +17,25 @@ using core::Run;
 using core::TimeNs;
 
 // ---------------------------------------------------------------------------------------------
-// Alignment
-
-int32_t alignStep(const Run& run)
-{
-    if (run.steps.empty())
-        return 0;
-    const int32_t wanted = std::max(0, run.config.warmupSteps);
-    int32_t smallest = std::numeric_limits<int32_t>::max();
-    for (const core::Step& s : run.steps) {
-        if (s.step == wanted)
-            return wanted;
-        smallest = std::min(smallest, s.step);
-    }
-    // Fewer steps than the warm-up: align on the first step there is (step 0 normally).
-    return smallest;
-}
-
-TimeNs alignmentOrigin(const Run& run)
-{
-    if (!run.steps.empty()) {
-        const int32_t s = alignStep(run);
-        TimeNs origin = std::numeric_limits<TimeNs>::max();
-        for (const core::Step& st : run.steps)
-            if (st.step == s)
-                origin = std::min(origin, st.start);
-        if (origin != std::numeric_limits<TimeNs>::max())
-            return origin;
-    }
-    TimeNs first = std::numeric_limits<TimeNs>::max();
-    for (const core::Lane& lane : run.lanes) {
-        const auto [a, b] = run.laneSpanRange(lane.id);
-        if (a < b)
-            first = std::min(first, run.spans[a].start);
-    }
-    return first == std::numeric_limits<TimeNs>::max() ? 0 : first;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Interval algebra on sorted, disjoint lists (two-pointer sweeps).
-
-std::vector<Interval> intersectIntervals(const std::vector<Interval>& a, const std::vector<Interval>& b)
-{
-    std::vector<Interval> out;
-    size_t i = 0, j = 0;
-    while (i < a.size() && j < b.size()) {
-        const TimeNs lo = std::max(a[i].start, b[j].start);
-        const TimeNs hi = std::min(a[i].end, b[j].end);
-        if (lo < hi)
-            out.push_back({lo, hi});
-        if (a[i].end < b[j].end)
-            ++i;
-        else
-            ++j;
-    }
-    return out;
-}
-
-std::vector<Interval> subtractIntervals(const std::vector<Interval>& a, const std::vector<Interval>& b)
-{
-    std::vector<Interval> out;
-    size_t j = 0;
-    for (const Interval& x : a) {
-        TimeNs cur = x.start;
-        while (j < b.size() && b[j].end <= cur)
-            ++j;
-        size_t k = j;
-        while (k < b.size() && b[k].start < x.end) {
-            if (b[k].start > cur)
-                out.push_back({cur, b[k].start});
-            cur = std::max(cur, b[k].end);
-            if (cur >= x.end)
-                break;
-            ++k;
-        }
-        if (cur < x.end)
-            out.push_back({cur, x.end});
-    }
-    return out;
-}
-
-std::vector<TimeNs> laneMaxDurations(const Run& run)
-{
-    std::vector<TimeNs> out(run.lanes.size(), 0);
-    for (const core::Span& s : run.spans)
-        if (s.lane.v < out.size())
-            out[s.lane.v] = std::max(out[s.lane.v], s.duration());
-    return out;
-}
-
-namespace {
-
-// Lanes of `rank` whose spans count for C and M (core::stepBreakdown's device rule).
-std::vector<LaneId> countedLanes(const Run& run, int32_t rank)
-{
-    bool deviceSpans = false;
-    for (const core::Lane& lane : run.lanes) {
-        if (lane.rank == rank && lane.kind == LaneKind::GpuStream) {
-            const auto [a, b] = run.laneSpanRange(lane.id);
-            deviceSpans = deviceSpans || a < b;
-        }
-    }
-    std::vector<LaneId> out;
-    for (const core::Lane& lane : run.lanes)
-        if (lane.rank == rank && (lane.kind == LaneKind::GpuStream) == deviceSpans)
-            out.push_back(lane.id);
-    return out;
-}
-
-// Spans of one lane overlapping [lo, hi): spans are sorted by start, so the first candidate
-// starts no earlier than lo - (the lane's longest span).
-template <class F>
-void forEachSpanIn(const Run& run, LaneId lane, TimeNs maxDuration, TimeNs lo, TimeNs hi, F&& f)
-{
-    const auto [a, b] = run.laneSpanRange(lane);
-    auto first = std::lower_bound(run.spans.begin() + a, run.spans.begin() + b, lo - maxDuration,
-                                  [](const core::Span& s, TimeNs t) { return s.start < t; });
-    for (auto it = first; it != run.spans.begin() + b && it->start < hi; ++it)
-        if (it->end > lo)
-            f(*it, static_cast<size_t>(it - run.spans.begin()));
-}
-
-} // namespace
+// Adapters over core (see the header)
 
 RankUnions rankUnions(const Run& run, const std::vector<TimeNs>& laneMaxDuration, int32_t rank, TimeNs lo, TimeNs hi)
 {
-    std::vector<Interval> c, m;
-    for (LaneId lane : countedLanes(run, rank)) {
-        const TimeNs maxDur = lane.v < laneMaxDuration.size() ? laneMaxDuration[lane.v] : 0;
-        forEachSpanIn(run, lane, maxDur, lo, hi, [&](const core::Span& s, size_t) {
-            if (core::isCommunication(s.kind))
-                m.push_back({s.start, s.end});
-            else if (core::isCompute(s.kind))
-                c.push_back({s.start, s.end});
-        });
-    }
-    RankUnions out;
-    out.compute = core::unionClipped(std::move(c), lo, hi);
-    out.comm = core::unionClipped(std::move(m), lo, hi);
-    return out;
+    return core::RunIndex(run, laneMaxDuration).unions(rank, lo, hi);
 }
 
 core::StepBreakdown rankStepBreakdown(const Run& run, const std::vector<TimeNs>& laneMaxDuration, int32_t rank,
                                       int32_t step, bool* found)
 {
-    core::StepBreakdown out;
-    out.rank = rank;
-    out.step = step;
-    auto it = std::lower_bound(run.steps.begin(), run.steps.end(), std::pair{rank, step},
-                               [](const core::Step& s, std::pair<int32_t, int32_t> k) {
-                                   return std::pair{s.rank, s.step} < k;
-                               });
-    const bool ok = it != run.steps.end() && it->rank == rank && it->step == step;
+    const auto b = core::RunIndex(run, laneMaxDuration).stepBreakdown(rank, step);
     if (found)
-        *found = ok;
-    if (!ok)
-        return out;
-    out.start = it->start;
-    out.end = it->end;
-    out.wall = it->end - it->start;
-    const RankUnions u = rankUnions(run, laneMaxDuration, rank, it->start, it->end);
-    out.compute = core::totalLength(u.compute);
-    out.communication = core::totalLength(u.comm);
-    out.overlapped = core::intersectionLength(u.compute, u.comm);
-    out.exposed = out.communication - out.overlapped;
-    out.computeOnly = out.compute - out.overlapped;
-    out.idle = out.wall - (out.compute + out.communication - out.overlapped);
-    out.overlapRatio = out.communication > 0 ? double(out.overlapped) / double(out.communication)
-                                             : std::numeric_limits<double>::quiet_NaN();
-    out.warmup = step < run.config.warmupSteps;
-    return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Buckets at a time
-
-const char* bucketStateName(BucketState state)
-{
-    switch (state) {
-    case BucketState::Pending: return "gradients";
-    case BucketState::Waiting: return "waiting";
-    case BucketState::InFlight: return "in flight";
-    case BucketState::Done: return "done";
-    }
-    return "?";
-}
-
-int32_t stepAt(const Run& run, int32_t rank, TimeNs t)
-{
-    int32_t found = core::kNoStep;
-    for (const core::Step& s : run.steps) {
-        if (s.rank != rank)
-            continue;
-        if (found == core::kNoStep || s.start <= t)
-            found = s.step;
-        if (s.start > t)
-            break;
-    }
-    return found;
-}
-
-std::vector<BucketStatus> bucketStatesAt(const Run& run, int32_t rank, int32_t step, TimeNs t)
-{
-    std::map<int32_t, BucketStatus> byBucket;
-    for (const core::Bucket& b : run.buckets) {
-        BucketStatus st;
-        st.bucket = b.index;
-        st.bytes = b.bytes;
-        byBucket[b.index] = st;
-    }
-    auto stepIt = std::find_if(run.steps.begin(), run.steps.end(),
-                               [&](const core::Step& s) { return s.rank == rank && s.step == step; });
-    if (stepIt == run.steps.end())
-        return {};
-    // A little slack around the step: a bucket's last all-reduce may be recorded as ending
-    // just after the step's end stamp.
-    const TimeNs lo = stepIt->start - (stepIt->end - stepIt->start) / 10;
-    const TimeNs hi = stepIt->end + (stepIt->end - stepIt->start) / 10;
-
-    std::map<int32_t, std::vector<TimeNs>> readyTimes;
-    bool anyCommLane = false;
-    for (const core::Lane& lane : run.lanes)
-        anyCommLane = anyCommLane || (lane.rank == rank && lane.kind == LaneKind::Comm);
-    for (const core::Lane& lane : run.lanes) {
-        if (lane.rank != rank)
-            continue;
-        // Gradient-ready instants of this step, found by a binary search on (lane, ts).
-        auto first = std::lower_bound(run.instants.begin(), run.instants.end(), std::pair{lane.id, lo},
-                                      [](const core::Instant& i, std::pair<LaneId, TimeNs> k) {
-                                          return std::pair{i.lane, i.ts} < k;
-                                      });
-        for (auto it = first; it != run.instants.end() && it->lane == lane.id && it->ts < hi; ++it)
-            if (it->kind == core::InstantKind::GradReady && it->step == step && it->bucket >= 0)
-                readyTimes[it->bucket].push_back(it->ts);
-        // The bucket's all-reduce: host collectives if the rank records them, else comm kernels.
-        const bool commLane = anyCommLane ? lane.kind == LaneKind::Comm : lane.kind == LaneKind::GpuStream;
-        if (!commLane)
-            continue;
-        const auto [a, b] = run.laneSpanRange(lane.id);
-        auto s0 = std::lower_bound(run.spans.begin() + a, run.spans.begin() + b, lo,
-                                   [](const core::Span& s, TimeNs v) { return s.start < v; });
-        for (auto it = s0; it != run.spans.begin() + b && it->start < hi; ++it) {
-            if (!core::isCommunication(it->kind) || it->bucket < 0 || it->step != step)
-                continue;
-            BucketStatus& st = byBucket[it->bucket];
-            st.bucket = it->bucket;
-            if (st.bytes == 0)
-                st.bytes = it->bytes;
-            st.launch = st.launch < 0 ? it->start : std::min(st.launch, it->start);
-            st.completion = std::max(st.completion, it->end);
-        }
-    }
-    std::vector<BucketStatus> out;
-    for (auto& [index, st] : byBucket) {
-        const auto rt = readyTimes.find(index);
-        if (rt != readyTimes.end()) {
-            st.total = static_cast<int32_t>(rt->second.size());
-            st.ready = static_cast<int32_t>(std::count_if(rt->second.begin(), rt->second.end(),
-                                                          [&](TimeNs r) { return r <= t; }));
-        } else {
-            // No gradient-ready instants recorded: readiness is only known once it launched.
-            auto bit = std::find_if(run.buckets.begin(), run.buckets.end(),
-                                    [&](const core::Bucket& b) { return b.index == index; });
-            st.total = bit != run.buckets.end() ? static_cast<int32_t>(bit->params.size()) : 0;
-            st.ready = (st.launch >= 0 && t >= st.launch) ? st.total : 0;
-        }
-        if (st.launch >= 0 && t >= st.completion)
-            st.state = BucketState::Done;
-        else if (st.launch >= 0 && t >= st.launch)
-            st.state = BucketState::InFlight;
-        else if (st.total > 0 && st.ready >= st.total)
-            st.state = BucketState::Waiting;
-        else
-            st.state = BucketState::Pending;
-        out.push_back(st);
-    }
-    return out;
+        *found = b.has_value();
+    if (b)
+        return *b;
+    core::StepBreakdown none;
+    none.rank = rank;
+    none.step = step;
+    return none;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -329,10 +72,12 @@ TimelineRunModel::TimelineRunModel(std::shared_ptr<const Run> run)
 {
     const Run& r = *m_run;
     m_lod = core::RunLod(r);
-    m_laneMaxDuration.assign(r.lanes.size(), 0);
+    std::vector<TimeNs> laneMax(r.lanes.size(), 0);
     for (size_t i = 0; i < r.lanes.size() && i < m_lod.laneCount(); ++i)
-        m_laneMaxDuration[i] = m_lod.lane(LaneId{static_cast<uint32_t>(i)}).maxDuration();
-    m_alignStep = ui::alignStep(r);
+        laneMax[i] = m_lod.lane(LaneId{static_cast<uint32_t>(i)}).maxDuration();
+    m_index = std::make_unique<core::RunIndex>(r, std::move(laneMax));
+    const std::vector<TimeNs>& maxDuration = m_index->laneMaxDurations();
+    m_alignStep = core::alignStep(r);
     m_origin = alignmentOrigin(r);
 
     // Extent of the run.
@@ -345,7 +90,7 @@ TimelineRunModel::TimelineRunModel(std::shared_ptr<const Run> run)
         m_begin = std::min(m_begin, r.spans[a].start);
         // Sorted by start: the last end lies within one longest span of the last start.
         const TimeNs lastStart = r.spans[b - 1].start;
-        for (size_t i = b; i > a && r.spans[i - 1].start >= lastStart - m_laneMaxDuration[lane.id.v]; --i)
+        for (size_t i = b; i > a && r.spans[i - 1].start >= lastStart - maxDuration[lane.id.v]; --i)
             m_end = std::max(m_end, r.spans[i - 1].end);
     }
     for (const core::Step& s : r.steps) {
@@ -408,10 +153,11 @@ TimelineRunModel::TimelineRunModel(std::shared_ptr<const Run> run)
                 it->second.end = std::max(it->second.end, s.end);
             }
         }
-        // Overlap strips: per step, C ∩ M (overlapped) and M \ C (exposed), as pieces.
+        // Overlap strips: per step, C ∩ M (overlapped) and M \ C (exposed) of what core counts
+        // for that step (on GPU ranks the device work the step launched), as pieces.
         if (!lanes.empty()) {
             for (const StepSpan& st : rl->steps) {
-                const RankUnions u = rankUnions(r, m_laneMaxDuration, rank, st.start, st.end);
+                const RankUnions u = m_index->stepUnions(rank, st.step);
                 const auto ov = intersectIntervals(u.compute, u.comm);
                 const auto ex = subtractIntervals(u.comm, u.compute);
                 rl->stepOverlap.emplace_back(core::totalLength(ov), core::totalLength(ex));

@@ -3,8 +3,8 @@
 // step boundaries and step stragglers. Painting only queries these structures for the visible
 // window; nothing here loops over all spans per frame.
 //
-// Also the run-level helpers shared by the widget, the details panel and the replay views:
-// alignment (one place), per-(rank, step) compute/communication unions, bucket states at a time.
+// The metrics themselves (alignment, unions, breakdowns, bucket states, stragglers) are core's;
+// this file only arranges them for drawing.
 #pragma once
 
 #include "lockstep/core/analysis.h"
@@ -16,59 +16,27 @@
 
 namespace lockstep::ui {
 
-// ---- Alignment: the one place that decides where a run's t = 0 is. ----
-// Runs are compared step against step: the first steady step (config.warmupSteps) of each run
-// starts at aligned t = 0, so warm-up jitter and different launch times do not shift the
-// comparison. A run shorter than its warm-up aligns on step 0; a run without steps on its
-// first span.
-int32_t alignStep(const core::Run& run);
-core::TimeNs alignmentOrigin(const core::Run& run);
-
-// ---- Per-rank compute and communication unions (DESIGN.md's C and M). ----
-// Which lanes count follows core::stepBreakdown: on a rank that has GpuStream lanes with spans
-// only device spans count, otherwise host spans.
-struct RankUnions {
-    std::vector<core::Interval> compute; // C, sorted and disjoint
-    std::vector<core::Interval> comm;    // M, sorted and disjoint
-};
-// laneMaxDuration[lane] = the longest span of that lane (lets a window query start from a
-// binary search; see LaneLod).
+// ---- Metrics come from core (lockstep/core/analysis.h): these names keep the widget's call
+// sites while it moves to calling core directly. Alignment, the interval algebra, bucket states
+// and the step breakdown are core's; nothing here computes a metric of its own.
+using core::alignmentOrigin;
+using core::alignStep;
+using core::BucketState;
+using core::bucketStateName;
+using core::BucketStatus;
+using core::bucketStatesAt;
+using core::intersectIntervals;
+using core::laneMaxDurations;
+using core::RankUnions;
+using core::stepAt;
+using core::subtractIntervals;
+// Thin adapters over core::RunIndex for callers that hold a Run but no model; each call builds
+// an index (cheap on host runs, one pass over the GPU lanes otherwise). Prefer
+// TimelineRunModel::index(). `found` is false when the rank has no such step.
 RankUnions rankUnions(const core::Run& run, const std::vector<core::TimeNs>& laneMaxDuration, int32_t rank,
                       core::TimeNs lo, core::TimeNs hi);
-std::vector<core::TimeNs> laneMaxDurations(const core::Run& run);
-// Sorted-disjoint set algebra.
-std::vector<core::Interval> intersectIntervals(const std::vector<core::Interval>& a,
-                                               const std::vector<core::Interval>& b);
-std::vector<core::Interval> subtractIntervals(const std::vector<core::Interval>& a,
-                                              const std::vector<core::Interval>& b);
-// One rank's breakdown of one step, by the same definitions as core::stepBreakdown but for one
-// (rank, step) only, so a details panel need not analyse the whole run. `found` false when the
-// rank has no such step.
 core::StepBreakdown rankStepBreakdown(const core::Run& run, const std::vector<core::TimeNs>& laneMaxDuration,
                                       int32_t rank, int32_t step, bool* found = nullptr);
-
-// ---- Buckets at a point in time (replay). ----
-enum class BucketState : uint8_t {
-    Pending,  // some gradients not ready yet (ready < total)
-    Waiting,  // all gradients ready, all-reduce not launched (an earlier bucket holds it back)
-    InFlight, // launched, not complete
-    Done,
-};
-const char* bucketStateName(BucketState state);
-struct BucketStatus {
-    int32_t bucket = 0;
-    int64_t bytes = 0;
-    int32_t ready = 0;  // gradients ready at the time asked
-    int32_t total = 0;  // gradients of the bucket in this step
-    BucketState state = BucketState::Pending;
-    core::TimeNs launch = -1;     // absolute; -1 if no all-reduce recorded
-    core::TimeNs completion = -1;
-};
-// States of every bucket of `rank` in `step` at absolute time t.
-std::vector<BucketStatus> bucketStatesAt(const core::Run& run, int32_t rank, int32_t step, core::TimeNs t);
-// The step of `rank` at absolute time t: the last one that started at or before t (the first
-// step when t is before all). kNoStep if the rank has no steps.
-int32_t stepAt(const core::Run& run, int32_t rank, core::TimeNs t);
 
 // ---- The cached per-run model of the widget. ----
 struct StepSpan {
@@ -91,6 +59,8 @@ public:
     const core::Run& run() const { return *m_run; }
     const std::shared_ptr<const core::Run>& runPtr() const { return m_run; }
     const core::RunLod& lod() const { return m_lod; }
+    // Core's per-rank queries on this run (breakdown of a step or a range, C/M/Mem unions).
+    const core::RunIndex& index() const { return *m_index; }
     core::TimeNs origin() const { return m_origin; }
     int32_t alignStep() const { return m_alignStep; }
     core::TimeNs toAligned(core::TimeNs t) const { return t - m_origin; }
@@ -122,15 +92,16 @@ public:
     const StepSpan* step(int32_t s) const;
     // Step straggler per step (rank -1 when none), sorted by step.
     const std::vector<core::StepStraggler>& stepStragglers() const { return m_stragglers; }
-    // Run-level stragglers (DESIGN.md: straggler in most steady steps, mean wait >= 5%).
+    // Run-level stragglers (core::stragglers: the evidence must clear the run's noise).
     const std::vector<int32_t>& runStragglers() const { return m_runStragglers; }
     // [first, last) of run.instants on a lane.
     std::pair<size_t, size_t> laneInstants(core::LaneId lane) const { return m_laneInstants[lane.v]; }
-    const std::vector<core::TimeNs>& laneMaxDurations() const { return m_laneMaxDuration; }
+    const std::vector<core::TimeNs>& laneMaxDurations() const { return m_index->laneMaxDurations(); }
 
 private:
     std::shared_ptr<const core::Run> m_run;
     core::RunLod m_lod;
+    std::unique_ptr<core::RunIndex> m_index;
     core::TimeNs m_origin = 0;
     int32_t m_alignStep = 0;
     core::TimeNs m_begin = 0;
@@ -140,7 +111,6 @@ private:
     std::vector<core::StepStraggler> m_stragglers;
     std::vector<int32_t> m_runStragglers;
     std::vector<std::pair<size_t, size_t>> m_laneInstants;
-    std::vector<core::TimeNs> m_laneMaxDuration;
 };
 
 } // namespace lockstep::ui
