@@ -260,7 +260,7 @@ BucketStatusModel::BucketStatusModel(QObject* parent)
 void BucketStatusModel::setRun(std::shared_ptr<const core::Run> run)
 {
     m_run = std::move(run);
-    m_origin = m_run ? alignmentOrigin(*m_run) : 0;
+    m_origin = m_run ? core::alignmentOrigin(*m_run) : 0;
     recompute();
 }
 
@@ -284,27 +284,27 @@ void BucketStatusModel::setAlignedTime(std::optional<core::TimeNs> aligned)
 
 void BucketStatusModel::recompute()
 {
-    std::vector<BucketStatus> rows;
+    std::vector<core::BucketStatus> rows;
     m_step = core::kNoStep;
     if (m_run && m_aligned) {
         const core::TimeNs t = *m_aligned + m_origin;
-        m_step = stepAt(*m_run, m_rank, t);
+        m_step = core::stepAt(*m_run, m_rank, t);
         if (m_step != core::kNoStep)
-            rows = bucketStatesAt(*m_run, m_rank, m_step, t);
+            rows = core::bucketStatesAt(*m_run, m_rank, m_step, t);
     } else if (m_run && m_shownStep != core::kNoStep) {
         // No replay cursor: the chosen step as it ended (every bucket's launch and completion).
         auto it = std::find_if(m_run->steps.begin(), m_run->steps.end(),
                                [&](const core::Step& s) { return s.rank == m_rank && s.step == m_shownStep; });
         if (it != m_run->steps.end()) {
             m_step = m_shownStep;
-            rows = bucketStatesAt(*m_run, m_rank, m_step, std::numeric_limits<core::TimeNs>::max());
+            rows = core::bucketStatesAt(*m_run, m_rank, m_step, std::numeric_limits<core::TimeNs>::max());
         }
     }
     // Same bucket set: update cells in place (a replay changes them 60 times a second and a
     // reset would lose the view's scroll position); otherwise reset wholesale.
     const bool sameShape = rows.size() == m_rows.size()
         && std::equal(rows.begin(), rows.end(), m_rows.begin(),
-                      [](const BucketStatus& a, const BucketStatus& b) { return a.bucket == b.bucket; });
+                      [](const core::BucketStatus& a, const core::BucketStatus& b) { return a.bucket == b.bucket; });
     if (sameShape) {
         m_rows = std::move(rows);
         if (!m_rows.empty())
@@ -326,13 +326,13 @@ int BucketStatusModel::columnCount(const QModelIndex& parent) const
     return parent.isValid() ? 0 : ColumnCount;
 }
 
-QColor BucketStatusModel::stateColor(BucketState state)
+QColor BucketStatusModel::stateColor(core::BucketState state)
 {
     switch (state) {
-    case BucketState::Pending: return palette::bucketStatePending();
-    case BucketState::Waiting: return palette::bucketStateWaiting();
-    case BucketState::InFlight: return palette::bucketStateInFlight();
-    case BucketState::Done: return palette::bucketStateDone();
+    case core::BucketState::Pending: return palette::bucketStatePending();
+    case core::BucketState::Waiting: return palette::bucketStateWaiting();
+    case core::BucketState::InFlight: return palette::bucketStateInFlight();
+    case core::BucketState::Done: return palette::bucketStateDone();
     }
     return palette::bucketStatePending();
 }
@@ -341,7 +341,7 @@ QVariant BucketStatusModel::data(const QModelIndex& index, int role) const
 {
     if (!index.isValid() || index.row() >= int(m_rows.size()) || index.column() >= ColumnCount)
         return {};
-    const BucketStatus& s = m_rows[size_t(index.row())];
+    const core::BucketStatus& s = m_rows[size_t(index.row())];
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
@@ -349,9 +349,9 @@ QVariant BucketStatusModel::data(const QModelIndex& index, int role) const
         case SizeColumn: return formatBytes(double(s.bytes));
         case GradientsColumn: return QStringLiteral("%1/%2").arg(s.ready).arg(s.total);
         case StateColumn:
-            if (s.state == BucketState::Pending)
+            if (s.state == core::BucketState::Pending)
                 return tr("gradients %1/%2").arg(s.ready).arg(s.total);
-            return QString::fromUtf8(bucketStateName(s.state));
+            return QString::fromUtf8(core::bucketStateName(s.state));
         }
         break;
     case Qt::BackgroundRole:
@@ -469,9 +469,9 @@ void BucketStatusView::follow(ReplayController* controller)
     setCursor(controller->cursor());
 }
 
-std::optional<BucketState> BucketStatusView::stateOf(int bucket) const
+std::optional<core::BucketState> BucketStatusView::stateOf(int bucket) const
 {
-    for (const BucketStatus& s : m_model->statuses())
+    for (const core::BucketStatus& s : m_model->statuses())
         if (s.bucket == bucket)
             return s.state;
     return std::nullopt;

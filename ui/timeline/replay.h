@@ -112,7 +112,7 @@ class BucketStatusModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     enum Column { BucketColumn, SizeColumn, GradientsColumn, StateColumn, ColumnCount };
-    static constexpr int StateRole = Qt::UserRole + 1; // BucketState as int
+    static constexpr int StateRole = Qt::UserRole + 1; // core::BucketState as int
 
     explicit BucketStatusModel(QObject* parent = nullptr);
     void setRun(std::shared_ptr<const core::Run> run);
@@ -123,14 +123,14 @@ public:
     // Without a time: the buckets of this step as it ended.
     void setStep(int32_t step);
     int32_t currentStep() const { return m_step; }
-    const std::vector<BucketStatus>& statuses() const { return m_rows; }
+    const std::vector<core::BucketStatus>& statuses() const { return m_rows; }
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
-    static QColor stateColor(BucketState state);
+    static QColor stateColor(core::BucketState state);
 
 private:
     void recompute();
@@ -141,7 +141,7 @@ private:
     std::optional<core::TimeNs> m_aligned;
     int32_t m_shownStep = core::kNoStep;
     int32_t m_step = core::kNoStep;
-    std::vector<BucketStatus> m_rows;
+    std::vector<core::BucketStatus> m_rows;
 };
 
 class BucketStatusView : public QWidget {
@@ -156,7 +156,7 @@ public:
     void follow(ReplayController* controller);
     BucketStatusModel* model() const { return m_model; }
     // The state of bucket `bucket` at the current cursor; nullopt if unknown.
-    std::optional<BucketState> stateOf(int bucket) const;
+    std::optional<core::BucketState> stateOf(int bucket) const;
 
 private:
     BucketStatusModel* m_model = nullptr;

@@ -1744,17 +1744,15 @@ bool TimelineWidget::event(QEvent* event)
                 text = lines.join(QStringLiteral("<br>"));
             }
         } else if (r.kind == TimelineRowKind::Lane && inRow >= r.subRows * kLaneHeight) {
-            const int32_t step = stepAt(run, r.rank, d.absolute(r.run, timeForX(pos.x())));
-            bool found = false;
-            const core::StepBreakdown b = rankStepBreakdown(run, m.laneMaxDurations(), r.rank, step, &found);
-            if (found)
+            const int32_t step = core::stepAt(run, r.rank, d.absolute(r.run, timeForX(pos.x())));
+            if (const auto b = m.index().stepBreakdown(r.rank, step))
                 text = tr("rank %1 step %2: communication %3, overlapped %4, exposed %5")
                            .arg(r.rank)
                            .arg(step)
-                           .arg(formatDuration(double(b.communication)), formatDuration(double(b.overlapped)),
-                                formatDuration(double(b.exposed)));
+                           .arg(formatDuration(double(b->communication)), formatDuration(double(b->overlapped)),
+                                formatDuration(double(b->exposed)));
         } else if (r.kind == TimelineRowKind::RankHeader) {
-            const int32_t step = stepAt(run, r.rank, d.absolute(r.run, timeForX(pos.x())));
+            const int32_t step = core::stepAt(run, r.rank, d.absolute(r.run, timeForX(pos.x())));
             const auto& strag = m.stepStragglers();
             auto sIt = std::lower_bound(strag.begin(), strag.end(), step,
                                         [](const core::StepStraggler& s, int32_t v) { return s.step < v; });
