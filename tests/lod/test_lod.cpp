@@ -346,7 +346,7 @@ TEST(Lod, LevelsMatchRawFoldingOnASyntheticLane)
 {
     // A synthetic compute lane: 35 µs backward segments fold from the 64 µs level on, whole
     // steps from the 1 ms level on, the whole lane at 4 ms (gaps between steps are 0.5 ms).
-    const Run run = makeSyntheticRunWithSpans(50'000, 1);
+    const lockstep::core::Run run = makeSyntheticRunWithSpans(50'000, 1);
     const auto [a, b] = run.laneSpanRange(LaneId{0});
     const std::vector<Span> v(run.spans.begin() + static_cast<ptrdiff_t>(a), run.spans.begin() + static_cast<ptrdiff_t>(b));
     const LaneLod lod(v);
@@ -387,7 +387,7 @@ TEST(Lod, RunLodOffsets)
     SyntheticParams p;
     p.worldSize = 2;
     p.steps = 3;
-    const Run run = makeSyntheticRun(p);
+    const lockstep::core::Run run = makeSyntheticRun(p);
     const RunLod lod(run);
     ASSERT_EQ(lod.laneCount(), run.lanes.size());
     for (size_t i = 0; i < run.lanes.size(); ++i) {

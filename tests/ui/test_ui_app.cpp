@@ -91,7 +91,7 @@ void TestUiApp::opensValidRun()
     QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 20000);
     QCOMPARE(int(w.openRuns().size()), 1);
     QVERIFY(w.currentRun());
-    QCOMPARE(w.currentRun()->summary.worldSize, 2);
+    QCOMPARE(w.currentRun()->summary().worldSize, 2);
     QCOMPARE(w.currentPage(), int(MainWindow::TimelinePageIndex));
     QCOMPARE(w.timelinePage()->timeline()->runs().size(), size_t(1));
     QVERIFY(w.timelinePage()->timeline()->rowCount() >= 2); // at least one row per rank

@@ -86,7 +86,7 @@ void TestUiLaunch::launchTwoRankRun()
     {
         const auto partial = live.at(0).at(0).value<LoadedRunPtr>();
         QVERIFY(partial->run->spans.size() > 0);
-        QVERIFY(partial->summary.steps <= 16);
+        QVERIFY(partial->summary().steps <= 16);
         QApplication::processEvents();
         const QImage img = panel->liveTimeline()->grab().toImage();
         img.save(QDir::temp().filePath("lockstep-ui-test-live.png"));
@@ -101,9 +101,9 @@ void TestUiLaunch::launchTwoRankRun()
 
     // It shows up in the browser and opens.
     QTRY_VERIFY_WITH_TIMEOUT(opened.count() >= 1, 30000);
-    QCOMPARE(w.currentRun()->summary.worldSize, 2);
-    QCOMPARE(w.currentRun()->summary.steps, 16);
-    QCOMPARE(w.currentRun()->summary.stragglers, std::vector<int32_t>{1});
+    QCOMPARE(w.currentRun()->summary().worldSize, 2);
+    QCOMPARE(w.currentRun()->summary().steps, 16);
+    QCOMPARE(w.currentRun()->summary().stragglers, std::vector<int32_t>{1});
     QTRY_VERIFY_WITH_TIMEOUT(w.browserPage()->model()->rowCount() == 1, 30000);
     QCOMPARE(w.browserPage()->model()->index(0, RunBrowserModel::Name).data().toString(), QString("from-panel"));
     QCOMPARE(w.browserPage()->model()->index(0, RunBrowserModel::Status).data().toString(), QString("completed"));

@@ -143,7 +143,7 @@ void TestUiModels::compareModelDifferences()
     QVERIFY(a && b);
     CompareModel model;
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    model.setRuns({(*a)->summary, (*b)->summary}, {"alpha", "beta"});
+    model.setRuns({(*a)->summary(), (*b)->summary()}, {"alpha", "beta"});
     QCOMPARE(model.rowCount(), int(CompareModel::MetricCount));
     QCOMPARE(model.columnCount(), 4); // metric, alpha, beta, Δ
     QCOMPARE(model.headerData(1, Qt::Horizontal).toString(), QString("alpha"));
@@ -152,8 +152,8 @@ void TestUiModels::compareModelDifferences()
 
     const double stepA = model.index(CompareModel::StepTime, 1).data(CompareModel::ValueRole).toDouble();
     const double stepB = model.index(CompareModel::StepTime, 2).data(CompareModel::ValueRole).toDouble();
-    QCOMPARE(stepA, (*a)->summary.stepTimeMs);
-    QCOMPARE(stepB, (*b)->summary.stepTimeMs);
+    QCOMPARE(stepA, (*a)->summary().stepTimeMs);
+    QCOMPARE(stepB, (*b)->summary().stepTimeMs);
     const double diff = model.index(CompareModel::StepTime, 3).data(CompareModel::ValueRole).toDouble();
     QVERIFY(std::abs(diff - (stepB - stepA) / stepA) < 1e-9);
     const QString text = model.index(CompareModel::StepTime, 3).data().toString();
@@ -164,7 +164,7 @@ void TestUiModels::compareModelDifferences()
     const auto brush = model.index(CompareModel::Comm, 3).data(Qt::ForegroundRole).value<QBrush>();
     QVERIFY(brush.color().red() > brush.color().green());
     // Three runs: two diff columns.
-    model.setRuns({(*a)->summary, (*b)->summary, (*a)->summary}, {"alpha", "beta", "alpha again"});
+    model.setRuns({(*a)->summary(), (*b)->summary(), (*a)->summary()}, {"alpha", "beta", "alpha again"});
     QCOMPARE(model.columnCount(), 6);
     QCOMPARE(model.index(CompareModel::StepTime, 5).data(CompareModel::ValueRole).toDouble(), 0.0);
     model.setRuns({}, {});
@@ -182,8 +182,8 @@ void TestUiModels::loaderReportsResultsAndErrors()
     QCOMPARE(ok.count(), 1);
     QCOMPARE(failed.count(), 1);
     const auto run = ok.at(0).at(1).value<LoadedRunPtr>();
-    QCOMPARE(run->summary.worldSize, 2);
-    QVERIFY(!run->breakdown.empty());
+    QCOMPARE(run->summary().worldSize, 2);
+    QVERIFY(!run->analysis->steps.empty());
     QCOMPARE(failed.at(0).at(0).toString(), m_foreign);
     QVERIFY(!failed.at(0).at(1).toString().isEmpty());
 
@@ -193,7 +193,7 @@ void TestUiModels::loaderReportsResultsAndErrors()
     loader.load(QStringList{m_runB}, "live");
     QTRY_COMPARE_WITH_TIMEOUT(loader.pendingJobs(), 0, 20000);
     QCOMPARE(ok.count(), 1);
-    QCOMPARE(ok.at(0).at(1).value<LoadedRunPtr>()->summary.worldSize, 4);
+    QCOMPARE(ok.at(0).at(1).value<LoadedRunPtr>()->summary().worldSize, 4);
 
     // Shards: two files read as one run.
     const QString s0 = m_dir.filePath("shard0.sqlite"), s1 = m_dir.filePath("shard1.sqlite");

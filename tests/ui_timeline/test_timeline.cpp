@@ -2,6 +2,8 @@
 // every bucket's colour), zooms and pans around the right anchor, selects what is clicked, and
 // the details panel and the replay views report what the run says. Set
 // LOCKSTEP_SCREENSHOT_DIR to also write the rendered images as PNGs.
+#include "format.h"
+#include "rank_heatmap.h"
 #include "replay.h"
 #include "span_details.h"
 #include "time_axis.h"
@@ -130,7 +132,12 @@ void TestTimeline::timeAxis()
     QCOMPARE(ui::formatDuration(830), QStringLiteral("830 ns"));
     QCOMPARE(ui::formatDuration(1'250'000'000), QStringLiteral("1.25 s"));
     QCOMPARE(ui::formatDuration(4'200), QStringLiteral("4.2 µs"));
-    QCOMPARE(ui::formatBytes(4.0 * 1024 * 1024), QStringLiteral("4.0 MB"));
+    QCOMPARE(ui::formatBytes(4.0 * 1024 * 1024), QStringLiteral("4.0 MiB"));
+    QCOMPARE(ui::formatBytes(1536), QStringLiteral("1.5 KiB"));
+    QCOMPARE(ui::formatBytes(512), QStringLiteral("512 B"));
+    QCOMPARE(ui::formatMs(12.5), QStringLiteral("12.5 ms"));
+    QCOMPARE(ui::formatMs(std::nan("")), QStringLiteral("—"));
+    QCOMPARE(ui::formatSignedMs(-0.35), QStringLiteral("−350 µs"));
     QCOMPARE(ui::formatTickLabel(2'000'000, 100'000), QStringLiteral("2 ms"));
     QCOMPARE(ui::formatTickLabel(2'500'000, 100'000), QStringLiteral("2.5 ms"));
     QCOMPARE(ui::formatTickLabel(182'625'000'000, 5'000'000), QStringLiteral("182.625 s"));
@@ -251,10 +258,13 @@ void TestTimeline::compareStacksAndAligns()
         QCOMPARE(m->toAligned(m->step(3)->start), core::TimeNs(0));
     }
     QCOMPARE(w.stepRange(3)->first, core::TimeNs(0));
-    // A second widget showing run A shares its model (one LOD per run, not per view).
-    TimelineWidget other;
-    other.setRuns({{a, QStringLiteral("A again")}});
-    QCOMPARE(other.runModel(0), w.runModel(0));
+    // A second widget given run A's model (built once, as the loader does) uses it as is.
+    const auto modelA = ui::TimelineRunModel::build(a);
+    TimelineWidget other, third;
+    other.setRuns({{a, QStringLiteral("A again"), modelA}});
+    third.setRuns({{a, QStringLiteral("A a third time"), modelA}});
+    QCOMPARE(other.runModel(0), modelA.get());
+    QCOMPARE(third.runModel(0), other.runModel(0));
     const QImage img = renderWidget(w);
     maybeSave(img, QStringLiteral("timeline_compare"));
     QVERIFY(countColor(img, ui::palette::runHeaderBackground()) > 1000);
@@ -476,23 +486,23 @@ void TestTimeline::tooltips()
 void TestTimeline::rankBreakdownMatchesCore()
 {
     const auto run = makeRun(4, 5, 2);
-    const auto laneMax = ui::laneMaxDurations(*run);
     const auto all = core::stepBreakdown(*run);
     QCOMPARE(int(all.size()), 4 * 5);
-    for (const core::StepBreakdown& b : all) {
-        bool found = false;
-        const core::StepBreakdown mine = ui::rankStepBreakdown(*run, laneMax, b.rank, b.step, &found);
-        QVERIFY(found);
-        QCOMPARE(mine.compute, b.compute);
-        QCOMPARE(mine.communication, b.communication);
-        QCOMPARE(mine.overlapped, b.overlapped);
-        QCOMPARE(mine.exposed, b.exposed);
-        QCOMPARE(mine.idle, b.idle);
-    }
-    // The strips cover exactly the overlapped and exposed time of each rank.
+    // The per-(rank, step) numbers the details panel and tooltips show are core's RunIndex's,
+    // the same as core's whole-run breakdown.
     TimelineWidget w;
     w.setRuns({{run, {}}});
     const auto* m = w.runModel(0);
+    for (const core::StepBreakdown& b : all) {
+        const auto mine = m->index().stepBreakdown(b.rank, b.step);
+        QVERIFY(mine);
+        QCOMPARE(mine->compute, b.compute);
+        QCOMPARE(mine->communication, b.communication);
+        QCOMPARE(mine->overlapped, b.overlapped);
+        QCOMPARE(mine->exposed, b.exposed);
+        QCOMPARE(mine->idle, b.idle);
+    }
+    // The strips cover exactly the overlapped and exposed time of each rank.
     for (const auto& rl : m->ranks()) {
         core::TimeNs ov = 0, ex = 0, wantOv = 0, wantEx = 0;
         for (const auto& s : rl->overlapped)
@@ -562,12 +572,12 @@ void TestTimeline::gpuStreamLanes()
     QCOMPARE(w.rowCount(), 2 * 4);
     const auto rows = w.rows();
     QCOMPARE(shared->lanes[size_t(rows[3].lane)].kind, core::LaneKind::GpuStream);
-    const auto laneMax = ui::laneMaxDurations(*shared);
     for (const core::StepBreakdown& b : core::stepBreakdown(*shared)) {
-        const core::StepBreakdown mine = ui::rankStepBreakdown(*shared, laneMax, b.rank, b.step);
-        QCOMPARE(mine.compute, b.compute);
-        QCOMPARE(mine.overlapped, b.overlapped);
-        QCOMPARE(mine.exposed, b.exposed);
+        const auto mine = w.runModel(0)->index().stepBreakdown(b.rank, b.step);
+        QVERIFY(mine);
+        QCOMPARE(mine->compute, b.compute);
+        QCOMPARE(mine->overlapped, b.overlapped);
+        QCOMPARE(mine->exposed, b.exposed);
     }
     w.zoomToStep(3);
     const QImage img = renderWidget(w);
@@ -578,11 +588,12 @@ void TestTimeline::gpuStreamLanes()
 void TestTimeline::detailsPanel()
 {
     const auto run = makeRun(2, 6, 1);
+    const auto model = ui::TimelineRunModel::build(run);
     ui::SpanDetailsPanel panel;
     panel.resize(360, 600);
     const qint64 span = findComm(*run, 0, 4, 2);
     QVERIFY(span >= 0);
-    panel.setSelection(*run, span);
+    panel.setSelection(*model, span);
     QStringList want;
     for (const auto& p : run->buckets[2].params)
         want << QString::fromStdString(p);
@@ -590,6 +601,12 @@ void TestTimeline::detailsPanel()
     QCOMPARE(panel.bucketParams(), want);
     QVERIFY(panel.summaryText().contains(QStringLiteral("busbw")));
     QVERIFY(panel.summaryText().contains(QStringLiteral("bucket: 2")));
+    // The bucket across ranks: core's skew record of (step 4, bucket 2).
+    const core::BucketSkew* skew = model->bucketSkew(4, 2);
+    QVERIFY(skew);
+    QVERIFY2(panel.summaryText().contains(QStringLiteral("arrival skew: %1").arg(ui::formatDuration(double(skew->skew)))),
+             qPrintable(panel.summaryText()));
+    QVERIFY(panel.summaryText().contains(QStringLiteral("late rank: %1").arg(skew->lateRank)));
     const auto b = panel.stepBreakdown();
     QVERIFY(b);
     for (const auto& c : core::stepBreakdown(*run))
@@ -604,9 +621,9 @@ void TestTimeline::detailsPanel()
     panel.render(&img);
     maybeSave(img, QStringLiteral("span_details"));
     // A compute span has no bucket parameters; a bad index clears.
-    panel.setSelection(*run, 0);
+    panel.setSelection(*model, 0);
     QVERIFY(panel.bucketParams().isEmpty());
-    panel.setSelection(*run, qint64(run->spans.size()) + 5);
+    panel.setSelection(*model, qint64(run->spans.size()) + 5);
     QVERIFY(panel.summaryText().isEmpty());
     QVERIFY(!panel.stepBreakdown());
 }
@@ -630,19 +647,19 @@ void TestTimeline::replayBucketStates()
 
     // In the middle of bucket 0's all-reduce it is in flight.
     replay.setCursor(m->toAligned((b0.start + b0.end) / 2));
-    QCOMPARE(view.stateOf(0), std::optional(ui::BucketState::InFlight));
+    QCOMPARE(view.stateOf(0), std::optional(core::BucketState::InFlight));
     QCOMPARE(view.model()->currentStep(), 4);
     // At the step's start nothing is ready yet; at its end everything is done.
     replay.setCursor(m->toAligned(m->rank(0)->steps[4].start));
-    QCOMPARE(view.stateOf(0), std::optional(ui::BucketState::Pending));
+    QCOMPARE(view.stateOf(0), std::optional(core::BucketState::Pending));
     QCOMPARE(view.model()->statuses()[0].ready, 0);
     replay.setCursor(m->toAligned(m->rank(0)->steps[4].end));
     for (const auto& s : view.model()->statuses())
-        QCOMPARE(s.state, ui::BucketState::Done);
+        QCOMPARE(s.state, core::BucketState::Done);
     // Bucket 0 launches the moment its last gradient is ready: 1 ns before, one is missing.
-    const auto st = ui::bucketStatesAt(*run, 0, 4, b0.start - 1);
+    const auto st = core::bucketStatesAt(*run, 0, 4, b0.start - 1);
     QCOMPARE(st[0].ready, st[0].total - 1);
-    QCOMPARE(st[0].state, ui::BucketState::Pending);
+    QCOMPARE(st[0].state, core::BucketState::Pending);
 
     // The cursor is drawn and what is right of it is dimmed.
     replay.setCursor(m->toAligned((b0.start + b0.end) / 2));
@@ -664,8 +681,8 @@ void TestTimeline::replayBucketStates()
     bool sawWaiting = false;
     const auto& steps = m->rank(0)->steps;
     for (core::TimeNs t = steps[4].start; t < steps[4].end && !sawWaiting; t += 20'000)
-        for (const auto& s : ui::bucketStatesAt(*run, 0, 4, t))
-            sawWaiting = sawWaiting || s.state == ui::BucketState::Waiting;
+        for (const auto& s : core::bucketStatesAt(*run, 0, 4, t))
+            sawWaiting = sawWaiting || s.state == core::BucketState::Waiting;
     QVERIFY(sawWaiting);
 }
 
@@ -707,7 +724,7 @@ void TestTimeline::bucketStatusModelTester()
     QCOMPARE(model.rowCount(), 0);
     model.setRun(run);
     model.setRank(1);
-    const core::TimeNs origin = ui::alignmentOrigin(*run);
+    const core::TimeNs origin = core::alignmentOrigin(*run);
     const auto& steps = run->steps;
     for (core::TimeNs t = steps.front().start; t < steps.back().end; t += 700'000)
         model.setAlignedTime(t - origin);
