@@ -166,16 +166,18 @@ private slots:
     {
         auto w = RunWriter::create(file("diag.db"), RunConfig{});
         QVERIFY(w.has_value());
-        QVERIFY((*w)->addDiagnostic({"misplaced end event", Severity::Warning, 3, "first"}).has_value());
-        QVERIFY((*w)->addDiagnostic({"misplaced end event", Severity::Warning, 4, "second"}).has_value());
-        QVERIFY((*w)->addDiagnostic({"other", Severity::Error, 1, ""}).has_value());
+        QVERIFY((*w)->addDiagnostic({"malformed event", Severity::Warning, 3, "first"}).has_value());
+        QVERIFY((*w)->addDiagnostic({"malformed event", Severity::Warning, 4, "second"}).has_value());
+        QVERIFY((*w)->addDiagnostic({"replica drift", Severity::Error, 1, ""}).has_value());
+        // Kinds are a closed list (core/diagnostics.h): an unknown one is refused.
+        QVERIFY(!(*w)->addDiagnostic({"misplaced end event", Severity::Warning, 1, ""}).has_value());
         QVERIFY((*w)->close().has_value());
         auto r = RunReader::open(file("diag.db"));
         QVERIFY(r.has_value());
         auto d = (*r)->diagnostics();
         QVERIFY(d.has_value());
         QCOMPARE(d->size(), size_t(2));
-        QCOMPARE((*d)[0].kind, std::string("misplaced end event"));
+        QCOMPARE((*d)[0].kind, std::string("malformed event"));
         QCOMPARE((*d)[0].count, int64_t(7));
         QCOMPARE((*d)[0].message, std::string("first"));
         QCOMPARE((*d)[1].severity, Severity::Error);
