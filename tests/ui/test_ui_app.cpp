@@ -181,10 +181,11 @@ void TestUiApp::chartsRenderAndExport()
         const QImage img = charts->renderChart(ChartsPage::ChartId(id), QSize(640, 400));
         QVERIFY2(uitest::distinctColors(img) > 20, qPrintable(QString("chart %1 looks blank").arg(id)));
     }
-    // Breakdown: four stacked sets (compute only, overlapped, exposed, idle), one bar per step.
+    // Breakdown: five stacked sets (compute only, overlapped, exposed, memory only, idle: core's
+    // five parts), one bar per step.
     auto* bars = qobject_cast<QAbstractBarSeries*>(charts->chart(ChartsPage::Breakdown)->series().first());
     QVERIFY(bars);
-    QCOMPARE(bars->count(), 4);
+    QCOMPARE(bars->count(), 5);
     QCOMPARE(bars->barSets().first()->count(), 10);
     charts->setRank(1);
     QVERIFY(charts->chart(ChartsPage::Breakdown)->title().contains("rank 1"));
@@ -220,7 +221,8 @@ void TestUiApp::compareTwoRuns()
     QCOMPARE(model->columnCount(), 4);
     QCOMPARE(model->rowCount(), int(CompareModel::MetricCount));
     const QString diff = model->index(CompareModel::Comm, 3).data().toString();
-    QVERIFY2(diff.endsWith("%") && diff.startsWith("+"), qPrintable(diff)); // beta communicates more
+    // Beta communicates more: the difference in ms, and in percent beside it.
+    QVERIFY2(diff.startsWith("+") && diff.contains(" ms (+") && diff.endsWith("%)"), qPrintable(diff));
     QVERIFY(model->index(CompareModel::Comm, 3).data(Qt::ForegroundRole).isValid());
     QCOMPARE(model->index(CompareModel::Stragglers, 2).data().toString(), QString("rank 1"));
     // Unchecking one leaves a single run: no difference columns.

@@ -160,7 +160,7 @@ struct TimelineWidget::Impl {
 
     // ---- geometry ----
     int scroll() const { return scrollBar->value(); }
-    int right() const { return w->width() - (scrollBar->isVisible() ? scrollBar->width() : 0); }
+    int right() const { return w->width() - (scrollBar->isHidden() ? 0 : scrollBar->width()); }
     double areaWidth() const { return std::max(1, right() - kGutterWidth); }
     double nsPerPixel() const { return double(t1 - t0) / areaWidth(); }
     double xFor(TimeNs aligned) const { return kGutterWidth + double(aligned - t0) / nsPerPixel(); }
@@ -1539,11 +1539,13 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* event)
         return;
     }
     d.pressed = false;
+    const QPoint pos = event->position().toPoint();
+    if (d.drag == Impl::Drag::Measure) // where the button comes up ends the range
+        setMeasureRange(std::pair{timeForX(d.pressPos.x()), timeForX(std::clamp(pos.x(), kGutterWidth, d.right()))});
     if (d.drag != Impl::Drag::None) {
         d.drag = Impl::Drag::None;
         return;
     }
-    const QPoint pos = event->position().toPoint();
     if (pos.y() < kRulerHeight)
         return;
     if (d.shiftPress) {
