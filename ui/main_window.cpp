@@ -233,7 +233,7 @@ void MainWindow::buildMenus()
     QAction* import = file->addAction(tr("&Import Trace…"), this, &MainWindow::importDialog);
     import->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_I));
     QAction* close = file->addAction(tr("&Close Run"), this, &MainWindow::closeCurrentRun);
-    close->setShortcut(QKeySequence::Close);
+    close->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_W));
     close->setToolTip(tr("Close the current run: it leaves every page"));
     file->addSeparator();
     QAction* ws = file->addAction(tr("Set &Workspace…"), this, &MainWindow::chooseWorkspace);
