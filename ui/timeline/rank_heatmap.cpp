@@ -19,6 +19,8 @@ constexpr int kLeft = 64;   // rank labels
 constexpr int kBottom = 26; // step labels
 constexpr int kTop = 30;    // title and colour scale
 constexpr int kRight = 10;
+// Colour levels of the ramp: more than the eye tells apart on one hue.
+constexpr int kLevels = 256;
 
 float maxOf(float a, float b)
 {
@@ -92,7 +94,9 @@ QColor RankHeatmap::colorFor(float value) const
 {
     if (!std::isfinite(value))
         return palette::heatMissing();
-    return palette::heatRamp((value - m_lo) / (m_hi - m_lo));
+    // The same 256 levels the picture is drawn with (rebuildImage's lookup table).
+    const int level = std::clamp(int((value - m_lo) * (float(kLevels - 1) / (m_hi - m_lo)) + 0.5f), 0, kLevels - 1);
+    return palette::heatRamp(double(level) / (kLevels - 1));
 }
 
 std::pair<size_t, size_t> RankHeatmap::ranksOfPixel(int y) const
@@ -124,26 +128,51 @@ void RankHeatmap::rebuildImage()
     if (mx.ranks.empty() || mx.steps.empty())
         return;
     const int w = plot.width(), h = plot.height();
+    // Colours through a lookup table (a QColor per pixel would dominate the frame).
+    QRgb lut[kLevels];
+    for (int i = 0; i < kLevels; ++i)
+        lut[i] = palette::heatRamp(double(i) / (kLevels - 1)).rgb();
+    const QRgb missing = palette::heatMissing().rgb();
+    const float scale = float(kLevels - 1) / (m_hi - m_lo);
+    auto rgbOf = [&](float v) {
+        if (!std::isfinite(v))
+            return missing;
+        return lut[std::clamp(int((v - m_lo) * scale + 0.5f), 0, kLevels - 1)];
+    };
     // Columns first (max over the steps a pixel column covers, per rank), then rows (max over
-    // the ranks a pixel row covers): ranks × steps + pixels × ranks-per-row work.
-    std::vector<float> colMax(mx.ranks.size() * size_t(w), std::numeric_limits<float>::quiet_NaN());
+    // the ranks a pixel row covers): ranks × steps + pixels × ranks-per-row work. A step wider
+    // than a pixel is computed once and copied to its columns.
+    const size_t nRanks = mx.ranks.size(), nSteps = mx.steps.size();
+    const std::vector<float>& values = mx.values[m_metric];
+    std::vector<float> colMax(nRanks * size_t(w), std::numeric_limits<float>::quiet_NaN());
+    std::pair<size_t, size_t> prev{size_t(-1), size_t(-1)};
     for (int x = 0; x < w; ++x) {
-        const auto [s0, s1] = stepsOfPixel(x);
-        for (size_t ri = 0; ri < mx.ranks.size(); ++ri) {
+        const auto cols = stepsOfPixel(x);
+        for (size_t ri = 0; ri < nRanks; ++ri) {
+            float& out = colMax[ri * size_t(w) + size_t(x)];
+            if (cols == prev) {
+                out = colMax[ri * size_t(w) + size_t(x - 1)];
+                continue;
+            }
             float v = std::numeric_limits<float>::quiet_NaN();
-            for (size_t si = s0; si < s1; ++si)
-                v = maxOf(v, mx.value(m_metric, ri, si));
-            colMax[ri * size_t(w) + size_t(x)] = v;
+            for (size_t si = cols.first; si < cols.second; ++si)
+                v = maxOf(v, values[ri * nSteps + si]);
+            out = v;
         }
+        prev = cols;
     }
     for (int y = 0; y < h; ++y) {
         const auto [r0, r1] = ranksOfPixel(y);
         auto* line = reinterpret_cast<QRgb*>(m_image.scanLine(y));
+        if (y > 0 && r1 - r0 == 1 && ranksOfPixel(y - 1) == std::pair{r0, r1}) {
+            std::copy_n(reinterpret_cast<const QRgb*>(m_image.constScanLine(y - 1)), w, line); // same rank as the row above
+            continue;
+        }
         for (int x = 0; x < w; ++x) {
             float v = std::numeric_limits<float>::quiet_NaN();
             for (size_t ri = r0; ri < r1; ++ri)
                 v = maxOf(v, colMax[ri * size_t(w) + size_t(x)]);
-            line[x] = colorFor(v).rgb();
+            line[x] = rgbOf(v);
         }
     }
 }
