@@ -174,13 +174,54 @@ void addErrorBar(QChart* chart, QAbstractAxis* x, QAbstractAxis* y, double px, d
         m->setVisible(false);
 }
 
-// Names of runs for a legend: "a, b, c", cut.
+// Names of a curve's runs for its legend, short enough to be read there: a sweep's runs share
+// a prefix, written once ("mlp-n2-b{1,4,25}"); otherwise "a, b, c". Cut at kMaxLegendChars.
 QString runNames(const std::vector<const LoadedRun*>& runs)
 {
     QStringList names;
     for (const auto* r : runs)
         names << r->label;
-    return displayText(names.join(QStringLiteral(", ")), kMaxLegendChars);
+    if (names.size() < 2)
+        return displayText(names.join(QString()), kMaxLegendChars);
+    qsizetype prefix = names.front().size();
+    for (const QString& n : names) {
+        qsizetype k = 0;
+        while (k < prefix && k < n.size() && n[k] == names.front()[k])
+            ++k;
+        prefix = k;
+    }
+    if (prefix < 3)
+        return displayText(names.join(QStringLiteral(", ")), kMaxLegendChars);
+    QStringList rest;
+    for (const QString& n : names)
+        rest << n.mid(prefix);
+    return displayText(names.front().left(prefix) + QLatin1Char('{') + rest.join(QLatin1Char(',')) + QLatin1Char('}'), kMaxLegendChars);
+}
+
+// "not on a curve: a (differs in: threads), b (one rank)": the picked runs no curve holds, and
+// why (core::differingFields against the first run of the first curve).
+QString leftOutText(const std::vector<const LoadedRun*>& runs, const std::vector<core::RunSummary>& summaries,
+                    const std::vector<bool>& onCurve, const core::RunSummary* reference, bool oneRankHasNoCurve)
+{
+    QStringList out;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        if (onCurve[i])
+            continue;
+        QString why;
+        if (oneRankHasNoCurve && !summaries[i].multiRank)
+            why = QObject::tr("one rank: nothing to overlap");
+        else if (reference) {
+            QStringList fields;
+            for (const std::string& f : core::differingFields(reference->signature, summaries[i].signature))
+                fields << QString::fromStdString(f);
+            why = fields.isEmpty() ? QObject::tr("no other run to pair with") : QObject::tr("differs in %1").arg(fields.join(", "));
+        }
+        out << QStringLiteral("%1 (%2)").arg(runs[i]->label, why);
+    }
+    if (out.isEmpty())
+        return {};
+    return QStringLiteral("<br><span style='font-size:8pt;color:#6b7280'>%1</span>")
+        .arg(displayText(QObject::tr("not on a curve: %1").arg(out.join(QStringLiteral("; "))), 160).toHtmlEscaped());
 }
 
 // Hover: the point's run and values, from the texts stored on the series.
@@ -369,7 +410,7 @@ void ChartsPage::rebuildBreakdown()
         ++a.n;
     }
     auto* series = new QStackedBarSeries;
-    QBarSet* sets[5] = {new QBarSet(tr("compute only")), new QBarSet(tr("overlapped comm")), new QBarSet(tr("exposed comm")),
+    QBarSet* sets[5] = {new QBarSet(tr("compute only")), new QBarSet(tr("overlapped")), new QBarSet(tr("exposed")),
                         new QBarSet(tr("memory only")), new QBarSet(tr("idle"))};
     const QColor colors[5] = {palette::computeOnlyColor(), palette::overlappedColor(), palette::exposedColor(),
                               palette::memoryOnlyColor(), palette::idleColor()};
@@ -487,12 +528,25 @@ void ChartsPage::rebuildSweep()
         runs.push_back(r.get());
         summaries.push_back(r->summary());
     }
-    const auto groups = core::comparableGroups(summaries, core::Varied::BucketCaps, true);
+    // A curve needs two bucket sizes: a run alone in its group compares with nothing.
+    std::vector<std::vector<size_t>> groups;
+    for (auto& g : core::comparableGroups(summaries, core::Varied::BucketCaps, true)) {
+        std::set<int64_t> caps;
+        for (size_t i : g)
+            caps.insert(summaries[i].bucketCapBytes);
+        if (caps.size() >= 2)
+            groups.push_back(std::move(g));
+    }
     if (groups.empty()) {
         setChart(m_views[BucketSweep], placeholderChart(title, tr("pick runs of more than one rank that differ in bucket size")));
         return;
     }
-    QChart* chart = newChart(title + tr(" — %n curve(s) of like-for-like runs", nullptr, int(groups.size())));
+    std::vector<bool> onCurve(runs.size(), false);
+    for (const auto& g : groups)
+        for (size_t i : g)
+            onCurve[i] = true;
+    QChart* chart = newChart((groups.size() == 1 ? title : title + tr(" — %1 groups of like-for-like runs").arg(groups.size()))
+                             + leftOutText(runs, summaries, onCurve, &summaries[groups.front().front()], true));
     auto* x = new QLogValueAxis;
     x->setBase(2);
     x->setTitleText(tr("bucket cap (MiB)"));
@@ -518,11 +572,11 @@ void ChartsPage::rebuildSweep()
         const QColor overlapColor = g == 0 ? palette::overlappedColor() : palette::overlappedColor().darker(100 + 40 * g);
         const QColor stepColor = g == 0 ? palette::headerText() : palette::stepLabelText().lighter(100 + 30 * g);
         auto* overlap = new QLineSeries;
-        overlap->setName(tr("overlap % — %1").arg(runNames(members)));
+        overlap->setName(tr("overlap · %1").arg(runNames(members)));
         overlap->setPointsVisible(true);
         overlap->setColor(overlapColor);
         auto* step = new QLineSeries;
-        step->setName(tr("step time — %1").arg(runNames(members)));
+        step->setName(tr("step time · %1").arg(runNames(members)));
         step->setPointsVisible(true);
         step->setColor(stepColor);
         QStringList overlapTexts, stepTexts;
@@ -598,7 +652,13 @@ void ChartsPage::rebuildScaling()
         setChart(m_views[Scaling], placeholderChart(title, tr("pick like-for-like runs that differ in world size")));
         return;
     }
-    QChart* chart = newChart(title + tr(" — %n curve(s) of like-for-like runs", nullptr, int(byGroup.size())));
+    std::vector<bool> onCurve(runs.size(), false);
+    for (const auto& [group, list] : byGroup)
+        for (const auto* p : list)
+            onCurve[p->run] = true;
+    const core::RunSummary* reference = &summaries[byGroup.begin()->second.front()->run];
+    QChart* chart = newChart((byGroup.size() == 1 ? title : title + tr(" — %1 groups of like-for-like runs").arg(byGroup.size()))
+                             + leftOutText(runs, summaries, onCurve, reference, false));
     auto* x = new QValueAxis;
     x->setTitleText(tr("world size (ranks)"));
     x->setTickType(QValueAxis::TicksDynamic);
@@ -623,11 +683,11 @@ void ChartsPage::rebuildScaling()
         const QColor thrColor = g == 0 ? palette::stepLabelText() : palette::stepLabelText().lighter(100 + 40 * g);
         const QColor effColor = g == 0 ? palette::exposedColor() : palette::exposedColor().darker(100 + 40 * g);
         auto* throughput = new QLineSeries;
-        throughput->setName(tr("throughput — %1").arg(runNames(members)));
+        throughput->setName(tr("throughput · %1").arg(runNames(members)));
         throughput->setPointsVisible(true);
         throughput->setColor(thrColor);
         auto* efficiency = new QLineSeries;
-        efficiency->setName(tr("efficiency — %1").arg(runNames(members)));
+        efficiency->setName(tr("efficiency · %1").arg(runNames(members)));
         efficiency->setPointsVisible(true);
         efficiency->setColor(effColor);
         QStringList thrTexts, effTexts;

@@ -164,6 +164,11 @@ RanksPage::RanksPage(QWidget* parent)
 void RanksPage::setRun(LoadedRunPtr run)
 {
     m_run = std::move(run);
+    // Many ranks are looked at for the one that holds the others back: the wait each caused is
+    // the first picture; a 1-rank run has only step time.
+    const int metric = m_run && m_run->summary().multiRank ? RankStepMatrix::WaitCaused : RankStepMatrix::StepTime;
+    m_metric->setCurrentIndex(m_metric->findData(metric));
+    m_heatmap->setMetric(RankStepMatrix::Metric(metric));
     m_heatmap->setModel(m_run ? m_run->timeline : nullptr);
     m_model->setRun(m_run);
     m_title->setText(m_run ? tr("%1 — %2 ranks (click a cell to show that rank and step in the timeline)")

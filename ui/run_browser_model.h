@@ -66,8 +66,8 @@ class RunBrowserModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     // Status is last: an unreadable file's message is long and gets the room that is left.
-    enum Column { Name, Folder, Model, ModelSize, WorldSize, BucketCap, Backend, Steps, StepTime, Throughput, Overlap, Exposed,
-                  Straggler, Date, Status, ColumnCount };
+    enum Column { Name, Folder, Model, ModelSize, WorldSize, BucketCap, Steps, StepTime, Throughput, Overlap, Exposed, Straggler,
+                  Backend, Date, Status, ColumnCount };
     static constexpr int SortRole = Qt::UserRole + 1; // raw values for sorting
     static constexpr int PathRole = Qt::UserRole + 2;
 

@@ -90,6 +90,8 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
     // the timeline view (focusStep selected a bucket).
     if (page == MainWindow::TimelinePageIndex)
         window.timelinePage()->showSideTab(summary || options.step < 0 ? TimelinePage::SummaryTab : TimelinePage::DetailsTab);
+    if (summary)
+        window.timelinePage()->setSideWidth(options.size.width() * 45 / 100);
     if (options.step >= 0 && page == MainWindow::ComparePageIndex)
         window.comparePage()->timeline()->zoomToStep(options.step);
     window.setAttribute(Qt::WA_DontShowOnScreen, QGuiApplication::platformName() != QLatin1String("offscreen"));

@@ -28,6 +28,35 @@ namespace {
 // 10 M-span run takes tens of milliseconds per scan).
 constexpr int kSearchDelayMs = 200;
 
+// A one-line label that shows as much of its text as fits, ending in "…" (a run's title can be
+// long; a QLabel would cut it mid-word or widen the window).
+class ElidedLabel : public QLabel {
+public:
+    explicit ElidedLabel(QWidget* parent) : QLabel(parent)
+    {
+        setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+        setMinimumWidth(80);
+    }
+    void setFullText(const QString& text)
+    {
+        m_full = text;
+        setToolTip(text);
+        refresh();
+    }
+    QString fullText() const { return m_full; }
+
+protected:
+    void resizeEvent(QResizeEvent* event) override
+    {
+        QLabel::resizeEvent(event);
+        refresh();
+    }
+
+private:
+    void refresh() { setText(fontMetrics().elidedText(m_full, Qt::ElideRight, std::max(0, width() - 2))); }
+    QString m_full;
+};
+
 QToolButton* toolButton(const QString& text, const QString& tip, QWidget* parent)
 {
     auto* b = new QToolButton(parent);
@@ -49,7 +78,7 @@ TimelinePage::TimelinePage(QWidget* parent)
     , m_search(new QLineEdit(this))
     , m_searchCount(new QLabel(this))
     , m_searchTimer(new QTimer(this))
-    , m_title(new QLabel(this))
+    , m_title(new ElidedLabel(this))
     , m_live(new QLabel(this))
 {
     m_timeline->setFocusPolicy(Qt::StrongFocus);
@@ -102,8 +131,6 @@ TimelinePage::TimelinePage(QWidget* parent)
     QFont titleFont = m_title->font();
     titleFont.setBold(true);
     m_title->setFont(titleFont);
-    m_title->setMinimumWidth(80);
-    m_title->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred); // a long name never widens the window
 
     auto* bar = new QHBoxLayout;
     bar->addWidget(m_title, 1);
@@ -139,7 +166,8 @@ TimelinePage::TimelinePage(QWidget* parent)
     m_side->addTab(m_summary, tr("Summary"));
     m_side->addTab(detailsSide, tr("Details"));
     m_side->setMinimumWidth(260);
-    auto* split = new QSplitter(Qt::Horizontal, this);
+    m_split = new QSplitter(Qt::Horizontal, this);
+    auto* split = m_split;
     split->addWidget(left);
     split->addWidget(m_side);
     split->setStretchFactor(0, 4);
@@ -192,7 +220,7 @@ void TimelinePage::setRun(LoadedRunPtr run)
     if (!m_run) {
         m_bucketStates->setRun(nullptr);
         m_timeline->setRuns({});
-        m_title->clear();
+        static_cast<ElidedLabel*>(m_title)->setFullText(QString());
         m_details->clear();
         return;
     }
@@ -200,12 +228,11 @@ void TimelinePage::setRun(LoadedRunPtr run)
     m_timeline->setRankOrder(RankOrder(m_order->currentData().toInt()));
     m_timeline->fitAll();
     const auto& s = m_run->summary();
-    m_title->setText(tr("%1 — %2, %3 ranks, bucket %4, step %5, overlap %6")
-                         .arg(m_run->label, displayText(s.model, 40))
-                         .arg(s.worldSize)
-                         .arg(formatBytes(double(s.bucketCapBytes)), formatMs(s.stepTimeMs),
-                              s.multiRank ? formatPercent(s.overlapRatio) : tr("n/a (one rank)")));
-    m_title->setToolTip(m_title->text());
+    static_cast<ElidedLabel*>(m_title)->setFullText(tr("%1 — %2, %3 ranks, bucket %4, step %5, overlap %6")
+                                                        .arg(m_run->label, displayText(s.model, 40))
+                                                        .arg(s.worldSize)
+                                                        .arg(formatBytes(double(s.bucketCapBytes)), formatMs(s.stepTimeMs),
+                                                             s.multiRank ? formatPercent(s.overlapRatio) : tr("n/a (one rank)")));
     {
         const QSignalBlocker block(m_step);
         m_step->setRange(0, std::max(0, s.steps - 1));
@@ -254,6 +281,12 @@ void TimelinePage::zoomToStep()
 void TimelinePage::showSideTab(SideTab tab)
 {
     m_side->setCurrentIndex(int(tab));
+}
+
+void TimelinePage::setSideWidth(int width)
+{
+    const int total = m_split->width() > 0 ? m_split->width() : 1380;
+    m_split->setSizes({std::max(200, total - width), width});
 }
 
 void TimelinePage::focusStep(int step, double replayFraction)

@@ -13,6 +13,7 @@ class QComboBox;
 class QLabel;
 class QLineEdit;
 class QSpinBox;
+class QSplitter;
 class QTabWidget;
 class QTimer;
 class QToolButton;
@@ -55,6 +56,8 @@ public:
     void jumpTo(int rank, int step);
     enum SideTab { SummaryTab, DetailsTab };
     void showSideTab(SideTab tab);
+    // Width of the summary / details side panel, pixels (the summary screenshot widens it).
+    void setSideWidth(int width);
 
 public slots:
     void fitAll();
@@ -79,6 +82,7 @@ private:
     ReplayBar* m_replayBar;
     BucketStatusView* m_bucketStates;
     QTabWidget* m_side;
+    QSplitter* m_split = nullptr;
     QSpinBox* m_step;
     QComboBox* m_order;
     QLineEdit* m_search;

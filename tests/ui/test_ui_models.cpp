@@ -13,6 +13,7 @@
 #include "ui_test_support.h"
 
 #include <QAbstractItemModelTester>
+#include <QImage>
 #include <QTableView>
 #include <QDir>
 #include <QSignalSpy>
@@ -39,6 +40,7 @@ private slots:
     void browserNamesAreUniqueAndColumnsFilled();
     void summaryPanelAndBucketTable();
     void rankTable();
+    void hugeWorldSizeOpensWithoutRunawayMemory();
     void launchArguments();
     void progressLines();
     void liveFilesFindShards();
@@ -369,6 +371,59 @@ void TestUiModels::rankTable()
     QCOMPARE(proxy.index(0, RankTableModel::WaitCaused).data().toString(), ui::formatMs(most->meanWaitCausedMs));
     model.setRun(nullptr);
     QCOMPARE(model.rowCount(), 0);
+}
+
+namespace {
+// Peak resident memory of this process so far (VmHWM), MiB.
+double peakRssMib()
+{
+    QFile f("/proc/self/status");
+    if (!f.open(QIODevice::ReadOnly))
+        return -1;
+    for (const QByteArray& line : f.readAll().split('\n'))
+        if (line.startsWith("VmHWM:"))
+            return line.mid(6).trimmed().split(' ').front().toDouble() / 1024.0;
+    return -1;
+}
+} // namespace
+
+void TestUiModels::hugeWorldSizeOpensWithoutRunawayMemory()
+{
+    // A run that claims two billion ranks and numbers its second rank 1 999 999 999 (a corrupt
+    // or hostile file): every page sizes by the ranks present, never by the claimed world size.
+    core::SyntheticParams p;
+    p.worldSize = 2;
+    p.steps = 6;
+    core::Run run = core::makeSyntheticRun(p);
+    run.config.worldSize = 2'000'000'000;
+    constexpr int32_t kFar = 1'999'999'999;
+    for (core::Lane& l : run.lanes)
+        if (l.rank == 1)
+            l.rank = kFar;
+    for (core::Step& s : run.steps)
+        if (s.rank == 1)
+            s.rank = kFar;
+    for (core::RankInfo& r : run.ranks)
+        if (r.rank == 1)
+            r.rank = kFar;
+    run.normalize();
+    const QString path = m_dir.filePath("huge-world.db");
+    QVERIFY(core::saveRun(run, path.toStdString(), core::RunWriter::Mode::Overwrite));
+    const double before = peakRssMib();
+    auto loaded = loadAndAnalyze(path);
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    SummaryPanel summary;
+    summary.setRun(*loaded);
+    RanksPage ranks;
+    ranks.resize(900, 600);
+    ranks.setRun(*loaded);
+    QCOMPARE(ranks.rankModel()->rowCount(), 2);
+    QCOMPARE(int((*loaded)->timeline->rankStepMatrix().ranks.size()), 2);
+    QImage img(ranks.size(), QImage::Format_RGB32);
+    ranks.render(&img);
+    const double grown = peakRssMib() - before;
+    QVERIFY2(grown < 200, qPrintable(QStringLiteral("peak memory grew by %1 MiB").arg(grown)));
+    QFile::remove(path);
 }
 
 void TestUiModels::launchArguments()

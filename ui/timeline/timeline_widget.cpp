@@ -604,6 +604,11 @@ void TimelineWidget::Impl::buildRuler(TimelineDrawList& list, const QFontMetrics
             const int widest = smallFm.horizontalAdvance(longLabels ? QStringLiteral("step %1").arg(steps.back().step)
                                                                     : QString::number(steps.back().step));
             const int stride = meanStepPx > 0 ? niceStride((widest + 8) / meanStepPx) : 1;
+            // A step that starts left of the view has its label pulled to the view's edge; when
+            // the next label would run into it, the pulled one gives way (the next one is where
+            // its step is).
+            bool lastPulled = false;
+            double lastRight = -1e9;
             forEachVisibleStep(steps, absolute(0, t0), absolute(0, t1), npp, kMinStepPx, [&](const StepSpan& st) {
                 const double x0 = xAbs(0, st.start);
                 if (double(st.end - st.start) / npp >= kMinStepPx)
@@ -615,8 +620,15 @@ void TimelineWidget::Impl::buildRuler(TimelineDrawList& list, const QFontMetrics
                 const double lx = std::max<double>(x0, kGutterWidth) + 3;
                 if (lx + lw > rightX)
                     return;
+                if (lx < lastRight + 4) {
+                    if (!lastPulled)
+                        return;
+                    list.rulerLabels.pop_back();
+                }
                 list.rulerLabels.push_back({QRectF(lx, 15, lw + 2, kRulerHeight - 16), label, palette::stepLabelText(),
                                             Qt::AlignVCenter | Qt::AlignLeft, DrawFont::Small});
+                lastRight = lx + lw;
+                lastPulled = x0 < kGutterWidth;
             });
         }
     }
