@@ -8,6 +8,7 @@
 #include "launch_panel.h"
 #include "ranks_page.h"
 #include "summary_panel.h"
+#include "timeline/timeline_model.h"
 #include "run_browser_model.h"
 #include "run_loader.h"
 #include "ui_test_support.h"
