@@ -362,7 +362,7 @@ std::string summaryText(const RunSummary& s)
         out += format("    %s mean wait caused %.3f ms per step = %.1f%% of the %.3f ms step (threshold 5%%)\n",
                       e.waitAboveThreshold ? "[x]" : "[ ]", e.meanWaitNs * kToMs, e.waitFraction * 100.0, stepMs);
         out += format("    %s typically arrives %.3f ms later than the other ranks do; noise floor %.3f ms\n"
-                      "        (3 standard errors over %d steps of the others' step-to-step spread, %.3f ms)\n",
+                      "        (2 standard errors over %d steps of the others' step-to-step spread, %.3f ms)\n",
                       e.clearsNoise ? "[x]" : "[ ]", e.latenessAboveOthersNs * kToMs, e.noiseFloorNs * kToMs,
                       e.steadySteps, e.noiseSpreadNs * kToMs);
         out += "    (wait caused = mean over the other ranks of how long they waited for it; their summed\n"

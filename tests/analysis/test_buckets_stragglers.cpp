@@ -67,8 +67,8 @@ Run threeRankRun(TimeNs length, TimeNs period, int32_t warmup, const Launches& l
 //  step 2 (bucket 0, skew 50): rank 0 -25, rank 1 +50, rank 2 -25
 // Candidate rank 1 (straggler in 2 of 3 steps): median lateness 50; the others' lateness
 // {-20, -30, -25, 40, -30, -25} has median -25 and absolute deviations {5, 5, 0, 65, 5, 0},
-// MAD 5, so sigma = 1.4826 x 5 = 7.413; the noise floor is 3 standard errors of a difference
-// of medians over n = 3 steps: 3 x 1.2533 x sigma x 2 / sqrt(3) = 32.18; 50 - (-25) = 75
+// MAD 5, so sigma = 1.4826 x 5 = 7.413; the noise floor is 2 standard errors of a difference
+// of medians over n = 3 steps: 2 x 1.2533 x sigma x 2 / sqrt(3) = 21.45; 50 - (-25) = 75
 // clears it. Chance: 3 x P(Binomial(3, 1/3) >= 2) = 3 x 7/27 = 7/9: far above 5%.
 const Launches kLaunches = {
     {{{100, 130, 110}, {300, 300, 340}}},
@@ -243,7 +243,7 @@ TEST(Stragglers, SkewLateRankWaitAndRankTimeLost)
     EXPECT_DOUBLE_EQ(e.waitFraction, 0.045);
     EXPECT_FALSE(e.waitAboveThreshold);
     EXPECT_NEAR(e.noiseSpreadNs, 1.4826 * 5, 1e-9);
-    EXPECT_NEAR(e.noiseFloorNs, 3 * 1.2533 * 1.4826 * 5 * 2 / std::sqrt(3.0), 1e-9);
+    EXPECT_NEAR(e.noiseFloorNs, 2 * 1.2533 * 1.4826 * 5 * 2 / std::sqrt(3.0), 1e-9);
     EXPECT_DOUBLE_EQ(e.latenessAboveOthersNs, 75.0);
     EXPECT_TRUE(e.clearsNoise);
     EXPECT_NEAR(e.chance, 7.0 / 9.0, 1e-12);
@@ -270,7 +270,7 @@ TEST(Stragglers, WarmupStepsAreExcluded)
     // mean 55 = 5.5%. Rank 2 was the straggler only in step 0 (warm-up): 0 steady steps, waits
     // 0 and 10 -> mean 5. Lateness: rank 1 {60, 50}, median 55; the others {-30, -25, -30, -25}:
     // median -27.5, deviations all 2.5, MAD 2.5, sigma 3.7065, floor over n = 2 steps
-    // 3 x 1.2533 x 3.7065 x 2 / sqrt(2) = 19.7: cleared by 82.5. But 2 of 2 steps is what
+    // 2 x 1.2533 x 3.7065 x 2 / sqrt(2) = 13.1: cleared by 82.5. But 2 of 2 steps is what
     // chance gives 3 x (1/3)^2 = 1/3 of the time: not named.
     const StragglerReport rep = stragglers(threeRankRun(1000, 1000, 1, kLaunches));
     EXPECT_EQ(rep.perRank[1].stepsAsStraggler, 2);
@@ -278,7 +278,7 @@ TEST(Stragglers, WarmupStepsAreExcluded)
     EXPECT_EQ(rep.perRank[2].stepsAsStraggler, 0);
     EXPECT_DOUBLE_EQ(rep.perRank[2].meanWaitNs, 5.0);
     EXPECT_DOUBLE_EQ(rep.evidence.latenessAboveOthersNs, 82.5);
-    EXPECT_NEAR(rep.evidence.noiseFloorNs, 3 * 1.2533 * 1.4826 * 2.5 * 2 / std::sqrt(2.0), 1e-9);
+    EXPECT_NEAR(rep.evidence.noiseFloorNs, 2 * 1.2533 * 1.4826 * 2.5 * 2 / std::sqrt(2.0), 1e-9);
     EXPECT_NEAR(rep.evidence.chance, 1.0 / 3.0, 1e-12); // 3 x (1/3)^2
     EXPECT_TRUE(rep.evidence.waitAboveThreshold);
     EXPECT_TRUE(rep.evidence.clearsNoise);

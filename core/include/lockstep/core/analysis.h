@@ -268,8 +268,8 @@ struct StragglerEvidence {
     double waitFraction = 0;     // meanWaitNs / meanStepNs
     double latenessAboveOthersNs = 0; // its median lateness - the others' median lateness
     double noiseSpreadNs = 0;    // sigma: robust spread (1.4826 x MAD) of the other ranks' lateness
-    double noiseFloorNs = 0;     // 3 standard errors of the difference of median latenesses over
-                                 // the n steady steps: 3 x 1.2533 x sigma x 2 / sqrt(n)
+    double noiseFloorNs = 0;     // 2 standard errors of the difference of median latenesses over
+                                 // the n steady steps: 2 x 1.2533 x sigma x 2 / sqrt(n)
     double chance = 1;           // probability that noise alone makes some rank late this often
     bool mostSteps = false;      // stepsLate > steadySteps / 2 and chance <= 5%
     bool waitAboveThreshold = false; // waitFraction >= 5%
