@@ -352,15 +352,19 @@ std::string summaryText(const RunSummary& s)
         else
             out += format("  none (rank %d was late most often, but the evidence does not clear the noise)\n",
                           e.candidate);
-        out += format("    %s late in %d of %d steady steps (chance of that by noise alone: %.2g%%, confidence %.1f%%)\n",
-                      e.mostSteps ? "[x]" : "[ ]", e.stepsLate, e.steadySteps, e.chance * 100.0,
-                      e.confidence() * 100.0);
+        const double chancePct = e.chance * 100.0;
+        out += format("    %s late in %d of %d steady steps (chance of that by noise alone: %s, at most 5%%; "
+                      "confidence %s)\n",
+                      e.mostSteps ? "[x]" : "[ ]", e.stepsLate, e.steadySteps,
+                      (chancePct >= 1.0 ? format("%.0f%%", chancePct) : format("%.2g%%", chancePct)).c_str(),
+                      (chancePct >= 1.0 ? format("%.0f%%", 100.0 - chancePct)
+                                        : format("%.4g%%", 100.0 - chancePct)).c_str());
         out += format("    %s mean wait caused %.3f ms per step = %.1f%% of the %.3f ms step (threshold 5%%)\n",
                       e.waitAboveThreshold ? "[x]" : "[ ]", e.meanWaitNs * kToMs, e.waitFraction * 100.0, stepMs);
-        out += format("    %s arrives %.3f ms later than the other ranks typically do; noise floor %.3f ms "
-                      "(3 x their spread %.3f ms)\n",
+        out += format("    %s typically arrives %.3f ms later than the other ranks do; noise floor %.3f ms\n"
+                      "        (2 standard errors over %d steps of the others' step-to-step spread, %.3f ms)\n",
                       e.clearsNoise ? "[x]" : "[ ]", e.latenessAboveOthersNs * kToMs, e.noiseFloorNs * kToMs,
-                      e.noiseSpreadNs * kToMs);
+                      e.steadySteps, e.noiseSpreadNs * kToMs);
         out += "    (wait caused = mean over the other ranks of how long they waited for it; their summed\n"
                "     rank-time lost is in the JSON report)\n";
     }

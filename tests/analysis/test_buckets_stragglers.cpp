@@ -61,14 +61,15 @@ Run threeRankRun(TimeNs length, TimeNs period, int32_t warmup, const Launches& l
 //          -> step straggler rank 1 (50)
 // Per step, a rank's wait is its largest bucket wait: rank 1: 25, 60, 50 (sum 135, mean 45);
 // rank 2: 40, 0, 10 (mean 50/3); rank 0: 0.
-// Lateness = max over buckets of (launch - mean launch of the other two):
-//  step 0: rank 0 max(-20, -20) = -20; rank 1 max(25, -20) = 25; rank 2 max(-5, 40) = 40
-//  step 1: rank 0 max(-30, 0) = 0;     rank 1 max(60, 0) = 60;   rank 2 max(-30, 0) = 0
-//  step 2: rank 0 max(-25, -5) = -5;   rank 1 max(50, -5) = 50;  rank 2 max(-25, 10) = 10
+// Lateness = launch - mean launch of the other two, on the step's most skewed bucket:
+//  step 0 (bucket 1, skew 40): rank 0 -20, rank 1 -20, rank 2 +40
+//  step 1 (bucket 0, skew 60): rank 0 -30, rank 1 +60, rank 2 -30
+//  step 2 (bucket 0, skew 50): rank 0 -25, rank 1 +50, rank 2 -25
 // Candidate rank 1 (straggler in 2 of 3 steps): median lateness 50; the others' lateness
-// {-20, 0, -5, 40, 0, 10} has median 0 and absolute deviations {20, 0, 5, 40, 0, 10}, MAD 7.5,
-// so sigma = 1.4826 x 7.5 = 11.1195 and the noise floor 3 sigma = 33.3585: 50 clears it.
-// Chance: 3 x P(Binomial(3, 1/3) >= 2) = 3 x 7/27 = 7/9.
+// {-20, -30, -25, 40, -30, -25} has median -25 and absolute deviations {5, 5, 0, 65, 5, 0},
+// MAD 5, so sigma = 1.4826 x 5 = 7.413; the noise floor is 2 standard errors of a difference
+// of medians over n = 3 steps: 2 x 1.2533 x sigma x 2 / sqrt(3) = 21.45; 50 - (-25) = 75
+// clears it. Chance: 3 x P(Binomial(3, 1/3) >= 2) = 3 x 7/27 = 7/9: far above 5%.
 const Launches kLaunches = {
     {{{100, 130, 110}, {300, 300, 340}}},
     {{{100, 160, 100}, {300, 300, 300}}},
@@ -222,28 +223,28 @@ TEST(Stragglers, SkewLateRankWaitAndRankTimeLost)
     EXPECT_EQ(rep.perRank[0].stepsAsStraggler, 0);
     EXPECT_DOUBLE_EQ(rep.perRank[0].meanWaitNs, 0.0);
 
-    // Per (rank, step): rank 2 in step 0 caused 40 and was 40 late; rank 0 in step 2 was -5.
+    // Per (rank, step): rank 2 in step 0 caused 40 and was 40 late; rank 0 in step 2 was -25.
     ASSERT_EQ(rep.perRankStep.size(), 9u);
     EXPECT_EQ(rep.perRankStep[6].rank, 2);
     EXPECT_EQ(rep.perRankStep[6].step, 0);
     EXPECT_EQ(rep.perRankStep[6].waitCaused, 40);
     EXPECT_DOUBLE_EQ(rep.perRankStep[6].latenessNs, 40.0);
-    EXPECT_DOUBLE_EQ(rep.perRankStep[2].latenessNs, -5.0);
+    EXPECT_DOUBLE_EQ(rep.perRankStep[2].latenessNs, -25.0);
 
-    // Evidence: rank 1 is late in most steps (2 of 3) and clears the noise floor, but its mean
-    // wait is 45 / 1000 = 4.5% < 5%: no run straggler.
+    // Evidence: rank 1 is late in 2 of 3 steps, which chance explains (7/9), clears the noise
+    // floor, but its mean wait is 45 / 1000 = 4.5% < 5%: no run straggler.
     const StragglerEvidence& e = rep.evidence;
     EXPECT_TRUE(e.applicable);
     EXPECT_EQ(e.candidate, 1);
     EXPECT_EQ(e.steadySteps, 3);
     EXPECT_EQ(e.stepsLate, 2);
-    EXPECT_TRUE(e.mostSteps);
+    EXPECT_FALSE(e.mostSteps); // a majority, but 7/9 > 5% chance
     EXPECT_DOUBLE_EQ(e.meanWaitNs, 45.0);
     EXPECT_DOUBLE_EQ(e.waitFraction, 0.045);
     EXPECT_FALSE(e.waitAboveThreshold);
-    EXPECT_NEAR(e.noiseSpreadNs, 1.4826 * 7.5, 1e-9);
-    EXPECT_NEAR(e.noiseFloorNs, 3 * 1.4826 * 7.5, 1e-9);
-    EXPECT_DOUBLE_EQ(e.latenessAboveOthersNs, 50.0);
+    EXPECT_NEAR(e.noiseSpreadNs, 1.4826 * 5, 1e-9);
+    EXPECT_NEAR(e.noiseFloorNs, 2 * 1.2533 * 1.4826 * 5 * 2 / std::sqrt(3.0), 1e-9);
+    EXPECT_DOUBLE_EQ(e.latenessAboveOthersNs, 75.0);
     EXPECT_TRUE(e.clearsNoise);
     EXPECT_NEAR(e.chance, 7.0 / 9.0, 1e-12);
     EXPECT_FALSE(e.straggler);
@@ -252,40 +253,50 @@ TEST(Stragglers, SkewLateRankWaitAndRankTimeLost)
 
 TEST(Stragglers, RunStragglerThreshold)
 {
-    // Same launches; rank 1's mean wait is 45, so it is a run straggler iff 45 / step time >=
-    // 0.05, i.e. step time <= 900 (the other two criteria hold, see above).
-    EXPECT_EQ(stragglers(threeRankRun(800, 1000, 0, kLaunches)).stragglers, std::vector<int32_t>{1}); // 5.6%
-    EXPECT_EQ(stragglers(threeRankRun(900, 1000, 0, kLaunches)).stragglers, std::vector<int32_t>{1}); // 5.0%
-    EXPECT_TRUE(stragglers(threeRankRun(901, 1000, 0, kLaunches)).stragglers.empty());               // 4.99%
+    // Six steps in which rank 1 launches both buckets 30 late: wait 30 per step (see
+    // UniformLagCountsOncePerStep), late in 6 of 6 steps (chance 3 x (1/3)^6 = 0.41%), lateness
+    // +30 against the others' -15 with no spread (floor 0). So it is a run straggler iff
+    // 30 / step time >= 5%, i.e. step time <= 600.
+    const Launches lag(6, {{{100, 130, 100}, {300, 330, 300}}});
+    EXPECT_EQ(stragglers(threeRankRun(500, 1000, 0, lag)).stragglers, std::vector<int32_t>{1}); // 6%
+    EXPECT_EQ(stragglers(threeRankRun(600, 1000, 0, lag)).stragglers, std::vector<int32_t>{1}); // 5.0%
+    EXPECT_TRUE(stragglers(threeRankRun(601, 1000, 0, lag)).stragglers.empty());               // 4.99%
+    EXPECT_NEAR(stragglers(threeRankRun(600, 1000, 0, lag)).evidence.chance, 3.0 / 729.0, 1e-12);
 }
 
 TEST(Stragglers, WarmupStepsAreExcluded)
 {
     // Warm-up 1: steady steps 1 and 2. Rank 1 is the straggler in both, waits 60 and 50 ->
     // mean 55 = 5.5%. Rank 2 was the straggler only in step 0 (warm-up): 0 steady steps, waits
-    // 0 and 10 -> mean 5. Lateness: rank 1 {60, 50}, median 55; the others {0, 0, -5, 10}:
-    // median 0, deviations {0, 0, 5, 10}, MAD 2.5, floor 3 x 1.4826 x 2.5 = 11.1: cleared.
+    // 0 and 10 -> mean 5. Lateness: rank 1 {60, 50}, median 55; the others {-30, -25, -30, -25}:
+    // median -27.5, deviations all 2.5, MAD 2.5, sigma 3.7065, floor over n = 2 steps
+    // 2 x 1.2533 x 3.7065 x 2 / sqrt(2) = 13.1: cleared by 82.5. But 2 of 2 steps is what
+    // chance gives 3 x (1/3)^2 = 1/3 of the time: not named.
     const StragglerReport rep = stragglers(threeRankRun(1000, 1000, 1, kLaunches));
     EXPECT_EQ(rep.perRank[1].stepsAsStraggler, 2);
     EXPECT_DOUBLE_EQ(rep.perRank[1].meanWaitNs, 55.0);
     EXPECT_EQ(rep.perRank[2].stepsAsStraggler, 0);
     EXPECT_DOUBLE_EQ(rep.perRank[2].meanWaitNs, 5.0);
-    EXPECT_DOUBLE_EQ(rep.evidence.latenessAboveOthersNs, 55.0);
-    EXPECT_NEAR(rep.evidence.noiseFloorNs, 3 * 1.4826 * 2.5, 1e-9);
+    EXPECT_DOUBLE_EQ(rep.evidence.latenessAboveOthersNs, 82.5);
+    EXPECT_NEAR(rep.evidence.noiseFloorNs, 2 * 1.2533 * 1.4826 * 2.5 * 2 / std::sqrt(2.0), 1e-9);
     EXPECT_NEAR(rep.evidence.chance, 1.0 / 3.0, 1e-12); // 3 x (1/3)^2
-    EXPECT_EQ(rep.stragglers, std::vector<int32_t>{1});
+    EXPECT_TRUE(rep.evidence.waitAboveThreshold);
+    EXPECT_TRUE(rep.evidence.clearsNoise);
+    EXPECT_FALSE(rep.evidence.mostSteps);
+    EXPECT_TRUE(rep.stragglers.empty());
     EXPECT_EQ(rep.perStep.size(), 3u); // per-step results still cover warm-up steps
 }
 
 TEST(Stragglers, UniformLagCountsOncePerStep)
 {
-    // Rank 1 launches both buckets 30 late: each bucket's rank-time lost is 30 + 30 = 60 and
-    // its wait 30 (the mean). The waits overlap in time, so the step's wait is the larger, 30
-    // (a sum over buckets would say 60). Lateness: rank 1 +30, ranks 0 and 2 -15 each (MAD 0,
-    // floor 0): it clears the noise. Step length 1000: 30 / 1000 = 3% < 5%: no straggler.
-    const Launches lag = {{{{100, 130, 100}, {300, 330, 300}}}};
+    // Rank 1 launches both buckets 30 late in each of 6 steps: each bucket's rank-time lost is
+    // 30 + 30 = 60 and its wait 30 (the mean). The waits overlap in time, so the step's wait is
+    // the larger, 30 (a sum over buckets would say 60). Lateness: rank 1 +30, ranks 0 and 2 -15
+    // each (MAD 0, floor 0): it clears the noise. Step length 1000: 30 / 1000 = 3% < 5%: no
+    // straggler.
+    const Launches lag(6, {{{100, 130, 100}, {300, 330, 300}}});
     const StragglerReport rep = stragglers(threeRankRun(1000, 2000, 0, lag));
-    ASSERT_EQ(rep.perStep.size(), 1u);
+    ASSERT_EQ(rep.perStep.size(), 6u);
     EXPECT_EQ(rep.perStep[0].rank, 1);
     EXPECT_EQ(rep.perStep[0].waitCaused, 30);
     EXPECT_EQ(rep.perStep[0].rankTimeLost, 60);
@@ -293,7 +304,7 @@ TEST(Stragglers, UniformLagCountsOncePerStep)
     EXPECT_DOUBLE_EQ(rep.evidence.latenessAboveOthersNs, 45.0);
     EXPECT_TRUE(rep.evidence.clearsNoise);
     EXPECT_TRUE(rep.stragglers.empty());
-    // Step length 500: 6% -> straggler.
+    // Step length 500: 6% -> straggler (6 of 6 steps: chance 0.41%).
     EXPECT_EQ(stragglers(threeRankRun(500, 2000, 0, lag)).stragglers, std::vector<int32_t>{1});
 }
 
@@ -301,16 +312,15 @@ TEST(Stragglers, ATieIsNoise)
 {
     // One step: bucket 0 launches 0 10 0 -> rank 1 waits 10 (lost 20); bucket 1 launches
     // 100 100 110 -> rank 2 waits 10. Equal: the lower rank (1) is the step straggler, 10% of
-    // the 100-long step. Lateness: rank 1 max(10, -5) = 10; rank 0 max(-5, -5) = -5; rank 2
-    // max(-5, 10) = 10. The others {-5, 10}: median 2.5, MAD 7.5, floor 33.4 > 10 - 2.5 = 7.5:
-    // rank 1 is no later than rank 2 was: not a straggler.
+    // the 100-long step. One step is what chance gives 3 x 1/3 = 100% of the time: one step
+    // proves nothing, not a straggler.
     const StragglerReport rep = stragglers(threeRankRun(100, 1000, 0, {{{{0, 10, 0}, {100, 100, 110}}}}));
     ASSERT_EQ(rep.perStep.size(), 1u);
     EXPECT_EQ(rep.perStep[0].rank, 1);
     EXPECT_EQ(rep.perStep[0].waitCaused, 10);
     EXPECT_TRUE(rep.evidence.waitAboveThreshold);
-    EXPECT_DOUBLE_EQ(rep.evidence.latenessAboveOthersNs, 7.5);
-    EXPECT_FALSE(rep.evidence.clearsNoise);
+    EXPECT_DOUBLE_EQ(rep.evidence.chance, 1.0);
+    EXPECT_FALSE(rep.evidence.mostSteps);
     EXPECT_TRUE(rep.stragglers.empty());
 }
 

@@ -19,7 +19,7 @@ using lockstep::test::RunBuilder;
 namespace {
 constexpr TimeNs kU = 1000; // 1 µs: the hand-built run below is written in µs
 
-// Two ranks, warm-up 1, steps 0 (warm-up, 5 ms long), 1 and 2 (1 ms each). At each step's
+// Two ranks, warm-up 1, steps 0 (warm-up, 5 ms long) and 1..6 (1 ms each). At each step's
 // base time, in µs: forward [0,400), backward [400,800), optimizer [900,950); gradients of
 // bucket 0 ready at 550 and 580; bucket 0's all-reduce (3 MB): rank 0 [600,900), rank 1
 // [700,900). No memory operations (memory and memory-only 0). Per steady (rank, step):
@@ -27,7 +27,7 @@ constexpr TimeNs kU = 1000; // 1 µs: the hand-built run below is written in µs
 //   rank 0: M = 300, C ∩ M = [600,800) = 200, exposed 100, compute-only 650,
 //           idle 1000 - (850+300-200) = 50
 //   rank 1: M = 200, C ∩ M = [700,800) = 100, exposed 100, compute-only 750, idle 50
-// Means over the 4 steady (rank, step): step 1 ms, compute 0.85, comm 0.25, overlapped 0.15,
+// Means over the 12 steady (rank, step): step 1 ms, compute 0.85, comm 0.25, overlapped 0.15,
 // exposed 0.1, compute-only 0.7, idle 0.05; overlap ratio = (200+100+200+100) / (300+200+300+200)
 // = 0.6. Throughput: 16 samples on rank 0 + 0 recorded on rank 1 (-> batch per rank, 16) = 32
 // per step, over 1 ms = 32000 samples/s.
@@ -35,7 +35,7 @@ constexpr TimeNs kU = 1000; // 1 µs: the hand-built run below is written in µs
 // 3e6/3e5 = 10 and 3e6/2e5 = 15 GB/s -> 12.5 (busbw equal, N = 2); skew 100 µs = 0.1 ms.
 // Rank 1 launches last in every step and makes rank 0 wait 100 µs = 10% of the step (wait =
 // mean over the one other rank = 100 µs). Lateness: rank 1 +100 µs, rank 0 -100 µs (MAD 0,
-// floor 0): it clears the noise; late in 2 of 2 steady steps: chance 2 x (1/2)^2 = 0.5.
+// floor 0): it clears the noise; late in 6 of 6 steady steps: chance 2 x (1/2)^6 = 1/32.
 Run handRun(int32_t warmup = 1)
 {
     RunBuilder b(2, warmup);
@@ -51,14 +51,12 @@ Run handRun(int32_t warmup = 1)
     r.diagnostics.push_back({"replica drift", Severity::Warning, 3, "x"});
     r.diagnostics.push_back({"late end", Severity::Info, 4, "y"});
     b.bucket(0, 3'000'000, {"fc.weight", "fc.bias"});
-    const TimeNs bases[3] = {0, 5000 * kU, 6000 * kU};
-    const TimeNs walls[3] = {5000 * kU, 1000 * kU, 1000 * kU};
     for (int32_t rank = 0; rank < 2; ++rank) {
         const auto c = b.lane(rank, LaneKind::Compute);
         const auto m = b.lane(rank, LaneKind::Comm);
-        for (int32_t s = 0; s < 3; ++s) {
-            const TimeNs t = bases[s];
-            b.step(rank, s, t, t + walls[s], rank == 0 ? 16 : 0);
+        for (int32_t s = 0; s < 7; ++s) {
+            const TimeNs t = s == 0 ? 0 : (4000 + 1000 * s) * kU; // step 0 = [0, 5 ms), then 1 ms each
+            b.step(rank, s, t, t + (s == 0 ? 5000 : 1000) * kU, rank == 0 ? 16 : 0);
             b.span(c, SpanKind::Forward, t, t + 400 * kU, s);
             b.span(c, SpanKind::Backward, t + 400 * kU, t + 800 * kU, s);
             b.span(c, SpanKind::Optimizer, t + 900 * kU, t + 950 * kU, s);
@@ -97,8 +95,8 @@ TEST(Summary, HandRun)
     EXPECT_EQ(s.worldSize, 2);
     EXPECT_TRUE(s.multiRank);
     EXPECT_EQ(s.window, "host");
-    EXPECT_EQ(s.steps, 3);
-    EXPECT_EQ(s.steadySteps, 2);
+    EXPECT_EQ(s.steps, 7);
+    EXPECT_EQ(s.steadySteps, 6);
     EXPECT_FALSE(s.steady.fallback);
     EXPECT_DOUBLE_EQ(s.stepTimeMs, 1.0);
     EXPECT_DOUBLE_EQ(s.computeMs, 0.85);
@@ -115,9 +113,9 @@ TEST(Summary, HandRun)
     EXPECT_EQ(s.stragglers, std::vector<int32_t>{1});
     ASSERT_EQ(s.stragglerWaitMs.size(), 1u);
     EXPECT_DOUBLE_EQ(s.stragglerWaitMs[0], 0.1);
-    EXPECT_DOUBLE_EQ(s.straggler.chance, 0.5);
+    EXPECT_DOUBLE_EQ(s.straggler.chance, 1.0 / 32.0);
     EXPECT_DOUBLE_EQ(s.straggler.latenessAboveOthersNs, 200.0 * kU);
-    EXPECT_EQ(s.spans, 24);
+    EXPECT_EQ(s.spans, 56);
     EXPECT_EQ(s.diagnostics, 7);
     ASSERT_EQ(s.buckets.size(), 1u);
     const BucketSummary& b = s.buckets[0];
@@ -138,18 +136,18 @@ TEST(Summary, HandRun)
     EXPECT_DOUBLE_EQ(a.ranks[0].overlapRatio, 2.0 / 3.0);
     EXPECT_DOUBLE_EQ(a.ranks[1].overlappedMs, 0.1);
     EXPECT_DOUBLE_EQ(a.ranks[1].computeOnlyMs, 0.75);
-    EXPECT_EQ(a.ranks[1].stepsAsStraggler, 2);
+    EXPECT_EQ(a.ranks[1].stepsAsStraggler, 6);
     EXPECT_DOUBLE_EQ(a.ranks[1].meanWaitCausedMs, 0.1);
     EXPECT_DOUBLE_EQ(a.ranks[0].meanWaitCausedMs, 0.0);
 }
 
 TEST(Summary, NoStepPastTheWarmupSaysSo)
 {
-    // Warm-up 5 > 3 steps: every step counts, and the summary says so.
-    const RunSummary s = summarize(handRun(5));
+    // Warm-up 10 > 7 steps: every step counts, and the summary says so.
+    const RunSummary s = summarize(handRun(10));
     EXPECT_TRUE(s.steady.fallback);
-    EXPECT_EQ(s.steadySteps, 3);
-    EXPECT_DOUBLE_EQ(s.stepTimeMs, 7.0 / 3.0);
+    EXPECT_EQ(s.steadySteps, 7);
+    EXPECT_DOUBLE_EQ(s.stepTimeMs, 11.0 / 7.0);
     EXPECT_TRUE(std::isfinite(s.overlapRatio));
     const std::string text = summaryText(s);
     EXPECT_NE(text.find("no step past the warm-up"), std::string::npos) << text;
@@ -283,10 +281,10 @@ TEST(Report, JsonGolden)
     EXPECT_STREQ(o["status"].GetString(), "completed");
     EXPECT_EQ(o["world_size"].GetInt(), 2);
     EXPECT_EQ(o["bucket_cap_bytes"].GetInt64(), 1 << 20);
-    EXPECT_EQ(o["steps"].GetInt(), 3);
-    EXPECT_EQ(o["steady_steps"].GetInt(), 2);
+    EXPECT_EQ(o["steps"].GetInt(), 7);
+    EXPECT_EQ(o["steady_steps"].GetInt(), 6);
     EXPECT_STREQ(o["steady"]["rule"].GetString(), "after_warmup");
-    EXPECT_EQ(o["steady"]["steps"].Size(), 2u);
+    EXPECT_EQ(o["steady"]["steps"].Size(), 6u);
     EXPECT_DOUBLE_EQ(o["step_time_ms"].GetDouble(), 1.0);
     EXPECT_DOUBLE_EQ(o["compute_only_ms"].GetDouble(), 0.7);
     EXPECT_DOUBLE_EQ(o["overlap_ratio"].GetDouble(), 0.6);
@@ -295,7 +293,7 @@ TEST(Report, JsonGolden)
     EXPECT_EQ(o["stragglers"][0].GetInt(), 1);
     EXPECT_TRUE(o["straggler"]["straggler"].GetBool());
     EXPECT_DOUBLE_EQ(o["straggler"]["mean_wait_ms"].GetDouble(), 0.1);
-    EXPECT_DOUBLE_EQ(o["straggler"]["confidence"].GetDouble(), 0.5);
+    EXPECT_DOUBLE_EQ(o["straggler"]["confidence"].GetDouble(), 31.0 / 32.0);
     EXPECT_EQ(o["diagnostics_total"].GetInt(), 7);
     const auto& b = o["buckets"][0];
     EXPECT_EQ(b["index"].GetInt(), 0);
@@ -306,8 +304,8 @@ TEST(Report, JsonGolden)
     // Per rank, per (rank, step), per step straggler, per (step, bucket).
     ASSERT_EQ(o["ranks"].Size(), 2u);
     EXPECT_DOUBLE_EQ(o["ranks"][1]["mean_wait_caused_ms"].GetDouble(), 0.1);
-    ASSERT_EQ(o["step_breakdown"].Size(), 6u);
-    const auto& r1s2 = o["step_breakdown"][5]; // rank 1, step 2
+    ASSERT_EQ(o["step_breakdown"].Size(), 14u);
+    const auto& r1s2 = o["step_breakdown"][9]; // rank 1, step 2
     EXPECT_EQ(r1s2["rank"].GetInt(), 1);
     EXPECT_EQ(r1s2["step"].GetInt(), 2);
     EXPECT_STREQ(r1s2["window"].GetString(), "host");
@@ -315,10 +313,10 @@ TEST(Report, JsonGolden)
     EXPECT_DOUBLE_EQ(r1s2["wait_caused_ms"].GetDouble(), 0.1);
     EXPECT_TRUE(r1s2["late_rank"].GetBool());
     EXPECT_EQ(r1s2["start_ns"].GetInt64(), 6000 * kU);
-    ASSERT_EQ(o["step_stragglers"].Size(), 3u);
+    ASSERT_EQ(o["step_stragglers"].Size(), 7u);
     EXPECT_EQ(o["step_stragglers"][2]["late_rank"].GetInt(), 1);
     EXPECT_DOUBLE_EQ(o["step_stragglers"][2]["rank_time_lost_ms"].GetDouble(), 0.1);
-    ASSERT_EQ(o["bucket_steps"].Size(), 3u);
+    ASSERT_EQ(o["bucket_steps"].Size(), 7u);
     const auto& bs = o["bucket_steps"][1];
     EXPECT_DOUBLE_EQ(bs["skew_ms"].GetDouble(), 0.1);
     ASSERT_EQ(bs["ranks"].Size(), 2u);
@@ -384,8 +382,8 @@ TEST(Report, TextAndTable)
     const RunAnalysis a = analyze(run);
     const std::string text = reportText(run, a);
     for (const char* expected : {"hand-run", "world size 2", "1.00 MiB", "60.0%", "rank 1 is the straggler",
-                                 "late in 2 of 2 steady steps", "0.100 ms per step = 10.0%", "0.700 ms",
-                                 "12.500", "32000.0 samples/s", "steps 1-2", "replica drift x3"})
+                                 "late in 6 of 6 steady steps", "0.100 ms per step = 10.0%", "0.700 ms",
+                                 "12.500", "32000.0 samples/s", "steps 1-6", "replica drift x3"})
         EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
 
     RunSummary other = a.summary;

@@ -247,7 +247,8 @@ struct RankStepWait {
     int32_t rank = 0;
     int32_t step = 0;
     TimeNs waitCaused = 0;    // the largest wait it caused on a bucket of the step (0: never late)
-    double latenessNs = 0;    // max over buckets of (its launch - mean launch of the others)
+    double latenessNs = 0;    // its launch - the mean launch of the others, on the step's most
+                              // skewed bucket (negative: early)
 };
 struct RankStraggle {
     int32_t rank = 0;
@@ -266,10 +267,11 @@ struct StragglerEvidence {
     double meanStepNs = 0;       // mean steady step time
     double waitFraction = 0;     // meanWaitNs / meanStepNs
     double latenessAboveOthersNs = 0; // its median lateness - the others' median lateness
-    double noiseSpreadNs = 0;    // robust spread (1.4826 x MAD) of the other ranks' lateness
-    double noiseFloorNs = 0;     // kNoiseSigmas x noiseSpreadNs
+    double noiseSpreadNs = 0;    // sigma: robust spread (1.4826 x MAD) of the other ranks' lateness
+    double noiseFloorNs = 0;     // 2 standard errors of the difference of median latenesses over
+                                 // the n steady steps: 2 x 1.2533 x sigma x 2 / sqrt(n)
     double chance = 1;           // probability that noise alone makes some rank late this often
-    bool mostSteps = false;      // stepsLate > steadySteps / 2
+    bool mostSteps = false;      // stepsLate > steadySteps / 2 and chance <= 5%
     bool waitAboveThreshold = false; // waitFraction >= 5%
     bool clearsNoise = false;    // latenessAboveOthersNs > 0 and >= noiseFloorNs
     bool straggler = false;      // all three
