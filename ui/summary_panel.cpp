@@ -268,8 +268,15 @@ void SummaryPanel::setRun(LoadedRunPtr run)
                       formatDuration(e.noiseFloorNs), formatPercent(e.confidence()));
     } else if (e.candidate >= 0) {
         QStringList missing;
+        // Core's rule: late in most steady steps, and more often than noise alone would make
+        // some rank late (chance <= 5 %).
         if (!e.mostSteps)
-            missing << tr("late in only %1 of %2 steady steps").arg(e.stepsLate).arg(e.steadySteps);
+            missing << (2 * e.stepsLate > e.steadySteps
+                            ? tr("late in %1 of %2 steady steps, which noise alone explains (chance %3)")
+                                  .arg(e.stepsLate)
+                                  .arg(e.steadySteps)
+                                  .arg(formatPercent(e.chance))
+                            : tr("late in only %1 of %2 steady steps").arg(e.stepsLate).arg(e.steadySteps));
         if (!e.waitAboveThreshold)
             missing << tr("the wait it caused, %1, is under 5 % of the step").arg(formatPercent(e.waitFraction));
         if (!e.clearsNoise)
