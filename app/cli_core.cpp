@@ -40,8 +40,8 @@ int runReport(const CoreArgs& a)
     auto run = core::loadRun(a.run);
     if (!run)
         return fail(run.error().message);
-    const core::RunSummary summary = core::summarize(*run);
-    std::cout << (a.json ? core::summaryJson(summary) : core::summaryText(summary));
+    const core::RunAnalysis analysis = core::analyze(*run);
+    std::cout << (a.json ? core::reportJson(*run, analysis) : core::reportText(*run, analysis));
     if (a.json)
         std::cout << '\n';
     std::cout.flush();
@@ -88,7 +88,9 @@ void registerCoreCommands(CLI::App& app)
     CLI::App* report = app.add_subcommand("report", "Summarize a run: step time, overlap, exposed "
                                                     "communication, stragglers, buckets");
     report->add_option("RUN", args->run, "run database (.db)")->required();
-    report->add_flag("--json", args->json, "print the summary as JSON");
+    report->add_flag("--json", args->json,
+                     "print the full report as JSON: run summary, per rank, per (rank, step), per step "
+                     "straggler and per (step, bucket); schema in docs/report-json.md (schema_version 1)");
     report->callback([args] { exitStatus() = runReport(*args); });
     report->footer(kExitStatusHelp);
 

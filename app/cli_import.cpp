@@ -92,7 +92,10 @@ void registerImportCommands(CLI::App& app)
     auto* cmd = app.add_subcommand(
         "import",
         "Import torch.profiler (Kineto) Chrome-trace JSON (plain or .gz) or Nsight Systems SQLite exports "
-        "(nsys export --type sqlite), one file per rank, into one run database");
+        "(nsys export --type sqlite), one file per rank, or a trace `lockstep export --chrome` wrote, into one "
+        "run database. GPU kernels, copies and memsets belong to the step that launched them (correlation "
+        "ids); device work without a launch record is counted in the diagnostics. Names longer than "
+        + std::to_string(core::kImportNameLimit) + " bytes are cut (counted as \"name truncated\")");
     cmd->add_option("files", args->files, "trace files, one per rank (format detected from content)")
         ->required()
         ->check(CLI::ExistingFile);
@@ -103,7 +106,12 @@ void registerImportCommands(CLI::App& app)
     cmd->add_option("--world-size", args->worldSize, "world size of the run (default: from the traces)")
         ->check(CLI::PositiveNumber);
     cmd->add_option("--warmup", args->warmup,
-                    "steps numbered below this are warm-up (default: the first imported step + 1)")
+                    "the first N steps of the trace (its N lowest step numbers, wherever the profiler's "
+                    "schedule started counting) are warm-up and left out of run-level numbers; default "
+                    + std::to_string(core::kDefaultImportWarmup)
+                    + " (the first profiled step carries the profiler's start-up). A trace with no more than "
+                      "N steps has no steady step: its report says so and uses every step. A trace written "
+                      "by `lockstep export --chrome` keeps its own warm-up unless this is given")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--name", args->name, "run name (default: the output file's stem)");
     cmd->add_flag("--python-functions", args->pythonFunctions, "also import python_function events");

@@ -1,5 +1,6 @@
 // lockstep-ui: the desktop app. `lockstep-ui [RUN.db...]` opens runs;
-// `lockstep-ui --screenshot OUT.png [--view V] [--size WxH] RUN...` renders one page headless.
+// `lockstep-ui --screenshot OUT.png [--view V] [--size WxH] RUN...` renders one page headless;
+// --help and --version need no display either.
 #include "main_window.h"
 #include "screenshot.h"
 
@@ -8,6 +9,7 @@
 #include <QRegularExpression>
 
 #include <signal.h>
+#include <algorithm>
 
 #include <cstdio>
 #include <cstdlib>
@@ -18,12 +20,16 @@ int main(int argc, char** argv)
     // A write past a file-size limit fails like one to a full disk (EFBIG) instead of killing the
     // app, so a screenshot that cannot be written leaves nothing behind (core/output_file.h).
     signal(SIGXFSZ, SIG_IGN);
-    // Screenshots must work without a display: pick the offscreen platform unless one was chosen.
-    bool screenshot = false;
-    for (int i = 1; i < argc; ++i)
-        if (std::strcmp(argv[i], "--screenshot") == 0 || std::strncmp(argv[i], "--screenshot=", 13) == 0)
-            screenshot = true;
-    if (screenshot && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+    // Screenshots, --help and --version must work without a display: pick the offscreen platform
+    // for them unless one was chosen.
+    bool headless = false;
+    for (int i = 1; i < argc; ++i) {
+        const char* a = argv[i];
+        headless = headless || std::strcmp(a, "--screenshot") == 0 || std::strncmp(a, "--screenshot=", 13) == 0
+                || std::strcmp(a, "--help") == 0 || std::strcmp(a, "-h") == 0 || std::strcmp(a, "--help-all") == 0
+                || std::strcmp(a, "--version") == 0 || std::strcmp(a, "-v") == 0;
+    }
+    if (headless && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
         qputenv("QT_QPA_PLATFORM", "offscreen");
 
     QApplication app(argc, argv);
@@ -36,10 +42,10 @@ int main(int argc, char** argv)
     parser.addHelpOption();
     parser.addVersionOption();
     QCommandLineOption shotOpt("screenshot", "Render a view to OUT.png without a window and exit.", "OUT.png");
-    QCommandLineOption viewOpt("view", "View to render: timeline, charts, compare, browser, launch.", "view", "timeline");
+    QCommandLineOption viewOpt("view", QStringLiteral("View to render: %1.").arg(lockstep::ui::screenshotViews().join(", ")), "view", "timeline");
     QCommandLineOption sizeOpt("size", "Size of the rendered window, WxH.", "WxH", "1400x860");
     QCommandLineOption wsOpt("workspace", "Workspace folder shown in the run browser.", "folder");
-    QCommandLineOption stepOpt("step", "Screenshot: zoom the timeline (or compare) view to this step.", "N", "-1");
+    QCommandLineOption stepOpt("step", "Screenshot: zoom the timeline (or compare) view to this step and select its largest bucket.", "N", "-1");
     parser.addOptions({shotOpt, viewOpt, sizeOpt, wsOpt, stepOpt});
     parser.addPositionalArgument("runs", "Run databases to open.", "[RUN.db...]");
     parser.process(app);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Records real DDP runs with the lockstep CLI (2 ranks with a straggler; a bucket-size sweep at
-# 2 ranks; 1 and 4 ranks for scaling) and renders the app's views headless into
+# Records real DDP runs with the lockstep CLI (2 ranks with a straggler and 1 MiB buckets, whose
+# all-reduces run concurrently; 4 ranks with a straggler for the ranks view; a bucket-size sweep
+# at 2 ranks; 1 and 4 ranks for scaling) and renders the app's views headless into
 # docs/screenshots/*.png with `lockstep-ui --screenshot`. The README shows these images.
 #
 #   scripts/screenshots.sh                 # uses build/app/lockstep and build/app/lockstep-ui
@@ -28,9 +29,12 @@ mkdir -p "$RUNS/sweep" "$OUT"
 MODEL=(--model mlp --layers 6 --width 512 --batch 32 --progress none)
 
 if [[ ${RECORD:-1} != 0 ]]; then
-echo "== recording: 2 ranks, rank 1 a 15 ms straggler"
-"$LOCKSTEP" run --nproc 2 --out "$RUNS/mlp-2rank-straggler.db" "${MODEL[@]}" --steps 10 --bucket-mb 4 \
+echo "== recording: 2 ranks, 1 MiB buckets, rank 1 a 15 ms straggler"
+"$LOCKSTEP" run --nproc 2 --out "$RUNS/mlp-2rank-straggler.db" "${MODEL[@]}" --steps 10 --bucket-mb 1 \
   --straggler 1:15 --force >/dev/null
+echo "== recording: 4 ranks, rank 2 a 15 ms straggler"
+"$LOCKSTEP" run --nproc 4 --out "$RUNS/mlp-4rank-straggler.db" "${MODEL[@]}" --steps 12 --bucket-mb 1 \
+  --straggler 2:15 --force >/dev/null
 echo "== recording: bucket-size sweep at 2 ranks (1, 4, 25 MiB)"
 "$LOCKSTEP" sweep --nproc 2 --bucket-mb 1,4,25 --out-dir "$RUNS/sweep" "${MODEL[@]}" --steps 8 --force >/dev/null
 echo "== recording: 1 and 4 ranks at 4 MiB (scaling)"
@@ -45,6 +49,8 @@ shot() {
 }
 S=$RUNS/sweep
 shot timeline --view timeline --step 5 "$RUNS/mlp-2rank-straggler.db"
+shot summary --view summary "$RUNS/mlp-2rank-straggler.db"
+shot ranks --view ranks "$RUNS/mlp-4rank-straggler.db"
 shot charts --view charts "$S/mlp-n2-b4.db" "$S/mlp-n2-b1.db" "$S/mlp-n2-b25.db" "$S/mlp-n1-b4.db" "$S/mlp-n4-b4.db"
 shot compare --view compare --step 4 "$S/mlp-n2-b1.db" "$S/mlp-n2-b25.db"
 shot browser --view browser --workspace "$RUNS"

@@ -2,6 +2,7 @@
 #include "charts_page.h"
 
 #include "format.h"
+#include "timeline/timeline_palette.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSet>
@@ -15,20 +16,26 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLegendMarker>
 #include <QLineSeries>
+#include <QListWidget>
 #include <QLogValueAxis>
 #include <QMessageBox>
 #include <QPainter>
 #include <QPushButton>
 #include <QScatterSeries>
+#include <QSet>
+#include <QSplitter>
 #include <QStackedBarSeries>
 #include <QSvgGenerator>
+#include <QToolTip>
 #include <QValueAxis>
 #include <QVBoxLayout>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 namespace lockstep::ui {
 
@@ -36,11 +43,10 @@ namespace {
 
 // Steps beyond this many make a bar chart unreadable; the chart shows the first ones and says so.
 constexpr int kMaxBarSteps = 60;
-
-const QColor kComputeOnly(0x60, 0xa5, 0xfa);
-const QColor kOverlapped(0x34, 0xd3, 0x99);
-const QColor kExposed(0xf8, 0x71, 0x71);
-const QColor kIdle(0xd1, 0xd5, 0xdb);
+// A legend entry names the runs of its curve, cut to this many characters.
+constexpr int kMaxLegendChars = 70;
+// Series property holding one tooltip text per point.
+constexpr const char* kPointTexts = "lockstepPointTexts";
 
 double ms(core::TimeNs ns) { return double(ns) / 1e6; }
 
@@ -56,8 +62,8 @@ QString noStepsText(const LoadedRunPtr& run)
     if (!run)
         return QObject::tr("open a run with recorded steps");
     QString text = QObject::tr("%1 has no recorded steps").arg(run->label);
-    if (!run->summary.failureCause.empty())
-        text += QStringLiteral("<br>") + QString::fromStdString(run->summary.failureCause).toHtmlEscaped().left(160);
+    if (!run->summary().failureCause.empty())
+        text += QStringLiteral("<br>") + displayText(run->summary().failureCause, 160).toHtmlEscaped();
     return text;
 }
 
@@ -102,12 +108,154 @@ QChart* placeholderChart(const QString& title, const QString& text)
     return chart;
 }
 
+// Mean and standard deviation of the run's steady steps, per step over its ranks, of a value
+// taken from core's step breakdowns: f(sum of the step's numbers over ranks, ranks).
+struct Spread {
+    double mean = std::nan("");
+    double sd = 0;
+};
+template <class F>
+Spread steadySpread(const LoadedRun& run, F&& f)
+{
+    std::map<int32_t, std::vector<const core::StepBreakdown*>> perStep;
+    for (const core::StepBreakdown& b : run.analysis->steps)
+        if (b.steady)
+            perStep[b.step].push_back(&b);
+    std::vector<double> v;
+    for (const auto& [step, list] : perStep) {
+        const double x = f(list);
+        if (std::isfinite(x))
+            v.push_back(x);
+    }
+    Spread s;
+    if (v.empty())
+        return s;
+    double sum = 0;
+    for (double x : v)
+        sum += x;
+    s.mean = sum / double(v.size());
+    double sq = 0;
+    for (double x : v)
+        sq += (x - s.mean) * (x - s.mean);
+    s.sd = v.size() > 1 ? std::sqrt(sq / double(v.size() - 1)) : 0.0;
+    return s;
+}
+double stepMs(const std::vector<const core::StepBreakdown*>& list)
+{
+    double sum = 0;
+    for (const auto* b : list)
+        sum += ms(b->wall);
+    return list.empty() ? std::nan("") : sum / double(list.size());
+}
+double overlapPct(const std::vector<const core::StepBreakdown*>& list)
+{
+    double ov = 0, comm = 0;
+    for (const auto* b : list) {
+        ov += double(b->overlapped);
+        comm += double(b->communication);
+    }
+    return comm > 0 ? 100.0 * ov / comm : std::nan("");
+}
+
+// An error bar: a vertical line from y - sd to y + sd at x, not in the legend.
+void addErrorBar(QChart* chart, QAbstractAxis* x, QAbstractAxis* y, double px, double py, double sd, QColor color)
+{
+    if (!(sd > 0) || !std::isfinite(py))
+        return;
+    auto* bar = new QLineSeries;
+    bar->append(px, py - sd);
+    bar->append(px, py + sd);
+    QPen pen(color, 1.5);
+    bar->setPen(pen);
+    chart->addSeries(bar);
+    bar->attachAxis(x);
+    bar->attachAxis(y);
+    for (QLegendMarker* m : chart->legend()->markers(bar))
+        m->setVisible(false);
+}
+
+// Names of a curve's runs for its legend, short enough to be read there: a sweep's runs share
+// a prefix, written once ("mlp-n2-b{1,4,25}"); otherwise "a, b, c". Cut at kMaxLegendChars.
+QString runNames(const std::vector<const LoadedRun*>& runs)
+{
+    QStringList names;
+    for (const auto* r : runs)
+        names << r->label;
+    if (names.size() < 2)
+        return displayText(names.join(QString()), kMaxLegendChars);
+    qsizetype prefix = names.front().size();
+    for (const QString& n : names) {
+        qsizetype k = 0;
+        while (k < prefix && k < n.size() && n[k] == names.front()[k])
+            ++k;
+        prefix = k;
+    }
+    if (prefix < 3)
+        return displayText(names.join(QStringLiteral(", ")), kMaxLegendChars);
+    QStringList rest;
+    for (const QString& n : names)
+        rest << n.mid(prefix);
+    return displayText(names.front().left(prefix) + QLatin1Char('{') + rest.join(QLatin1Char(',')) + QLatin1Char('}'), kMaxLegendChars);
+}
+
+// "not on a curve: a (differs in: threads), b (one rank)": the picked runs no curve holds, and
+// why (core::differingFields against the first run of the first curve).
+QString leftOutText(const std::vector<const LoadedRun*>& runs, const std::vector<core::RunSummary>& summaries,
+                    const std::vector<bool>& onCurve, const core::RunSummary* reference, bool oneRankHasNoCurve)
+{
+    QStringList out;
+    for (size_t i = 0; i < runs.size(); ++i) {
+        if (onCurve[i])
+            continue;
+        QString why;
+        if (oneRankHasNoCurve && !summaries[i].multiRank)
+            why = QObject::tr("one rank: nothing to overlap");
+        else if (reference) {
+            QStringList fields;
+            for (const std::string& f : core::differingFields(reference->signature, summaries[i].signature))
+                fields << QString::fromStdString(f);
+            why = fields.isEmpty() ? QObject::tr("no other run to pair with") : QObject::tr("differs in %1").arg(fields.join(", "));
+        }
+        out << QStringLiteral("%1 (%2)").arg(runs[i]->label, why);
+    }
+    if (out.isEmpty())
+        return {};
+    return QStringLiteral("<br><span style='font-size:8pt;color:#6b7280'>%1</span>")
+        .arg(displayText(QObject::tr("not on a curve: %1").arg(out.join(QStringLiteral("; "))), 160).toHtmlEscaped());
+}
+
+// Hover: the point's run and values, from the texts stored on the series.
+void attachHover(QXYSeries* series, QStringList texts, QWidget* tipParent)
+{
+    series->setProperty(kPointTexts, texts);
+    QObject::connect(series, &QXYSeries::hovered, tipParent, [series, tipParent](const QPointF& p, bool on) {
+        if (!on) {
+            QToolTip::hideText();
+            return;
+        }
+        const QStringList t = series->property(kPointTexts).toStringList();
+        int best = -1;
+        double bestD = 0;
+        for (int i = 0; i < series->count() && i < t.size(); ++i) {
+            const QPointF q = series->at(i);
+            const double d = std::hypot((q.x() - p.x()) / std::max(1e-12, std::abs(q.x()) + 1e-12), (q.y() - p.y()) / std::max(1e-12, std::abs(q.y()) + 1e-12));
+            if (best < 0 || d < bestD) {
+                best = i;
+                bestD = d;
+            }
+        }
+        if (best >= 0)
+            QToolTip::showText(QCursor::pos(), t[best], tipParent);
+    });
+}
+
 } // namespace
 
 ChartsPage::ChartsPage(QWidget* parent)
     : QWidget(parent)
     , m_rankBox(new QComboBox(this))
     , m_exportWhich(new QComboBox(this))
+    , m_picker(new QListWidget(this))
 {
     m_rankBox->setToolTip(tr("Rank shown in the per-step breakdown (mean = mean over ranks)"));
     connect(m_rankBox, &QComboBox::activated, this, [this](int) { setRank(m_rankBox->currentData().toInt()); });
@@ -116,6 +264,11 @@ ChartsPage::ChartsPage(QWidget* parent)
     auto* exportButton = new QPushButton(tr("Export…"), this);
     exportButton->setToolTip(tr("Save the chosen chart as PNG or SVG (Ctrl+E)"));
     connect(exportButton, &QPushButton::clicked, this, &ChartsPage::exportCurrentChart);
+    m_picker->setToolTip(tr("Runs shown in the bucket-size and scaling charts; only like-for-like runs share a curve"));
+    connect(m_picker, &QListWidget::itemChanged, this, [this](QListWidgetItem*) {
+        rebuildSweep();
+        rebuildScaling();
+    });
 
     auto* bar = new QHBoxLayout;
     bar->addWidget(new QLabel(tr("Breakdown rank:"), this));
@@ -133,10 +286,22 @@ ChartsPage::ChartsPage(QWidget* parent)
         m_views[size_t(i)] = view;
         grid->addWidget(view, i / 2, i % 2);
     }
+    auto* charts = new QWidget(this);
+    charts->setLayout(grid);
+    auto* pickerBox = new QWidget(this);
+    auto* pickerLayout = new QVBoxLayout(pickerBox);
+    pickerLayout->setContentsMargins(0, 0, 0, 0);
+    pickerLayout->addWidget(new QLabel(tr("Runs in the sweep and\nscaling charts:"), pickerBox));
+    pickerLayout->addWidget(m_picker, 1);
+    auto* split = new QSplitter(Qt::Horizontal, this);
+    split->addWidget(pickerBox);
+    split->addWidget(charts);
+    split->setStretchFactor(1, 1);
+    split->setSizes({180, 1100});
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addLayout(bar);
-    layout->addLayout(grid, 1);
+    layout->addWidget(split, 1);
     setRuns(nullptr, {});
 }
 
@@ -154,6 +319,22 @@ void ChartsPage::setRuns(LoadedRunPtr current, std::vector<LoadedRunPtr> all)
 {
     m_current = std::move(current);
     m_all = std::move(all);
+    // The picker keeps each run's choice while it stays open; new runs come picked.
+    QSet<QString> unpicked;
+    for (int i = 0; i < m_picker->count(); ++i)
+        if (m_picker->item(i)->checkState() != Qt::Checked)
+            unpicked.insert(m_picker->item(i)->data(Qt::UserRole).toString());
+    {
+        const QSignalBlocker block(m_picker);
+        m_picker->clear();
+        for (const auto& r : m_all) {
+            auto* item = new QListWidgetItem(r->label, m_picker);
+            item->setData(Qt::UserRole, r->path);
+            item->setToolTip(r->path);
+            item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+            item->setCheckState(unpicked.contains(r->path) ? Qt::Unchecked : Qt::Checked);
+        }
+    }
     m_rankBox->clear();
     m_rankBox->addItem(tr("mean of ranks"), -1);
     if (m_current)
@@ -169,6 +350,27 @@ void ChartsPage::setRuns(LoadedRunPtr current, std::vector<LoadedRunPtr> all)
     rebuildScaling();
 }
 
+std::vector<LoadedRunPtr> ChartsPage::pickedRuns() const
+{
+    std::vector<LoadedRunPtr> out;
+    for (int i = 0; i < m_picker->count() && size_t(i) < m_all.size(); ++i)
+        if (m_picker->item(i)->checkState() == Qt::Checked)
+            out.push_back(m_all[size_t(i)]);
+    return out;
+}
+
+void ChartsPage::setPicked(const QStringList& paths)
+{
+    {
+        const QSignalBlocker block(m_picker);
+        for (int i = 0; i < m_picker->count(); ++i)
+            m_picker->item(i)->setCheckState(paths.contains(m_picker->item(i)->data(Qt::UserRole).toString()) ? Qt::Checked
+                                                                                                             : Qt::Unchecked);
+    }
+    rebuildSweep();
+    rebuildScaling();
+}
+
 void ChartsPage::setRank(int rank)
 {
     m_rank = rank;
@@ -178,47 +380,61 @@ void ChartsPage::setRank(int rank)
     rebuildBreakdown();
 }
 
+QString ChartsPage::pointText(QChart* chart, int series, int index)
+{
+    const auto list = chart->series();
+    if (series < 0 || series >= list.size())
+        return {};
+    return list[series]->property(kPointTexts).toStringList().value(index);
+}
+
 void ChartsPage::rebuildBreakdown()
 {
     const QString title = tr("Per-step breakdown");
-    if (!m_current || m_current->breakdown.empty()) {
+    if (!m_current || m_current->analysis->steps.empty()) {
         setChart(m_views[Breakdown], placeholderChart(title, noStepsText(m_current)));
         return;
     }
-    // Per step: the chosen rank's numbers, or the mean over ranks.
-    struct Acc { double computeOnly = 0, overlapped = 0, exposed = 0, idle = 0; int n = 0; };
+    // Per step: the chosen rank's five parts (core's breakdown), or their mean over ranks.
+    struct Acc { double parts[5] = {0, 0, 0, 0, 0}; int n = 0; };
     std::map<int, Acc> perStep;
-    for (const auto& b : m_current->breakdown) {
+    for (const auto& b : m_current->analysis->steps) {
         if (m_rank >= 0 && b.rank != m_rank)
             continue;
         Acc& a = perStep[b.step];
-        a.computeOnly += ms(b.computeOnly);
-        a.overlapped += ms(b.overlapped);
-        a.exposed += ms(b.exposed);
-        a.idle += ms(b.idle);
+        a.parts[0] += ms(b.computeOnly);
+        a.parts[1] += ms(b.overlapped);
+        a.parts[2] += ms(b.exposed);
+        a.parts[3] += ms(b.memoryOnly);
+        a.parts[4] += ms(b.idle);
         ++a.n;
     }
     auto* series = new QStackedBarSeries;
-    QBarSet* sets[4] = {new QBarSet(tr("compute only")), new QBarSet(tr("overlapped comm")),
-                        new QBarSet(tr("exposed comm")), new QBarSet(tr("idle"))};
-    const QColor colors[4] = {kComputeOnly, kOverlapped, kExposed, kIdle};
+    QBarSet* sets[5] = {new QBarSet(tr("compute only")), new QBarSet(tr("overlapped")), new QBarSet(tr("exposed")),
+                        new QBarSet(tr("memory only")), new QBarSet(tr("idle"))};
+    const QColor colors[5] = {palette::computeOnlyColor(), palette::overlappedColor(), palette::exposedColor(),
+                              palette::memoryOnlyColor(), palette::idleColor()};
     QStringList categories;
     int shown = 0;
     for (const auto& [step, a] : perStep) {
         if (shown++ >= kMaxBarSteps)
             break;
         categories << QString::number(step);
-        sets[0]->append(a.computeOnly / a.n);
-        sets[1]->append(a.overlapped / a.n);
-        sets[2]->append(a.exposed / a.n);
-        sets[3]->append(a.idle / a.n);
+        for (int i = 0; i < 5; ++i)
+            sets[i]->append(a.parts[i] / a.n);
     }
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 5; ++i) {
         sets[i]->setColor(colors[i]);
         sets[i]->setBorderColor(colors[i].darker(115));
         series->append(sets[i]);
     }
     series->setBarWidth(0.8);
+    connect(series, &QStackedBarSeries::hovered, this, [this, categories](bool on, int index, QBarSet* set) {
+        if (on)
+            QToolTip::showText(QCursor::pos(), tr("step %1, %2: %3").arg(categories.value(index), set->label(), formatMs(set->at(index))), this);
+        else
+            QToolTip::hideText();
+    });
     QString full = QStringLiteral("%1 — %2, %3").arg(title, m_current->label,
                                                      m_rank < 0 ? tr("mean of ranks") : tr("rank %1").arg(m_rank));
     if (int(perStep.size()) > kMaxBarSteps)
@@ -244,36 +460,48 @@ void ChartsPage::rebuildBreakdown()
 void ChartsPage::rebuildDistribution()
 {
     const QString title = tr("Step-time distribution per rank");
-    if (!m_current || m_current->breakdown.empty()) {
+    if (!m_current || m_current->analysis->steps.empty()) {
         setChart(m_views[Distribution], placeholderChart(title, noStepsText(m_current)));
         return;
     }
-    bool anySteady = false;
-    for (const auto& b : m_current->breakdown)
-        anySteady |= !b.warmup;
+    const bool fallback = m_current->analysis->steady.fallback;
     std::map<int, std::vector<double>> perRank;
-    for (const auto& b : m_current->breakdown)
-        if (!anySteady || !b.warmup)
+    for (const auto& b : m_current->analysis->steps)
+        if (b.steady)
             perRank[b.rank].push_back(ms(b.wall));
     auto* series = new QBoxPlotSeries;
-    series->setName(anySteady ? tr("steady steps") : tr("all steps"));
+    series->setName(fallback ? tr("all steps (none past the warm-up)") : tr("steady steps"));
     QStringList categories;
     double lo = std::numeric_limits<double>::max(), hi = 0;
     for (auto& [rank, values] : perRank) {
         std::sort(values.begin(), values.end());
         auto* set = new QBoxSet(values.front(), quantile(values, 0.25), quantile(values, 0.5),
                                 quantile(values, 0.75), values.back(), tr("rank %1").arg(rank));
-        set->setBrush(QColor(0x93, 0xc5, 0xfd));
-        set->setPen(QPen(QColor(0x1e, 0x40, 0xaf), 1.2));
+        set->setBrush(palette::computeOnlyColor());
+        set->setPen(QPen(palette::headerText(), 1.2));
         series->append(set);
         categories << tr("rank %1").arg(rank);
         lo = std::min(lo, values.front());
         hi = std::max(hi, values.back());
     }
+    connect(series, &QBoxPlotSeries::hovered, this, [this](bool on, QBoxSet* set) {
+        if (!on) {
+            QToolTip::hideText();
+            return;
+        }
+        QToolTip::showText(QCursor::pos(),
+                           tr("%1: median %2, quartiles %3 – %4, range %5 – %6")
+                               .arg(set->label(), formatMs(set->at(QBoxSet::Median)), formatMs(set->at(QBoxSet::LowerQuartile)),
+                                    formatMs(set->at(QBoxSet::UpperQuartile)), formatMs(set->at(QBoxSet::LowerExtreme)),
+                                    formatMs(set->at(QBoxSet::UpperExtreme))),
+                           this);
+    });
     QChart* chart = newChart(QStringLiteral("%1 — %2").arg(title, m_current->label));
     chart->addSeries(series);
     auto* x = new QBarCategoryAxis;
     x->append(categories);
+    if (categories.size() > 16)
+        x->setLabelsAngle(-90);
     auto* y = new QValueAxis;
     y->setTitleText(tr("step time (ms)"));
     const double pad = std::max(0.05 * (hi - lo), 0.01 * hi);
@@ -290,143 +518,221 @@ void ChartsPage::rebuildDistribution()
 void ChartsPage::rebuildSweep()
 {
     const QString title = tr("Overlap and step time vs bucket size");
-    // Runs of the current run's model and world size (a bucket-size sweep); all runs otherwise.
-    std::vector<LoadedRunPtr> runs;
-    for (const auto& r : m_all) {
-        if (!hasMeasuredSteps(r->summary))
+    // Picked runs with steps, grouped by core: a curve holds runs equal in all but bucket caps,
+    // with more than one rank (a 1-rank run has no communication to hide).
+    std::vector<const LoadedRun*> runs;
+    std::vector<core::RunSummary> summaries;
+    for (const auto& r : pickedRuns()) {
+        if (!hasMeasuredSteps(r->summary()))
             continue;
-        if (m_current && (r->summary.model != m_current->summary.model || r->summary.worldSize != m_current->summary.worldSize))
-            continue;
-        runs.push_back(r);
+        runs.push_back(r.get());
+        summaries.push_back(r->summary());
     }
-    if (runs.empty()) {
-        setChart(m_views[BucketSweep], placeholderChart(title, tr("open runs that differ in bucket size")));
+    // A curve needs two bucket sizes: a run alone in its group compares with nothing.
+    std::vector<std::vector<size_t>> groups;
+    for (auto& g : core::comparableGroups(summaries, core::Varied::BucketCaps, true)) {
+        std::set<int64_t> caps;
+        for (size_t i : g)
+            caps.insert(summaries[i].bucketCapBytes);
+        if (caps.size() >= 2)
+            groups.push_back(std::move(g));
+    }
+    if (groups.empty()) {
+        setChart(m_views[BucketSweep], placeholderChart(title, tr("pick runs of more than one rank that differ in bucket size")));
         return;
     }
-    std::sort(runs.begin(), runs.end(), [](auto& a, auto& b) { return a->summary.bucketCapBytes < b->summary.bucketCapBytes; });
-    auto* overlap = new QLineSeries;
-    overlap->setName(tr("overlap %"));
-    overlap->setPointsVisible(true);
-    overlap->setColor(QColor(0x05, 0x96, 0x69));
-    auto* step = new QLineSeries;
-    step->setName(tr("step time (ms)"));
-    step->setPointsVisible(true);
-    step->setColor(QColor(0x25, 0x63, 0xeb));
-    double maxMs = 0, minMb = 1e18, maxMb = 0;
-    for (const auto& r : runs) {
-        const double mb = double(r->summary.bucketCapBytes) / (1024.0 * 1024.0);
-        const double ov = std::isfinite(r->summary.overlapRatio) ? r->summary.overlapRatio * 100.0 : 0.0;
-        overlap->append(mb, ov);
-        step->append(mb, r->summary.stepTimeMs);
-        maxMs = std::max(maxMs, r->summary.stepTimeMs);
-        minMb = std::min(minMb, mb);
-        maxMb = std::max(maxMb, mb);
-    }
-    QString full = title;
-    if (m_current)
-        full += tr(" — %1, %2 ranks, %3 runs").arg(qs(m_current->summary.model)).arg(m_current->summary.worldSize).arg(runs.size());
-    QChart* chart = newChart(full);
-    chart->addSeries(overlap);
-    chart->addSeries(step);
-    // Bucket sizes of a sweep are usually powers of two apart: a log axis spaces them evenly.
+    std::vector<bool> onCurve(runs.size(), false);
+    for (const auto& g : groups)
+        for (size_t i : g)
+            onCurve[i] = true;
+    QChart* chart = newChart((groups.size() == 1 ? title : title + tr(" — %1 groups of like-for-like runs").arg(groups.size()))
+                             + leftOutText(runs, summaries, onCurve, &summaries[groups.front().front()], true));
     auto* x = new QLogValueAxis;
     x->setBase(2);
     x->setTitleText(tr("bucket cap (MiB)"));
     x->setLabelFormat("%g");
-    x->setRange(minMb / 1.5, maxMb * 1.5);
     auto* yOverlap = new QValueAxis;
     yOverlap->setRange(0, 100);
     yOverlap->setTitleText(tr("overlap %"));
     yOverlap->setLabelFormat("%.0f");
     auto* yStep = new QValueAxis;
-    yStep->setRange(0, maxMs * 1.15 + 1e-9);
     yStep->setTitleText(tr("step time (ms)"));
     yStep->setLabelFormat("%.1f");
-    yStep->applyNiceNumbers();
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(yOverlap, Qt::AlignLeft);
     chart->addAxis(yStep, Qt::AlignRight);
-    overlap->attachAxis(x);
-    overlap->attachAxis(yOverlap);
-    step->attachAxis(x);
-    step->attachAxis(yStep);
+    double maxMs = 0, minMb = 1e18, maxMb = 0;
+    int g = 0;
+    for (const auto& group : groups) {
+        std::vector<size_t> idx = group;
+        std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return summaries[a].bucketCapBytes < summaries[b].bucketCapBytes; });
+        std::vector<const LoadedRun*> members;
+        for (size_t i : idx)
+            members.push_back(runs[i]);
+        const QColor overlapColor = g == 0 ? palette::overlappedColor() : palette::overlappedColor().darker(100 + 40 * g);
+        const QColor stepColor = g == 0 ? palette::headerText() : palette::stepLabelText().lighter(100 + 30 * g);
+        auto* overlap = new QLineSeries;
+        overlap->setName(tr("overlap · %1").arg(runNames(members)));
+        overlap->setPointsVisible(true);
+        overlap->setColor(overlapColor);
+        auto* step = new QLineSeries;
+        step->setName(tr("step time · %1").arg(runNames(members)));
+        step->setPointsVisible(true);
+        step->setColor(stepColor);
+        QStringList overlapTexts, stepTexts;
+        struct Bar { double x, y, sd; };
+        std::vector<Bar> overlapBars, stepBars;
+        for (size_t i : idx) {
+            const LoadedRun& r = *runs[i];
+            const core::RunSummary& s = summaries[i];
+            const double mb = double(s.bucketCapBytes) / (1024.0 * 1024.0);
+            const Spread ov = steadySpread(r, overlapPct);
+            const Spread st = steadySpread(r, stepMs);
+            if (std::isfinite(s.overlapRatio)) {
+                overlap->append(mb, s.overlapRatio * 100.0);
+                overlapTexts << tr("%1\nbucket cap %2\noverlap %3 (± %4 pt over steady steps)")
+                                    .arg(r.label, formatBytes(double(s.bucketCapBytes)), formatPercent(s.overlapRatio))
+                                    .arg(ov.sd, 0, 'f', 1);
+                overlapBars.push_back({mb, s.overlapRatio * 100.0, ov.sd});
+            }
+            step->append(mb, s.stepTimeMs);
+            stepTexts << tr("%1\nbucket cap %2\nstep time %3 (± %4 over steady steps)")
+                             .arg(r.label, formatBytes(double(s.bucketCapBytes)), formatMs(s.stepTimeMs), formatMs(st.sd));
+            stepBars.push_back({mb, s.stepTimeMs, st.sd});
+            maxMs = std::max(maxMs, s.stepTimeMs + st.sd);
+            minMb = std::min(minMb, mb);
+            maxMb = std::max(maxMb, mb);
+        }
+        chart->addSeries(overlap);
+        chart->addSeries(step);
+        overlap->attachAxis(x);
+        overlap->attachAxis(yOverlap);
+        step->attachAxis(x);
+        step->attachAxis(yStep);
+        attachHover(overlap, overlapTexts, this);
+        attachHover(step, stepTexts, this);
+        for (const Bar& b : overlapBars)
+            addErrorBar(chart, x, yOverlap, b.x, b.y, b.sd, overlapColor);
+        for (const Bar& b : stepBars)
+            addErrorBar(chart, x, yStep, b.x, b.y, b.sd, stepColor);
+        ++g;
+    }
+    // Bucket sizes of a sweep are usually powers of two apart: a log axis spaces them evenly.
+    x->setRange(minMb / 1.5, maxMb * 1.5);
+    yStep->setRange(0, maxMs * 1.15 + 1e-9);
+    yStep->applyNiceNumbers();
     setChart(m_views[BucketSweep], chart);
 }
 
 void ChartsPage::rebuildScaling()
 {
     const QString title = tr("Throughput and weak-scaling efficiency vs world size");
-    // One point per world size: a scaling curve through several runs at one N (a bucket sweep)
-    // would zig-zag. Prefer the run with the current run's bucket cap, else the fastest.
-    std::map<int32_t, core::RunSummary> byWorld;
-    for (const auto& r : m_all) {
-        const core::RunSummary& s = r->summary;
-        if (!hasMeasuredSteps(s) || (m_current && s.model != m_current->summary.model))
-            continue;
-        auto it = byWorld.find(s.worldSize);
-        if (it == byWorld.end()) {
-            byWorld.emplace(s.worldSize, s);
-            continue;
-        }
-        const int64_t cap = m_current ? m_current->summary.bucketCapBytes : -1;
-        const bool itMatches = it->second.bucketCapBytes == cap, sMatches = s.bucketCapBytes == cap;
-        if ((sMatches && !itMatches) || (sMatches == itMatches && s.throughput > it->second.throughput))
-            it->second = s;
-    }
+    std::vector<const LoadedRun*> runs;
     std::vector<core::RunSummary> summaries;
-    for (auto& [n, s] : byWorld)
-        summaries.push_back(s);
-    if (summaries.empty()) {
-        setChart(m_views[Scaling], placeholderChart(title, tr("open runs that differ in world size")));
+    for (const auto& r : pickedRuns()) {
+        if (!hasMeasuredSteps(r->summary()))
+            continue;
+        runs.push_back(r.get());
+        summaries.push_back(r->summary());
+    }
+    // Core groups like-for-like runs (all equal but the world size) and scales each group.
+    const auto points = core::scalingEfficiency(summaries, core::ScalingMode::Weak);
+    std::map<int32_t, std::vector<const core::ScalingPoint*>> byGroup;
+    for (const auto& p : points)
+        if (std::isfinite(p.throughput))
+            byGroup[p.group].push_back(&p);
+    // A curve needs two world sizes; a lone run scales against nothing.
+    for (auto it = byGroup.begin(); it != byGroup.end();) {
+        std::set<int32_t> sizes;
+        for (const auto* p : it->second)
+            sizes.insert(p->worldSize);
+        it = sizes.size() < 2 ? byGroup.erase(it) : std::next(it);
+    }
+    if (byGroup.empty()) {
+        setChart(m_views[Scaling], placeholderChart(title, tr("pick like-for-like runs that differ in world size")));
         return;
     }
-    const auto points = core::scalingEfficiency(summaries, core::ScalingMode::Weak);
-    auto* throughput = new QLineSeries;
-    throughput->setName(tr("throughput (samples/s)"));
-    throughput->setPointsVisible(true);
-    throughput->setColor(QColor(0x7c, 0x3a, 0xed));
-    auto* efficiency = new QLineSeries;
-    efficiency->setName(tr("efficiency %"));
-    efficiency->setPointsVisible(true);
-    efficiency->setColor(QColor(0xea, 0x58, 0x0c));
-    double maxThr = 0, maxEff = 100;
-    int minN = 1 << 30, maxN = 0;
-    for (const auto& p : points) {
-        if (!std::isfinite(p.throughput) || !std::isfinite(p.efficiency))
-            continue;
-        throughput->append(p.worldSize, p.throughput);
-        efficiency->append(p.worldSize, p.efficiency * 100.0);
-        maxThr = std::max(maxThr, p.throughput);
-        maxEff = std::max(maxEff, p.efficiency * 100.0);
-        minN = std::min(minN, p.worldSize);
-        maxN = std::max(maxN, p.worldSize);
-    }
-    QChart* chart = newChart(m_current ? QStringLiteral("%1 — %2").arg(title, qs(m_current->summary.model)) : title);
-    chart->addSeries(throughput);
-    chart->addSeries(efficiency);
+    std::vector<bool> onCurve(runs.size(), false);
+    for (const auto& [group, list] : byGroup)
+        for (const auto* p : list)
+            onCurve[p->run] = true;
+    const core::RunSummary* reference = &summaries[byGroup.begin()->second.front()->run];
+    QChart* chart = newChart((byGroup.size() == 1 ? title : title + tr(" — %1 groups of like-for-like runs").arg(byGroup.size()))
+                             + leftOutText(runs, summaries, onCurve, reference, false));
     auto* x = new QValueAxis;
     x->setTitleText(tr("world size (ranks)"));
-    x->setRange(std::max(0, minN - 1), maxN + 1);
-    x->setTickInterval(1);
     x->setTickType(QValueAxis::TicksDynamic);
+    x->setTickInterval(1);
     x->setTickAnchor(0);
     x->setLabelFormat("%d");
     auto* yThr = new QValueAxis;
-    yThr->setRange(0, maxThr * 1.15 + 1e-9);
     yThr->setTitleText(tr("samples/s"));
     yThr->setLabelFormat("%.0f");
-    yThr->applyNiceNumbers();
     auto* yEff = new QValueAxis;
-    yEff->setRange(0, std::ceil(maxEff * 1.1 / 20.0) * 20.0); // multiples of 20 % read well
     yEff->setTitleText(tr("efficiency %"));
     yEff->setLabelFormat("%.0f");
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(yThr, Qt::AlignLeft);
     chart->addAxis(yEff, Qt::AlignRight);
-    throughput->attachAxis(x);
-    throughput->attachAxis(yThr);
-    efficiency->attachAxis(x);
-    efficiency->attachAxis(yEff);
+    double maxThr = 0, maxEff = 100;
+    int minN = 1 << 30, maxN = 0, g = 0;
+    for (const auto& [group, list] : byGroup) {
+        std::vector<const LoadedRun*> members;
+        for (const auto* p : list)
+            members.push_back(runs[p->run]);
+        const QColor thrColor = g == 0 ? palette::stepLabelText() : palette::stepLabelText().lighter(100 + 40 * g);
+        const QColor effColor = g == 0 ? palette::exposedColor() : palette::exposedColor().darker(100 + 40 * g);
+        auto* throughput = new QLineSeries;
+        throughput->setName(tr("throughput · %1").arg(runNames(members)));
+        throughput->setPointsVisible(true);
+        throughput->setColor(thrColor);
+        auto* efficiency = new QLineSeries;
+        efficiency->setName(tr("efficiency · %1").arg(runNames(members)));
+        efficiency->setPointsVisible(true);
+        efficiency->setColor(effColor);
+        QStringList thrTexts, effTexts;
+        struct Bar { double x, y, sd; };
+        std::vector<Bar> bars;
+        for (const auto* p : list) {
+            const LoadedRun& r = *runs[p->run];
+            // Throughput per steady step: the run's samples per step over that step's time.
+            const double samplesPerStep = p->throughput * p->stepTimeMs / 1000.0;
+            const Spread thr = steadySpread(r, [&](const std::vector<const core::StepBreakdown*>& l) {
+                const double t = stepMs(l);
+                return t > 0 ? samplesPerStep / (t / 1000.0) : std::nan("");
+            });
+            throughput->append(p->worldSize, p->throughput);
+            thrTexts << tr("%1\n%2 ranks: %3 samples/s (± %4 over steady steps)")
+                            .arg(r.label)
+                            .arg(p->worldSize)
+                            .arg(p->throughput, 0, 'f', 1)
+                            .arg(thr.sd, 0, 'f', 1);
+            bars.push_back({double(p->worldSize), p->throughput, thr.sd});
+            maxThr = std::max(maxThr, p->throughput + thr.sd);
+            if (std::isfinite(p->efficiency)) {
+                efficiency->append(p->worldSize, p->efficiency * 100.0);
+                effTexts << tr("%1\n%2 ranks: weak-scaling efficiency %3").arg(r.label).arg(p->worldSize).arg(formatPercent(p->efficiency));
+                maxEff = std::max(maxEff, p->efficiency * 100.0);
+            }
+            minN = std::min(minN, p->worldSize);
+            maxN = std::max(maxN, p->worldSize);
+        }
+        chart->addSeries(throughput);
+        chart->addSeries(efficiency);
+        throughput->attachAxis(x);
+        throughput->attachAxis(yThr);
+        efficiency->attachAxis(x);
+        efficiency->attachAxis(yEff);
+        attachHover(throughput, thrTexts, this);
+        attachHover(efficiency, effTexts, this);
+        for (const Bar& b : bars)
+            addErrorBar(chart, x, yThr, b.x, b.y, b.sd, thrColor);
+        ++g;
+    }
+    x->setRange(std::max(0, minN - 1), maxN + 1);
+    yThr->setRange(0, maxThr * 1.15 + 1e-9);
+    yThr->applyNiceNumbers();
+    yEff->setRange(0, std::ceil(maxEff * 1.1 / 20.0) * 20.0); // multiples of 20 % read well
     setChart(m_views[Scaling], chart);
 }
 

@@ -3,7 +3,11 @@
 
 #include "timeline/timeline_widget.h"
 
+#include <QComboBox>
+#include <QHBoxLayout>
 #include <QHeaderView>
+#include <QPushButton>
+#include <QSpinBox>
 #include <QLabel>
 #include <QListWidget>
 #include <QScrollBar>
@@ -21,6 +25,8 @@ ComparePage::ComparePage(QWidget* parent)
     , m_model(new CompareModel(this))
     , m_table(new QTableView(this))
     , m_hint(new QLabel(this))
+    , m_baseline(new QComboBox(this))
+    , m_align(new QSpinBox(this))
 {
     m_list->setToolTip(tr("Check two or more open runs to compare them"));
     m_list->setMaximumWidth(220);
@@ -30,7 +36,17 @@ ComparePage::ComparePage(QWidget* parent)
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_table->setAlternatingRowColors(true);
     m_table->horizontalHeader()->setStretchLastSection(false);
-    m_table->setToolTip(tr("Differences are relative to the first checked run; green is better, red worse"));
+    m_table->setToolTip(tr("Differences are to the baseline run; green is better, red worse"));
+    m_baseline->setToolTip(tr("The run the others are compared with"));
+    m_baseline->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    m_baseline->setMinimumContentsLength(12);
+    connect(m_baseline, &QComboBox::activated, this, [this](int i) { m_model->setBaseline(i); });
+    m_align->setRange(-1, 1'000'000);
+    m_align->setSpecialValueText(tr("first steady step"));
+    m_align->setPrefix(tr("step "));
+    m_align->setValue(-1);
+    m_align->setToolTip(tr("Align the runs so that this step starts at the same time in each"));
+    connect(m_align, &QSpinBox::valueChanged, this, [this](int step) { m_timeline->setAlignStep(step); });
     m_timeline->setFocusPolicy(Qt::StrongFocus);
     m_hint->setText(tr("Open two or more runs (File > Open, or double-click in the Runs page) and check them here."));
     m_hint->setWordWrap(true);
@@ -38,8 +54,16 @@ ComparePage::ComparePage(QWidget* parent)
     auto* left = new QWidget(this);
     auto* leftLayout = new QVBoxLayout(left);
     leftLayout->setContentsMargins(0, 0, 0, 0);
+    auto* uncheck = new QPushButton(tr("Uncheck all"), left);
+    uncheck->setToolTip(tr("Remove every run from the comparison"));
+    connect(uncheck, &QPushButton::clicked, this, &ComparePage::uncheckAll);
     leftLayout->addWidget(new QLabel(tr("Runs to compare:"), left));
     leftLayout->addWidget(m_list, 1);
+    leftLayout->addWidget(uncheck);
+    leftLayout->addWidget(new QLabel(tr("Baseline:"), left));
+    leftLayout->addWidget(m_baseline);
+    leftLayout->addWidget(new QLabel(tr("Align at:"), left));
+    leftLayout->addWidget(m_align);
     leftLayout->addWidget(m_hint);
 
     auto* right = new QSplitter(Qt::Vertical, this);
@@ -73,7 +97,7 @@ void ComparePage::setOpenRuns(std::vector<LoadedRunPtr> runs)
     QSignalBlocker block(m_list);
     m_list->clear();
     for (const auto& r : m_open) {
-        auto* item = new QListWidgetItem(r->label, m_list);
+        auto* item = new QListWidgetItem(r->label, m_list); // label: already cut to a sane length
         item->setData(Qt::UserRole, r->path);
         item->setToolTip(r->path);
         item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
@@ -100,6 +124,16 @@ void ComparePage::setChecked(const QStringList& paths)
     refresh();
 }
 
+void ComparePage::uncheckAll()
+{
+    {
+        QSignalBlocker block(m_list);
+        for (int i = 0; i < m_list->count(); ++i)
+            m_list->item(i)->setCheckState(Qt::Unchecked);
+    }
+    refresh();
+}
+
 void ComparePage::refresh()
 {
     m_compared.clear();
@@ -110,13 +144,22 @@ void ComparePage::refresh()
     std::vector<core::RunSummary> summaries;
     QStringList labels;
     for (const auto& r : m_compared) {
-        timelineRuns.push_back(TimelineRun{r->run, r->label});
-        summaries.push_back(r->summary);
+        timelineRuns.push_back(TimelineRun{r->run, r->label, r->timeline});
+        summaries.push_back(r->summary());
         labels << r->label;
     }
     m_timeline->setRuns(std::move(timelineRuns));
+    m_timeline->setAlignStep(m_align->value());
     m_timeline->fitAll();
+    const int baseline = std::max(0, std::min(m_baseline->currentIndex(), int(m_compared.size()) - 1));
+    {
+        QSignalBlocker block(m_baseline);
+        m_baseline->clear();
+        m_baseline->addItems(labels);
+        m_baseline->setCurrentIndex(m_compared.empty() ? -1 : baseline);
+    }
     m_model->setRuns(std::move(summaries), labels);
+    m_model->setBaseline(baseline);
     m_table->resizeColumnsToContents();
     for (int c = 0; c < m_model->columnCount(); ++c)
         m_table->setColumnWidth(c, m_table->columnWidth(c) + 16);

@@ -1,5 +1,6 @@
 // The Compare page: two or more open runs stacked on one time axis (one TimelineWidget, so zoom
-// and pan are shared and steps aligned by the widget) and their metrics side by side.
+// and pan are shared and steps aligned by the widget, on the first steady step or a chosen one)
+// and their metrics side by side against a chosen baseline.
 #pragma once
 
 #include "compare_model.h"
@@ -9,7 +10,9 @@
 
 #include <vector>
 
+class QComboBox;
 class QListWidget;
+class QSpinBox;
 class QTableView;
 class QLabel;
 
@@ -32,6 +35,9 @@ public:
     QTableView* table() const { return m_table; }
     TimelineWidget* timeline() const { return m_timeline; }
     QListWidget* runList() const { return m_list; }
+    QComboBox* baselineBox() const { return m_baseline; }
+    QSpinBox* alignBox() const { return m_align; }
+    void uncheckAll();
 
 private:
     void refresh();
@@ -43,6 +49,8 @@ private:
     CompareModel* m_model;
     QTableView* m_table;
     QLabel* m_hint;
+    QComboBox* m_baseline;
+    QSpinBox* m_align; // -1: the first steady step of each run
 };
 
 } // namespace lockstep::ui

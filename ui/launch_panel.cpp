@@ -334,9 +334,9 @@ LaunchPanel::LaunchPanel(QWidget* parent)
         const bool same = m_liveRun && m_liveRun->path == run->path && !m_liveTimeline->runs().empty();
         m_liveRun = run;
         if (same)
-            m_liveTimeline->updateRun(0, run->run);
+            m_liveTimeline->updateRun(0, TimelineRun{run->run, run->label, run->timeline});
         else
-            m_liveTimeline->setRuns({TimelineRun{run->run, run->label}});
+            m_liveTimeline->setRuns({TimelineRun{run->run, run->label, run->timeline}});
         if (m_follow->isChecked() || !same)
             m_liveTimeline->fitAll();
         emit liveRunUpdated(run);

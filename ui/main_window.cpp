@@ -3,21 +3,22 @@
 
 #include "charts_page.h"
 #include "compare_page.h"
+#include "format.h"
 #include "launch_panel.h"
+#include "ranks_page.h"
 #include "run_browser_page.h"
 #include "timeline_page.h"
 
 #include "timeline/timeline_widget.h"
 
-#ifdef LOCKSTEP_HAVE_IMPORT
 #include "lockstep/import/import.h"
-#endif
 
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDialog>
+#include <QDateTime>
 #include <QDialogButtonBox>
 #include <QDir>
 #include <QFileDialog>
@@ -36,6 +37,7 @@
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QTableWidget>
+#include <QTimer>
 #include <QToolBar>
 #include <QVBoxLayout>
 #include <QtConcurrent>
@@ -52,6 +54,9 @@ namespace lockstep::ui {
 namespace {
 // Enough to find last week's runs; the menu stays short.
 constexpr int kMaxRecent = 10;
+// A run being recorded is re-read this often: a step or a few per read, and the reads (off the
+// GUI thread, read-only) never hold the recorder back.
+constexpr int kLivePollMs = 1000;
 
 QString defaultWorkspace()
 {
@@ -62,10 +67,13 @@ QString defaultWorkspace()
 MainWindow::MainWindow(const Options& options)
     : m_options(options)
     , m_loader(new RunLoader(this))
+    , m_liveLoader(new RunLoader(this))
+    , m_liveTimer(new QTimer(this))
     , m_pageList(new QListWidget(this))
     , m_stack(new QStackedWidget(this))
     , m_browser(new RunBrowserPage(this))
     , m_timeline(new TimelinePage(this))
+    , m_ranks(new RanksPage(this))
     , m_charts(new ChartsPage(this))
     , m_compare(new ComparePage(this))
     , m_launch(new LaunchPanel(this))
@@ -80,10 +88,11 @@ MainWindow::MainWindow(const Options& options)
 
     const struct { QString name; QString tip; QWidget* page; } pages[] = {
         {tr("Runs"), tr("Runs in the workspace folder (Ctrl+1)"), m_browser},
-        {tr("Timeline"), tr("Gantt timeline of the current run (Ctrl+2)"), m_timeline},
-        {tr("Charts"), tr("Breakdown, distribution, sweep and scaling charts (Ctrl+3)"), m_charts},
-        {tr("Compare"), tr("Several runs on one time axis, metrics side by side (Ctrl+4)"), m_compare},
-        {tr("Launch"), tr("Record a new run or a sweep (Ctrl+5)"), m_launch},
+        {tr("Timeline"), tr("Gantt timeline of the current run, its summary and details (Ctrl+2)"), m_timeline},
+        {tr("Ranks"), tr("Rank × step heatmap and per-rank table of the current run (Ctrl+3)"), m_ranks},
+        {tr("Charts"), tr("Breakdown, distribution, sweep and scaling charts (Ctrl+4)"), m_charts},
+        {tr("Compare"), tr("Several runs on one time axis, metrics side by side (Ctrl+5)"), m_compare},
+        {tr("Launch"), tr("Record a new run or a sweep (Ctrl+6)"), m_launch},
     };
     for (const auto& p : pages) {
         auto* item = new QListWidgetItem(p.name, m_pageList);
@@ -121,8 +130,22 @@ MainWindow::MainWindow(const Options& options)
     statusBar()->addPermanentWidget(m_statusRuns);
     buildMenus();
 
-    connect(m_loader, &RunLoader::runLoaded, this, [this](const QString& path, LoadedRunPtr run) {
+    connect(m_loader, &RunLoader::runLoaded, this, [this](const QString& path, LoadedRunPtr loaded) {
         m_explicitPending.removeAll(path);
+        LoadedRunPtr run = loaded;
+        if (loaded->path != path) { // shards stitched into one run: it is known by the path asked for
+            auto copy = std::make_shared<LoadedRun>(*loaded);
+            copy->path = path;
+            run = copy;
+        }
+        // Still being recorded: follow it.
+        if (run->summary().status == core::RunStatus::Running) {
+            if (!m_live.contains(path))
+                m_live.insert(path, {path});
+            m_liveTimer->start();
+        } else {
+            m_live.remove(path);
+        }
         addRun(run);
         if (m_comparePending.removeAll(path) > 0) {
             if (m_comparePending.isEmpty()) {
@@ -141,6 +164,14 @@ MainWindow::MainWindow(const Options& options)
         }
         reportError(path, message, dialog);
     });
+    // Runs being recorded: re-read off the GUI thread, grown in place on the Timeline page.
+    m_liveTimer->setInterval(kLivePollMs);
+    connect(m_liveTimer, &QTimer::timeout, this, &MainWindow::pollLive);
+    connect(m_liveLoader, &RunLoader::runLoaded, this, &MainWindow::liveRunLoaded);
+    connect(m_ranks, &RanksPage::showInTimeline, this, [this](int rank, int step) {
+        showPage(TimelinePageIndex);
+        m_timeline->jumpTo(rank, step);
+    });
     connect(m_browser, &RunBrowserPage::openRequested, this, [this](const QString& path) { openFiles({path}, true); });
     connect(m_browser, &RunBrowserPage::compareRequested, this, &MainWindow::compareFiles);
     connect(m_browser, &RunBrowserPage::changeWorkspaceRequested, this, &MainWindow::chooseWorkspace);
@@ -151,8 +182,20 @@ MainWindow::MainWindow(const Options& options)
     connect(m_launch, &LaunchPanel::started, this, [this](const QString& out, bool) {
         statusBar()->showMessage(tr("Recording %1").arg(out));
     });
+    // The run the Launch panel records grows on the Timeline page too (the panel reads it).
+    connect(m_launch, &LaunchPanel::liveRunUpdated, this, [this](LoadedRunPtr run) {
+        if (m_current && m_current->path != run->path && !m_launchLive)
+            return; // the user is looking at another run: leave it
+        m_launchLive = true;
+        m_timeline->updateLiveRun(run);
+        m_timeline->setLive(true, tr("● recording"));
+    });
     connect(m_launch, &LaunchPanel::finished, this, [this](int code, const QString& message, const QStringList& outputs) {
         statusBar()->showMessage(message, 8000);
+        if (m_launchLive) {
+            m_launchLive = false;
+            m_timeline->setLive(false);
+        }
         m_browser->rescan();
         if (!outputs.isEmpty())
             openFiles(outputs, code == 0);
@@ -189,6 +232,9 @@ void MainWindow::buildMenus()
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     QAction* import = file->addAction(tr("&Import Trace…"), this, &MainWindow::importDialog);
     import->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_I));
+    QAction* close = file->addAction(tr("&Close Run"), this, &MainWindow::closeCurrentRun);
+    close->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_W));
+    close->setToolTip(tr("Close the current run: it leaves every page"));
     file->addSeparator();
     QAction* ws = file->addAction(tr("Set &Workspace…"), this, &MainWindow::chooseWorkspace);
     ws->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
@@ -201,7 +247,7 @@ void MainWindow::buildMenus()
     quit->setShortcut(QKeySequence::Quit);
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
-    const QString names[] = {tr("&Runs"), tr("&Timeline"), tr("&Charts"), tr("C&ompare"), tr("&Launch")};
+    const QString names[] = {tr("&Runs"), tr("&Timeline"), tr("Ran&ks"), tr("&Charts"), tr("C&ompare"), tr("&Launch")};
     for (int i = 0; i < PageCount; ++i) {
         QAction* a = view->addAction(names[i], this, [this, i] { showPage(i); });
         a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
@@ -216,12 +262,17 @@ void MainWindow::buildMenus()
     fit->setShortcut(QKeySequence(Qt::Key_F));
     QAction* zoomStep = view->addAction(tr("&Zoom to Step"), m_timeline, &TimelinePage::zoomToStep);
     zoomStep->setShortcut(QKeySequence(Qt::Key_Z));
-    QAction* filter = view->addAction(tr("Filter &Runs"), this, [this] {
+    // Ctrl+F finds what the page shows: span names on the Timeline, runs elsewhere.
+    QAction* find = view->addAction(tr("&Find"), this, [this] {
+        if (currentPage() == TimelinePageIndex) {
+            m_timeline->focusSearch();
+            return;
+        }
         showPage(RunsPage);
         m_browser->filterEdit()->setFocus();
         m_browser->filterEdit()->selectAll();
     });
-    filter->setShortcut(QKeySequence::Find);
+    find->setShortcut(QKeySequence::Find);
     QAction* nextRun = view->addAction(tr("&Next Open Run"), this, [this] {
         if (!m_open.empty())
             setCurrentRun((m_runBox->currentIndex() + 1) % int(m_open.size()));
@@ -251,19 +302,35 @@ void MainWindow::buildMenus()
 QList<QPair<QString, QString>> MainWindow::shortcutList()
 {
     return {
-        {"Ctrl+O", tr("Open run files")},
+        {"Ctrl+O", tr("Open run files (also: drop files on the window)")},
         {"Ctrl+I", tr("Import a torch.profiler or Nsight Systems trace")},
+        {"Ctrl+W", tr("Close the current run")},
         {"Ctrl+Shift+O", tr("Set the workspace folder")},
         {"F5", tr("Rescan the workspace")},
-        {"Ctrl+1 … Ctrl+5", tr("Runs, Timeline, Charts, Compare, Launch")},
-        {"Ctrl+F", tr("Filter the run browser")},
+        {"Ctrl+1 … Ctrl+6", tr("Runs, Timeline, Ranks, Charts, Compare, Launch")},
         {"Ctrl+Tab", tr("Next open run")},
+        {"Ctrl+F", tr("Timeline: search span names; elsewhere: filter the runs")},
+        {tr("Enter / Shift+Enter"), tr("Search box: next / previous match; Esc clears it")},
         {"F", tr("Timeline: fit all")},
-        {"Z", tr("Timeline: zoom to the chosen step")},
-        {"W / S", tr("Timeline: zoom in / out")},
+        {"Z", tr("Timeline: zoom to the step in the step box")},
+        {tr("0 … 9"), tr("Timeline: zoom to that step; digits typed within a second make one number (1, 2 = step 12)")},
+        {"W / S", tr("Timeline: zoom in / out (at the mouse)")},
         {"A / D", tr("Timeline: pan left / right")},
-        {tr("Wheel, drag"), tr("Timeline: zoom at the cursor, pan")},
-        {tr("Click"), tr("Timeline: select a span, show its details")},
+        {tr("← / →"), tr("Timeline: previous / next span of the selected span's lane")},
+        {tr("↑ / ↓"), tr("Timeline: the span nearest in time on the lane above / below")},
+        {"C / E", tr("Timeline: collapse / expand all ranks")},
+        {"Esc", tr("Timeline: clear the selection and the measured range")},
+        {tr("Wheel"), tr("Timeline: zoom at the mouse")},
+        {tr("Shift+wheel"), tr("Timeline: scroll the ranks up and down")},
+        {tr("Drag"), tr("Timeline: pan (and scroll the ranks)")},
+        {tr("Shift+drag"), tr("Timeline: measure a time range: its length, and each rank's breakdown of it in Details")},
+        {tr("Shift+click"), tr("Timeline: clear the measured range")},
+        {tr("Click"), tr("Timeline: select a span (its bucket is shown on every rank); a folded group zooms in")},
+        {tr("Click a rank name"), tr("Timeline: collapse or expand that rank")},
+        {tr("Double-click"), tr("Timeline: zoom to the span; on the ruler, to the step")},
+        {tr("Click a bucket row"), tr("Summary: show that bucket of the chosen step on every rank")},
+        {tr("Click a heatmap cell"), tr("Ranks: show that rank and step in the timeline")},
+        {tr("Space"), tr("Replay: play / pause (when the Play button has focus)")},
         {"Ctrl+E", tr("Export the chosen chart (PNG, SVG)")},
         {"Ctrl+R", tr("Launch: run")},
         {"Ctrl+Shift+R", tr("Launch: sweep over the bucket list")},
@@ -293,7 +360,7 @@ void MainWindow::showShortcuts()
     auto* layout = new QVBoxLayout(&dialog);
     layout->addWidget(table);
     layout->addWidget(buttons);
-    dialog.resize(520, 560);
+    dialog.resize(640, 640);
     dialog.exec();
 }
 
@@ -350,7 +417,12 @@ void MainWindow::openFiles(const QStringList& paths, bool explicitly)
         if (explicitly)
             m_explicitPending << path;
         statusBar()->showMessage(tr("Loading %1…").arg(path));
-        m_loader->load(path);
+        // A run `lockstep run` is still recording exists only as its rank shards: open those,
+        // as one run, and follow it.
+        const QStringList files = QFileInfo::exists(path) ? QStringList{path} : liveFilesFor(path);
+        if (files.size() > 1 || (files.size() == 1 && files.front() != path))
+            m_live.insert(path, files);
+        m_loader->load(files.isEmpty() ? QStringList{path} : files, path);
     }
 }
 
@@ -401,9 +473,9 @@ void MainWindow::addRun(LoadedRunPtr run)
     addRecent(run->path);
     statusBar()->showMessage(tr("Opened %1 (%2 ranks, %3 steps, %4 spans)")
                                  .arg(run->label)
-                                 .arg(run->summary.worldSize)
-                                 .arg(run->summary.steps)
-                                 .arg(run->summary.spans),
+                                 .arg(run->summary().worldSize)
+                                 .arg(run->summary().steps)
+                                 .arg(run->summary().spans),
                              6000);
     refreshPages();
     emit runOpened(run);
@@ -417,6 +489,76 @@ void MainWindow::setCurrentRun(int index)
     refreshPages();
 }
 
+void MainWindow::closeCurrentRun()
+{
+    if (!m_current)
+        return;
+    const QString path = m_current->path;
+    m_open.erase(std::remove(m_open.begin(), m_open.end(), m_current), m_open.end());
+    m_live.remove(path);
+    m_current = m_open.empty() ? nullptr : m_open.back();
+    refreshPages();
+    if (!m_current)
+        setWindowTitle(QStringLiteral("Lockstep"));
+    statusBar()->showMessage(tr("Closed %1").arg(QFileInfo(path).fileName()), 4000);
+}
+
+void MainWindow::pollLive()
+{
+    if (m_live.isEmpty()) {
+        m_liveTimer->stop();
+        return;
+    }
+    for (auto it = m_live.constBegin(); it != m_live.constEnd(); ++it) {
+        // The launcher merges the shards into the run file at the end: once that file is a
+        // run, read it instead.
+        QStringList files = liveFilesFor(it.key());
+        if (files.isEmpty())
+            files = it.value();
+        // Read again only what changed: a crashed rank's shard says "running" forever, and
+        // re-reading an unchanged file every second would only cost CPU.
+        QDateTime newest;
+        for (const QString& f : files)
+            newest = std::max(newest, QFileInfo(f).lastModified());
+        for (const QString& f : files)
+            newest = std::max(newest, QFileInfo(f + QStringLiteral("-wal")).lastModified());
+        if (m_liveStamp.value(it.key()) == newest && m_liveFiles.value(it.key()) == files)
+            continue;
+        m_liveStamp.insert(it.key(), newest);
+        m_liveFiles.insert(it.key(), files);
+        m_liveLoader->load(files, it.key());
+    }
+}
+
+void MainWindow::liveRunLoaded(const QString& path, LoadedRunPtr loaded)
+{
+    if (!m_live.contains(path))
+        return; // closed meanwhile
+    // The run keeps the path it was opened as (a shard's stitched run carries the first shard's).
+    auto run = std::make_shared<LoadedRun>(*loaded);
+    run->path = path;
+    const bool current = m_current && m_current->path == path;
+    auto it = std::find_if(m_open.begin(), m_open.end(), [&](const LoadedRunPtr& r) { return r->path == path; });
+    if (it != m_open.end())
+        *it = run;
+    const bool done = run->summary().status != core::RunStatus::Running;
+    if (done) {
+        m_live.remove(path);
+        m_liveStamp.remove(path);
+        m_liveFiles.remove(path);
+    }
+    if (current) {
+        m_current = run;
+        m_timeline->updateLiveRun(run);
+        m_timeline->setLive(!done, tr("● recording"));
+        m_ranks->setRun(run);
+    }
+    if (done) {
+        statusBar()->showMessage(tr("%1 finished recording (%2)").arg(run->label, QString::fromLatin1(core::runStatusName(run->summary().status))), 8000);
+        refreshPages();
+    }
+}
+
 void MainWindow::refreshPages()
 {
     {
@@ -424,15 +566,18 @@ void MainWindow::refreshPages()
         m_runBox->clear();
         int currentIndex = -1;
         for (size_t i = 0; i < m_open.size(); ++i) {
-            m_runBox->addItem(QStringLiteral("%1  (%2)").arg(m_open[i]->label, QFileInfo(m_open[i]->path).fileName()));
+            m_runBox->addItem(QStringLiteral("%1  (%2)").arg(m_open[i]->label, displayText(QFileInfo(m_open[i]->path).fileName(), 60)));
             m_runBox->setItemData(int(i), m_open[i]->path, Qt::ToolTipRole);
             if (m_open[i] == m_current)
                 currentIndex = int(i);
         }
         m_runBox->setCurrentIndex(currentIndex);
     }
-    if (m_timeline->run() != m_current)
+    if (m_timeline->run() != m_current) {
         m_timeline->setRun(m_current);
+        m_timeline->setLive(m_current && m_live.contains(m_current->path), tr("● recording"));
+        m_ranks->setRun(m_current);
+    }
     m_charts->setRuns(m_current, m_open);
     m_compare->setOpenRuns(m_open);
     m_statusRuns->setText(m_open.empty() ? tr("no run open") : tr("%1 runs open").arg(m_open.size()));
@@ -475,20 +620,15 @@ void MainWindow::updateRecentMenu()
 
 void MainWindow::importDialog()
 {
-#ifdef LOCKSTEP_HAVE_IMPORT
     const QStringList files = QFileDialog::getOpenFileNames(
         this, tr("Import traces (one file per rank)"), QString(),
         tr("Traces (*.json *.json.gz *.pt.trace.json *.sqlite);;All files (*)"));
     if (!files.isEmpty())
         importFiles(files);
-#else
-    QMessageBox::information(this, tr("Import"), tr("This build has no trace importers."));
-#endif
 }
 
 bool MainWindow::importFiles(const QStringList& files)
 {
-#ifdef LOCKSTEP_HAVE_IMPORT
     if (files.isEmpty())
         return false;
     QString stem = QFileInfo(files.front()).fileName();
@@ -520,10 +660,6 @@ bool MainWindow::importFiles(const QStringList& files)
         return stats ? QString() : QString::fromStdString(stats.error().message);
     }));
     return true;
-#else
-    (void)files;
-    return false;
-#endif
 }
 
 void MainWindow::closeEvent(QCloseEvent* event)

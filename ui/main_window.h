@@ -1,10 +1,14 @@
-// The main window of lockstep-ui: a page list on the left (Runs, Timeline, Charts, Compare,
-// Launch), menus File/View/Run/Help, a status bar. Owns the open runs (plain values from core,
-// shared with the pages) and loads them off the GUI thread.
+// The main window of lockstep-ui: a page list on the left (Runs, Timeline, Ranks, Charts,
+// Compare, Launch), menus File/View/Run/Help, a status bar. Owns the open runs (plain values from
+// core, shared with the pages) and loads them off the GUI thread. A run still being recorded
+// (its status says running, or only its rank shards exist yet) is re-read every second, off the
+// GUI thread, and grows on the Timeline page while the recorder writes it.
 #pragma once
 
 #include "run_loader.h"
 
+#include <QDateTime>
+#include <QHash>
 #include <QMainWindow>
 #include <QStringList>
 
@@ -15,19 +19,21 @@ class QLabel;
 class QListWidget;
 class QMenu;
 class QStackedWidget;
+class QTimer;
 
 namespace lockstep::ui {
 
 class ChartsPage;
 class ComparePage;
 class LaunchPanel;
+class RanksPage;
 class RunBrowserPage;
 class TimelinePage;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    enum Page { RunsPage, TimelinePageIndex, ChartsPageIndex, ComparePageIndex, LaunchPageIndex, PageCount };
+    enum Page { RunsPage, TimelinePageIndex, RanksPageIndex, ChartsPageIndex, ComparePageIndex, LaunchPageIndex, PageCount };
 
     struct Options {
         bool persistent = true; // read and write QSettings (off for screenshots)
@@ -55,6 +61,10 @@ public:
     void showPage(int page);
     int currentPage() const;
     void setCurrentRun(int index);
+    // Closes the current run (File > Close Run): it leaves every page.
+    void closeCurrentRun();
+    // Runs being followed while they record (paths), for tests.
+    QStringList liveRuns() const { return m_live.keys(); }
     const std::vector<LoadedRunPtr>& openRuns() const { return m_open; }
     LoadedRunPtr currentRun() const { return m_current; }
     QStringList recentFiles() const { return m_recent; }
@@ -64,11 +74,13 @@ public:
 
     RunBrowserPage* browserPage() const { return m_browser; }
     TimelinePage* timelinePage() const { return m_timeline; }
+    RanksPage* ranksPage() const { return m_ranks; }
     ChartsPage* chartsPage() const { return m_charts; }
     ComparePage* comparePage() const { return m_compare; }
     LaunchPanel* launchPanel() const { return m_launch; }
 
-    // The shortcut table shown by Help > Shortcuts: (keys, what).
+    // The shortcut table shown by Help > Shortcuts: (keys or gesture, what). Every key and mouse
+    // gesture of the app is in it.
     static QList<QPair<QString, QString>> shortcutList();
 
 signals:
@@ -95,10 +107,17 @@ private:
     void addRecent(const QString& path);
     void updateRecentMenu();
     void reportError(const QString& path, const QString& message, bool dialog);
+    void pollLive();
+    void liveRunLoaded(const QString& path, LoadedRunPtr run);
 
     Options m_options;
     QString m_workspace;
     RunLoader* m_loader;
+    RunLoader* m_liveLoader;          // re-reads runs being recorded
+    QTimer* m_liveTimer;
+    QHash<QString, QStringList> m_live; // run path -> the files to read for it (the run, or its shards)
+    QHash<QString, QDateTime> m_liveStamp;   // newest modification time read, per live run
+    QHash<QString, QStringList> m_liveFiles; // the files read last, per live run
     std::vector<LoadedRunPtr> m_open;
     LoadedRunPtr m_current;
     QStringList m_recent;
@@ -106,12 +125,14 @@ private:
     QStringList m_comparePending;  // compareFiles(): still loading
     QStringList m_compareSet;
     bool m_errorDialogs = true;
+    bool m_launchLive = false; // the Timeline page shows the Launch panel's recording
     QString m_lastError;
 
     QListWidget* m_pageList;
     QStackedWidget* m_stack;
     RunBrowserPage* m_browser;
     TimelinePage* m_timeline;
+    RanksPage* m_ranks;
     ChartsPage* m_charts;
     ComparePage* m_compare;
     LaunchPanel* m_launch;

@@ -35,6 +35,7 @@ BrowserEntry summarizeFile(const QString& path)
         return e;
     }
     e.summary = file->summary;
+    e.modelArgs = displayText(file->modelArgs, 80);
     if (e.summary->name.empty())
         e.summary->name = info.completeBaseName().toStdString();
     if (file->createdNs > 0)
@@ -127,10 +128,28 @@ RunBrowserModel::RunBrowserModel(QObject* parent)
 {
 }
 
-void RunBrowserModel::setEntries(std::vector<BrowserEntry> entries)
+void RunBrowserModel::setEntries(std::vector<BrowserEntry> entries, const QString& root)
 {
+    // Names as the runs call themselves, cut; then made unique with the file name, then with
+    // the folder (a sweep's runs are all called after the model).
+    QHash<QString, int> seen;
+    for (BrowserEntry& e : entries) {
+        e.displayName = e.ok() && !e.summary->name.empty() ? displayText(e.summary->name, 80) : displayText(e.fileName, 80);
+        ++seen[e.displayName];
+    }
+    for (BrowserEntry& e : entries)
+        if (seen.value(e.displayName) > 1 && e.displayName != e.fileName)
+            e.displayName = QStringLiteral("%1 · %2").arg(e.displayName, displayText(e.fileName, 60));
+    seen.clear();
+    for (const BrowserEntry& e : entries)
+        ++seen[e.displayName];
+    const QDir base(root);
+    for (BrowserEntry& e : entries)
+        if (seen.value(e.displayName) > 1)
+            e.displayName = QStringLiteral("%1 · %2").arg(e.displayName, displayText(base.relativeFilePath(QFileInfo(e.path).absolutePath()), 60));
     beginResetModel();
     m_entries = std::move(entries);
+    m_root = root;
     endResetModel();
 }
 
@@ -151,7 +170,12 @@ QVariant RunBrowserModel::headerData(int section, Qt::Orientation orientation, i
     if (role == Qt::DisplayRole) {
         switch (section) {
         case Name: return tr("Name");
+        case Folder: return tr("Folder");
         case Model: return tr("Model");
+        case ModelSize: return tr("Model size");
+        case Steps: return tr("Steps");
+        case Throughput: return tr("Throughput");
+        case Straggler: return tr("Straggler");
         case WorldSize: return tr("World");
         case BucketCap: return tr("Bucket cap");
         case Backend: return tr("Backend / device");
@@ -168,6 +192,9 @@ QVariant RunBrowserModel::headerData(int section, Qt::Orientation orientation, i
         case Overlap: return tr("Overlapped / communication time over steady steps");
         case Exposed: return tr("Mean communication time per step not hidden behind compute");
         case BucketCap: return tr("Gradient bucket cap (all buckets but the first)");
+        case Throughput: return tr("Samples per second over steady steps, all ranks");
+        case Straggler: return tr("The run's straggler, when the evidence clears the run's noise");
+        case Steps: return tr("Steps recorded (steady steps used for the means)");
         }
     }
     return {};
@@ -181,18 +208,22 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
     const int col = index.column();
     if (role == PathRole)
         return e.path;
+    const QString folder = QDir(m_root.isEmpty() ? QFileInfo(e.path).absolutePath() : m_root)
+                               .relativeFilePath(QFileInfo(e.path).absolutePath());
+    if (col == Folder && (role == Qt::DisplayRole || role == SortRole))
+        return folder == QLatin1String(".") || folder.isEmpty() ? QStringLiteral("./") : displayText(folder, 60);
     if (!e.ok()) {
         if (role == Qt::DisplayRole || role == SortRole) {
             if (col == Name)
-                return e.fileName;
+                return e.displayName;
             if (col == Status)
-                return QStringLiteral("⚠ %1").arg(e.error);
+                return QStringLiteral("⚠ %1").arg(displayText(e.error, 200));
             if (col == Date)
                 return role == SortRole ? QVariant(e.modified) : QVariant(e.modified.toString("yyyy-MM-dd HH:mm:ss"));
             return role == SortRole ? QVariant(QString()) : QVariant();
         }
         if (role == Qt::ToolTipRole)
-            return QStringLiteral("%1\n⚠ %2").arg(e.path, e.error);
+            return QStringLiteral("%1\n⚠ %2").arg(displayText(e.path, 400), displayText(e.error, 400));
         if (role == Qt::ForegroundRole)
             return QBrush(QColor(0xb4, 0x53, 0x09));
         return {};
@@ -200,15 +231,26 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
     const core::RunSummary& s = *e.summary;
     if (role == Qt::DisplayRole) {
         switch (col) {
-        case Name: return qs(s.name);
-        case Model: return qs(s.model);
+        case Name: return e.displayName;
+        case Model: return displayText(s.model, 40);
+        case ModelSize: return e.modelArgs;
         case WorldSize: return s.worldSize;
-        case BucketCap: return formatBytes(s.bucketCapBytes);
-        case Backend: return s.device.empty() ? qs(s.backend) : QStringLiteral("%1 / %2").arg(qs(s.backend), qs(s.device));
+        case BucketCap: return formatBytes(double(s.bucketCapBytes));
+        case Steps: return s.steadySteps != s.steps ? tr("%1 (%2 steady)").arg(s.steps).arg(s.steadySteps) : QString::number(s.steps);
+        case Throughput: return std::isfinite(s.throughput) && s.throughput > 0 ? tr("%1 /s").arg(s.throughput, 0, 'f', 1) : QStringLiteral("—");
+        case Straggler: {
+            if (!s.multiRank)
+                return QStringLiteral("—");
+            QStringList ranks;
+            for (int32_t r : s.stragglers)
+                ranks << QString::number(r);
+            return ranks.isEmpty() ? tr("none") : tr("rank %1").arg(ranks.join(QStringLiteral(", ")));
+        }
+        case Backend: return s.device.empty() ? displayText(s.backend, 20) : QStringLiteral("%1 / %2").arg(displayText(s.backend, 20), displayText(s.device, 20));
         case Status: {
             QString st = QString::fromLatin1(core::runStatusName(s.status));
             if (!s.failureCause.empty())
-                st += QStringLiteral(": ") + qs(s.failureCause);
+                st += QStringLiteral(": ") + displayText(s.failureCause, 160);
             return st;
         }
         case StepTime: return formatMs(s.stepTimeMs);
@@ -220,10 +262,14 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
     if (role == SortRole) {
         auto num = [](double v) { return std::isfinite(v) ? v : -1.0; };
         switch (col) {
-        case Name: return qs(s.name);
+        case Name: return e.displayName;
         case Model: return qs(s.model);
+        case ModelSize: return e.modelArgs;
         case WorldSize: return s.worldSize;
         case BucketCap: return qlonglong(s.bucketCapBytes);
+        case Steps: return s.steps;
+        case Throughput: return num(s.throughput);
+        case Straggler: return s.multiRank ? (s.stragglers.empty() ? -1 : s.stragglers.front()) : -2;
         case Backend: return qs(s.backend + "/" + s.device);
         case Status: return QString::fromLatin1(core::runStatusName(s.status));
         case StepTime: return num(s.stepTimeMs);
@@ -233,11 +279,11 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
         }
     }
     if (role == Qt::TextAlignmentRole) {
-        if (col == WorldSize || col == BucketCap || col == StepTime || col == Overlap || col == Exposed)
+        if (col == WorldSize || col == BucketCap || col == Steps || col == StepTime || col == Throughput || col == Overlap || col == Exposed)
             return int(Qt::AlignRight | Qt::AlignVCenter);
     }
     if (role == Qt::ToolTipRole)
-        return QStringLiteral("%1\n%2 steps, %3 spans").arg(e.path).arg(s.steps).arg(s.spans);
+        return QStringLiteral("%1\n%2 steps, %3 spans").arg(displayText(e.path, 400)).arg(s.steps).arg(s.spans);
     if (role == Qt::ForegroundRole && col == Status && s.status == core::RunStatus::Failed)
         return QBrush(QColor(0xb9, 0x1c, 0x1c));
     return {};

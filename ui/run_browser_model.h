@@ -24,6 +24,8 @@ namespace lockstep::ui {
 struct BrowserEntry {
     QString path;
     QString fileName;
+    QString displayName;             // unique among the scanned runs (RunBrowserModel::setEntries)
+    QString modelArgs;               // the model's sizes ("layers=8 width=512")
     QDateTime modified;
     QDateTime created;               // the run's creation time, or the file's time
     std::optional<core::RunSummary> summary; // empty when the file could not be read
@@ -64,12 +66,16 @@ class RunBrowserModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     // Status is last: an unreadable file's message is long and gets the room that is left.
-    enum Column { Name, Model, WorldSize, BucketCap, Backend, StepTime, Overlap, Exposed, Date, Status, ColumnCount };
+    enum Column { Name, Folder, Model, ModelSize, WorldSize, BucketCap, Steps, StepTime, Throughput, Overlap, Exposed, Straggler,
+                  Backend, Date, Status, ColumnCount };
     static constexpr int SortRole = Qt::UserRole + 1; // raw values for sorting
     static constexpr int PathRole = Qt::UserRole + 2;
 
     explicit RunBrowserModel(QObject* parent = nullptr);
-    void setEntries(std::vector<BrowserEntry> entries);
+    // Replaces the rows. Runs that share a name get their file name (and, if that is shared
+    // too, their folder) added, so every row's name is unique. `root` is the workspace folder
+    // the Folder column is relative to.
+    void setEntries(std::vector<BrowserEntry> entries, const QString& root = {});
     const std::vector<BrowserEntry>& entries() const { return m_entries; }
 
     int rowCount(const QModelIndex& parent = {}) const override;
@@ -79,6 +85,7 @@ public:
 
 private:
     std::vector<BrowserEntry> m_entries;
+    QString m_root;
 };
 
 } // namespace lockstep::ui

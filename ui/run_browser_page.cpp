@@ -43,10 +43,15 @@ RunBrowserPage::RunBrowserPage(QWidget* parent)
     m_view->setWordWrap(false);
     m_view->setToolTip(tr("Double-click a run to open it"));
 
-    m_filter->setPlaceholderText(tr("Filter runs (name, model, backend, status…)"));
+    m_filter->setPlaceholderText(tr("Filter runs (name, folder, model, backend, status…)"));
     m_filter->setClearButtonEnabled(true);
     m_filter->setToolTip(tr("Shows only rows where some column contains this text (Ctrl+F)"));
     connect(m_filter, &QLineEdit::textChanged, m_proxy, &QSortFilterProxyModel::setFilterFixedString);
+    // The count says what the table shows: "3 of 12 runs" while a filter hides some.
+    for (auto signal : {&QSortFilterProxyModel::rowsInserted, &QSortFilterProxyModel::rowsRemoved})
+        connect(m_proxy, signal, this, &RunBrowserPage::updateCount);
+    connect(m_proxy, &QSortFilterProxyModel::modelReset, this, &RunBrowserPage::updateCount);
+    connect(m_proxy, &QSortFilterProxyModel::layoutChanged, this, &RunBrowserPage::updateCount);
 
     auto* change = new QPushButton(tr("Change…"), this);
     change->setToolTip(tr("Choose another workspace folder (File > Set Workspace)"));
@@ -75,6 +80,7 @@ RunBrowserPage::RunBrowserPage(QWidget* parent)
     layout->addWidget(m_filter);
     layout->addWidget(m_view, 1);
     m_folderLabel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_folderLabel->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred); // a long path never widens the window
 
     connect(m_view, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
         const QString path = index.data(RunBrowserModel::PathRole).toString();
@@ -120,14 +126,23 @@ void RunBrowserPage::scanBlocking()
     applyEntries(m_scanner->scanBlocking(m_workspace));
 }
 
-void RunBrowserPage::applyEntries(const std::vector<BrowserEntry>& entries)
+void RunBrowserPage::updateCount()
 {
-    m_model->setEntries(entries);
+    const auto& entries = m_model->entries();
     int bad = 0;
     for (const auto& e : entries)
         bad += e.ok() ? 0 : 1;
-    m_countLabel->setText(bad ? tr("%1 runs, %2 unreadable").arg(int(entries.size()) - bad).arg(bad)
-                              : tr("%1 runs").arg(entries.size()));
+    const int total = int(entries.size()), shown = m_proxy->rowCount();
+    QString text = shown == total ? tr("%n run file(s)", nullptr, total) : tr("%1 of %n run file(s)", nullptr, total).arg(shown);
+    if (bad)
+        text += tr(", %1 unreadable").arg(bad);
+    m_countLabel->setText(text);
+}
+
+void RunBrowserPage::applyEntries(const std::vector<BrowserEntry>& entries)
+{
+    m_model->setEntries(entries, m_workspace);
+    updateCount();
     m_view->resizeColumnsToContents();
     for (int c = 0; c < RunBrowserModel::ColumnCount - 1; ++c) // the last column stretches
         m_view->setColumnWidth(c, std::min(m_view->columnWidth(c) + 12, 360));

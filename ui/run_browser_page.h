@@ -36,6 +36,7 @@ signals:
     void scanned(int rows);
 
 private:
+    void updateCount();
     void applyEntries(const std::vector<BrowserEntry>& entries);
 
     QString m_workspace;

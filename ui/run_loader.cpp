@@ -1,6 +1,9 @@
 // Background run loading (see run_loader.h).
 #include "run_loader.h"
 
+#include "format.h"
+#include "timeline/timeline_model.h"
+
 #include "lockstep/core/run_db.h"
 
 #include <QFileInfo>
@@ -10,10 +13,11 @@
 
 namespace lockstep::ui {
 
-core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths)
+core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_token stop)
 {
     if (paths.isEmpty())
         return core::fail("no run file given");
+    const auto cancelled = [] { return core::fail("cancelled: a newer load of this run superseded it"); };
     // One run file, or the shards of a run still recording stitched by core's one rule
     // (core::loadShards, the rule `lockstep merge` applies).
     std::vector<std::string> files;
@@ -23,15 +27,19 @@ core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths)
     if (!loaded)
         return core::fail(loaded.error().message);
     core::Run run = std::move(*loaded);
+    if (stop.stop_requested())
+        return cancelled();
 
     auto out = std::make_shared<LoadedRun>();
     out->path = paths.front();
-    out->label = run.config.name.empty() ? QFileInfo(paths.front()).completeBaseName()
-                                         : QString::fromStdString(run.config.name);
-    out->summary = core::summarize(run);
-    out->breakdown = core::stepBreakdown(run);
-    out->stragglers = core::stragglers(run);
+    out->label = displayText(run.config.name.empty() ? QFileInfo(paths.front()).completeBaseName().toStdString() : run.config.name, 80);
     out->run = std::make_shared<const core::Run>(std::move(run));
+    out->analysis = std::make_shared<const core::RunAnalysis>(core::analyze(*out->run));
+    if (stop.stop_requested())
+        return cancelled();
+    out->timeline = TimelineRunModel::build(out->run, out->analysis, stop);
+    if (!out->timeline)
+        return cancelled();
     return LoadedRunPtr(std::move(out));
 }
 
@@ -41,28 +49,43 @@ RunLoader::RunLoader(QObject* parent)
     qRegisterMetaType<LoadedRunPtr>();
 }
 
-// The watchers are children: a load still running when the loader goes away finishes in the
-// pool and its result is dropped with its watcher; nothing reaches a deleted object.
-RunLoader::~RunLoader() = default;
+// The watchers are children: a load still running when the loader goes away is told to stop,
+// finishes in the pool and its result is dropped with its watcher; nothing reaches a deleted
+// object.
+RunLoader::~RunLoader()
+{
+    for (Slot& slot : m_slots)
+        slot.stop.request_stop();
+}
 
 void RunLoader::load(const QStringList& paths, const QString& keyIn)
 {
     const QString key = keyIn.isEmpty() ? (paths.isEmpty() ? QString() : paths.front()) : keyIn;
-    const quint64 generation = ++m_generation[key];
+    Slot& slot = m_slots[key];
+    if (slot.running) {
+        slot.stop.request_stop(); // the older job of this key gives up at its next checkpoint
+        ++m_cancelled;
+    }
+    slot.stop = std::stop_source();
+    const quint64 generation = ++slot.generation;
+    const std::stop_token token = slot.stop.get_token();
+    slot.running = true;
     ++m_pending;
     auto* watcher = new QFutureWatcher<core::Result<LoadedRunPtr>>(this);
     connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, key, generation] {
         watcher->deleteLater();
         --m_pending;
-        if (m_generation.value(key) != generation)
+        Slot& current = m_slots[key];
+        if (current.generation != generation)
             return; // superseded by a newer request for the same key
+        current.running = false;
         const auto result = watcher->result();
         if (result)
             emit runLoaded(key, *result);
         else
             emit loadFailed(key, QString::fromStdString(result.error().message));
     });
-    watcher->setFuture(QtConcurrent::run([paths] { return loadAndAnalyze(paths); }));
+    watcher->setFuture(QtConcurrent::run([paths, token] { return loadAndAnalyze(paths, token); }));
 }
 
 } // namespace lockstep::ui

@@ -19,6 +19,11 @@
 
 namespace lockstep::ui {
 
+QStringList screenshotViews()
+{
+    return {"timeline", "summary", "ranks", "charts", "compare", "browser", "launch"};
+}
+
 bool imageHasContent(const QImage& image, int minColors)
 {
     if (image.isNull())
@@ -37,15 +42,17 @@ bool imageHasContent(const QImage& image, int minColors)
 
 int renderScreenshot(const ScreenshotOptions& options, QString* error)
 {
-    static const QStringList views{"browser", "timeline", "charts", "compare", "launch"};
-    const int page = int(views.indexOf(options.view));
+    // View name -> page; "summary" is the Timeline page with its Summary tab in front.
+    static const QStringList views{"browser", "timeline", "ranks", "charts", "compare", "launch"};
+    const bool summary = options.view == QLatin1String("summary");
+    const int page = summary ? int(MainWindow::TimelinePageIndex) : int(views.indexOf(options.view));
     auto fail = [&](const QString& message) {
         if (error)
             *error = message;
         return 1;
     };
     if (page < 0)
-        return fail(QStringLiteral("unknown view '%1' (timeline, charts, compare, browser, launch)").arg(options.view));
+        return fail(QStringLiteral("unknown view '%1' (%2)").arg(options.view, screenshotViews().join(QStringLiteral(", "))));
     if (options.output.isEmpty())
         return fail(QStringLiteral("no output file given"));
     if (page != MainWindow::RunsPage && page != MainWindow::LaunchPageIndex && options.runs.isEmpty())
@@ -81,6 +88,12 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
     window.showPage(page);
     if (options.step >= 0 && page == MainWindow::TimelinePageIndex)
         window.timelinePage()->focusStep(options.step);
+    // The side panel shows the summary for the summary view and the selection's details for
+    // the timeline view (focusStep selected a bucket).
+    if (page == MainWindow::TimelinePageIndex)
+        window.timelinePage()->showSideTab(summary || options.step < 0 ? TimelinePage::SummaryTab : TimelinePage::DetailsTab);
+    if (summary)
+        window.timelinePage()->setSideWidth(options.size.width() * 45 / 100);
     if (options.step >= 0 && page == MainWindow::ComparePageIndex)
         window.comparePage()->timeline()->zoomToStep(options.step);
     window.setAttribute(Qt::WA_DontShowOnScreen, QGuiApplication::platformName() != QLatin1String("offscreen"));

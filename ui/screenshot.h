@@ -11,13 +11,16 @@ namespace lockstep::ui {
 
 struct ScreenshotOptions {
     QString output;                  // .png
-    QString view = QStringLiteral("timeline"); // timeline | charts | compare | browser | launch
+    QString view = QStringLiteral("timeline"); // one of screenshotViews()
     QSize size{1400, 860};
     QStringList runs;
     QString workspace;               // browser view; default: the first run's folder
     int step = -1;                   // timeline/compare: zoom to this step (-1: whole run)
 };
 
+// The views --screenshot renders: timeline, summary (the Timeline page with its Summary tab),
+// ranks, charts, compare, browser, launch.
+QStringList screenshotViews();
 // Renders and saves; returns 0, or 1 with `error` set.
 int renderScreenshot(const ScreenshotOptions& options, QString* error);
 // True when the image has at least `minColors` distinct colours (a blank or flat image has 1–2).

@@ -2,62 +2,130 @@
 #include "timeline_page.h"
 
 #include "format.h"
-
-#include "timeline/timeline_widget.h"
-#if __has_include("timeline/span_details.h")
-#include "timeline/span_details.h"
-#define LOCKSTEP_HAVE_SPAN_DETAILS 1
-#endif
-#if __has_include("timeline/replay.h")
+#include "summary_panel.h"
 #include "timeline/replay.h"
-#define LOCKSTEP_HAVE_REPLAY 1
-#endif
+#include "timeline/span_details.h"
+#include "timeline/timeline_model.h"
+#include "timeline/timeline_widget.h"
 
+#include <QComboBox>
+#include <QGuiApplication>
 #include <QHBoxLayout>
+#include <QKeyEvent>
 #include <QLabel>
-#include <QPushButton>
+#include <QLineEdit>
 #include <QSpinBox>
 #include <QSplitter>
-#include <QTextBrowser>
+#include <QTabWidget>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 
 namespace lockstep::ui {
 
-struct TimelinePage::Extras {
-#ifdef LOCKSTEP_HAVE_SPAN_DETAILS
-    SpanDetailsPanel* details = nullptr;
-#endif
-#ifdef LOCKSTEP_HAVE_REPLAY
-    ReplayController* replay = nullptr;
-    ReplayBar* bar = nullptr;
-    BucketStatusView* buckets = nullptr;
-#endif
+namespace {
+// Typing in the search box waits this long for the next key before scanning the spans (a
+// 10 M-span run takes tens of milliseconds per scan).
+constexpr int kSearchDelayMs = 200;
+
+// A one-line label that shows as much of its text as fits, ending in "…" (a run's title can be
+// long; a QLabel would cut it mid-word or widen the window).
+class ElidedLabel : public QLabel {
+public:
+    explicit ElidedLabel(QWidget* parent) : QLabel(parent)
+    {
+        setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+        setMinimumWidth(80);
+    }
+    void setFullText(const QString& text)
+    {
+        m_full = text;
+        setToolTip(text);
+        refresh();
+    }
+    QString fullText() const { return m_full; }
+
+protected:
+    void resizeEvent(QResizeEvent* event) override
+    {
+        QLabel::resizeEvent(event);
+        refresh();
+    }
+
+private:
+    void refresh() { setText(fontMetrics().elidedText(m_full, Qt::ElideRight, std::max(0, width() - 2))); }
+    QString m_full;
 };
+
+QToolButton* toolButton(const QString& text, const QString& tip, QWidget* parent)
+{
+    auto* b = new QToolButton(parent);
+    b->setText(text);
+    b->setToolTip(tip);
+    return b;
+}
+} // namespace
 
 TimelinePage::TimelinePage(QWidget* parent)
     : QWidget(parent)
     , m_timeline(new TimelineWidget(this))
+    , m_summary(new SummaryPanel(this))
+    , m_details(new SpanDetailsPanel(this))
+    , m_replay(new ReplayController(this))
+    , m_side(new QTabWidget(this))
     , m_step(new QSpinBox(this))
-    , m_title(new QLabel(this))
+    , m_order(new QComboBox(this))
+    , m_search(new QLineEdit(this))
+    , m_searchCount(new QLabel(this))
+    , m_searchTimer(new QTimer(this))
+    , m_title(new ElidedLabel(this))
     , m_live(new QLabel(this))
-    , m_extras(std::make_unique<Extras>())
 {
     m_timeline->setFocusPolicy(Qt::StrongFocus);
-    m_timeline->setToolTip(QString()); // the widget's own hover tooltips describe spans
     m_timeline->setMinimumHeight(200);
 
-    auto* fit = new QToolButton(this);
-    fit->setText(tr("Fit all"));
-    fit->setToolTip(tr("Show the whole run (F)"));
+    auto* fit = toolButton(tr("Fit all"), tr("Show the whole run (F)"), this);
     connect(fit, &QToolButton::clicked, this, &TimelinePage::fitAll);
     m_step->setRange(0, 0);
     m_step->setPrefix(tr("step "));
-    m_step->setToolTip(tr("Step to zoom to"));
-    auto* zoomStep = new QToolButton(this);
-    zoomStep->setText(tr("Zoom to step"));
-    zoomStep->setToolTip(tr("Zoom the view to the chosen step (Z)"));
+    m_step->setToolTip(tr("Step to zoom to (digit keys in the timeline type a step number)"));
+    auto* zoomStep = toolButton(tr("Zoom to step"), tr("Zoom the view to the chosen step (Z)"), this);
     connect(zoomStep, &QToolButton::clicked, this, &TimelinePage::zoomToStep);
+    m_order->addItem(tr("ranks in order"), int(RankOrder::ByRank));
+    m_order->addItem(tr("most wait caused first"), int(RankOrder::ByWaitCaused));
+    m_order->addItem(tr("slowest step first"), int(RankOrder::ByStepTime));
+    m_order->setToolTip(tr("Order of the ranks (core's per-rank means over steady steps)"));
+    connect(m_order, &QComboBox::activated, this,
+            [this](int i) { m_timeline->setRankOrder(RankOrder(m_order->itemData(i).toInt())); });
+    auto* collapse = toolButton(tr("Collapse all"), tr("Show only each rank's header and strip (C); click a rank's name to open it"), this);
+    auto* expand = toolButton(tr("Expand all"), tr("Show every rank's lanes (E)"), this);
+    connect(collapse, &QToolButton::clicked, this, [this] { m_timeline->setAllCollapsed(true); });
+    connect(expand, &QToolButton::clicked, this, [this] { m_timeline->setAllCollapsed(false); });
+
+    m_search->setPlaceholderText(tr("Search span names (Ctrl+F)"));
+    m_search->setClearButtonEnabled(true);
+    m_search->setMaximumWidth(260);
+    m_search->setToolTip(tr("Spans whose name contains this text are outlined; Enter: next, Shift+Enter: previous"));
+    m_search->installEventFilter(this);
+    auto* prev = toolButton(QStringLiteral("◀"), tr("Previous match (Shift+Enter)"), this);
+    auto* next = toolButton(QStringLiteral("▶"), tr("Next match (Enter)"), this);
+    connect(prev, &QToolButton::clicked, this, &TimelinePage::previousMatch);
+    connect(next, &QToolButton::clicked, this, &TimelinePage::nextMatch);
+    m_searchTimer->setSingleShot(true);
+    m_searchTimer->setInterval(kSearchDelayMs);
+    connect(m_searchTimer, &QTimer::timeout, this, &TimelinePage::runSearch);
+    connect(m_search, &QLineEdit::textChanged, m_searchTimer, qOverload<>(&QTimer::start));
+    connect(m_search, &QLineEdit::returnPressed, this, [this] {
+        if (m_searchTimer->isActive()) {
+            m_searchTimer->stop();
+            runSearch();
+        }
+        if (QGuiApplication::keyboardModifiers() & Qt::ShiftModifier)
+            previousMatch();
+        else
+            nextMatch();
+    });
+
     m_live->setStyleSheet("color:#b91c1c;font-weight:bold");
     m_live->hide();
     QFont titleFont = m_title->font();
@@ -70,41 +138,41 @@ TimelinePage::TimelinePage(QWidget* parent)
     bar->addWidget(fit);
     bar->addWidget(m_step);
     bar->addWidget(zoomStep);
+    bar->addWidget(m_order);
+    bar->addWidget(collapse);
+    bar->addWidget(expand);
+    bar->addSpacing(8);
+    bar->addWidget(m_search);
+    bar->addWidget(prev);
+    bar->addWidget(next);
+    bar->addWidget(m_searchCount);
 
-    // Left: the timeline over the replay bar. Right: the span details over the bucket states.
+    // Left: the timeline over the replay bar. Right: summary | details over bucket states.
     auto* left = new QWidget(this);
     auto* leftLayout = new QVBoxLayout(left);
     leftLayout->setContentsMargins(0, 0, 0, 0);
     leftLayout->addWidget(m_timeline, 1);
-    auto* side = new QSplitter(Qt::Vertical, this);
-#ifdef LOCKSTEP_HAVE_SPAN_DETAILS
-    m_extras->details = new SpanDetailsPanel(side);
-    m_details = m_extras->details;
-#else
-    m_fallbackDetails = new QTextBrowser(side);
-    m_fallbackDetails->setPlaceholderText(tr("Click a span to see its details"));
-    m_details = m_fallbackDetails;
-#endif
-    side->addWidget(m_details);
-#ifdef LOCKSTEP_HAVE_REPLAY
-    m_extras->replay = new ReplayController(this);
-    m_extras->replay->setTimeline(m_timeline);
-    m_extras->bar = new ReplayBar(m_extras->replay, left);
-    m_extras->bar->setToolTip(tr("Replay one step in slowed time: which gradients are ready, which all-reduces wait, run or are done"));
-    m_replay = m_extras->bar;
-    leftLayout->addWidget(m_extras->bar);
-    m_extras->buckets = new BucketStatusView(side);
-    m_extras->buckets->follow(m_extras->replay);
-    side->addWidget(m_extras->buckets);
-    side->setStretchFactor(0, 3);
-    side->setStretchFactor(1, 2);
-#endif
-    auto* split = new QSplitter(Qt::Horizontal, this);
+    m_replay->setTimeline(m_timeline);
+    m_replayBar = new ReplayBar(m_replay, left);
+    m_replayBar->setToolTip(tr("Replay one step in slowed time: which gradients are ready, which all-reduces wait, run or are done"));
+    leftLayout->addWidget(m_replayBar);
+    auto* detailsSide = new QSplitter(Qt::Vertical, this);
+    detailsSide->addWidget(m_details);
+    m_bucketStates = new BucketStatusView(detailsSide);
+    m_bucketStates->follow(m_replay);
+    detailsSide->addWidget(m_bucketStates);
+    detailsSide->setStretchFactor(0, 3);
+    detailsSide->setStretchFactor(1, 2);
+    m_side->addTab(m_summary, tr("Summary"));
+    m_side->addTab(detailsSide, tr("Details"));
+    m_side->setMinimumWidth(260);
+    m_split = new QSplitter(Qt::Horizontal, this);
+    auto* split = m_split;
     split->addWidget(left);
-    split->addWidget(side);
+    split->addWidget(m_side);
     split->setStretchFactor(0, 4);
     split->setStretchFactor(1, 1);
-    split->setSizes({960, 400});
+    split->setSizes({960, 420});
 
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(4, 4, 4, 4);
@@ -112,35 +180,69 @@ TimelinePage::TimelinePage(QWidget* parent)
     layout->addWidget(split, 1);
 
     connect(m_timeline, &TimelineWidget::selectionChanged, this, [this](SpanRef) { showSelection(); });
+    connect(m_timeline, &TimelineWidget::measureRangeChanged, this, &TimelinePage::showSelection);
+    connect(m_timeline, &TimelineWidget::stepRequested, this, [this](int step) {
+        if (step <= m_step->maximum())
+            m_step->setValue(step);
+    });
+    // The step box drives the bucket states shown when no replay runs, and a running replay.
+    connect(m_step, &QSpinBox::valueChanged, this, [this](int step) {
+        if (m_replay->cursor())
+            m_replay->setStep(step);
+        else
+            m_bucketStates->setStep(step);
+    });
+    connect(m_summary, &SummaryPanel::bucketActivated, this, [this](int bucket) {
+        // The bucket in the chosen step, on every rank: zoom to the step, select it.
+        m_timeline->zoomToStep(m_step->value());
+        m_timeline->selectBucket(0, m_step->value(), bucket);
+        showSideTab(DetailsTab);
+    });
 }
 
 TimelinePage::~TimelinePage() = default;
 
+bool TimelinePage::eventFilter(QObject* watched, QEvent* event)
+{
+    if (watched == m_search && event->type() == QEvent::KeyPress && static_cast<QKeyEvent*>(event)->key() == Qt::Key_Escape) {
+        m_search->clear();
+        m_timeline->setFocus();
+        return true;
+    }
+    return QWidget::eventFilter(watched, event);
+}
+
 void TimelinePage::setRun(LoadedRunPtr run)
 {
     m_run = std::move(run);
+    m_replay->stop();
+    m_summary->setRun(m_run);
     if (!m_run) {
-#ifdef LOCKSTEP_HAVE_REPLAY
-        m_extras->replay->stop();
-        m_extras->buckets->setRun(nullptr);
-#endif
+        m_bucketStates->setRun(nullptr);
         m_timeline->setRuns({});
-        m_title->clear();
+        static_cast<ElidedLabel*>(m_title)->setFullText(QString());
+        m_details->clear();
         return;
     }
-    m_timeline->setRuns({TimelineRun{m_run->run, m_run->label}});
+    m_timeline->setRuns({TimelineRun{m_run->run, m_run->label, m_run->timeline}});
+    m_timeline->setRankOrder(RankOrder(m_order->currentData().toInt()));
     m_timeline->fitAll();
-    const auto& s = m_run->summary;
-    m_title->setText(tr("%1 — %2, %3 ranks, bucket %4, step %5, overlap %6")
-                         .arg(m_run->label, qs(s.model))
-                         .arg(s.worldSize)
-                         .arg(formatBytes(s.bucketCapBytes), formatMs(s.stepTimeMs), formatPercent(s.overlapRatio)));
-    m_step->setRange(0, std::max(0, s.steps - 1));
-#ifdef LOCKSTEP_HAVE_REPLAY
-    m_extras->replay->stop();
-    m_extras->bar->setStepRange(0, std::max(0, s.steps - 1));
-    m_extras->buckets->setRun(m_run->run);
-#endif
+    const auto& s = m_run->summary();
+    static_cast<ElidedLabel*>(m_title)->setFullText(tr("%1 — %2, %3 ranks, bucket %4, step %5, overlap %6")
+                                                        .arg(m_run->label, displayText(s.model, 40))
+                                                        .arg(s.worldSize)
+                                                        .arg(formatBytes(double(s.bucketCapBytes)), formatMs(s.stepTimeMs),
+                                                             s.multiRank ? formatPercent(s.overlapRatio) : tr("n/a (one rank)")));
+    {
+        const QSignalBlocker block(m_step);
+        m_step->setRange(0, std::max(0, s.steps - 1));
+        m_step->setValue(std::clamp(m_run->timeline->alignStep(), 0, std::max(0, s.steps - 1)));
+    }
+    m_replayBar->setStepRange(0, std::max(0, s.steps - 1));
+    m_bucketStates->setRun(m_run->run);
+    m_bucketStates->setStep(m_step->value());
+    if (!m_search->text().isEmpty())
+        runSearch();
     showSelection();
 }
 
@@ -151,12 +253,13 @@ void TimelinePage::updateLiveRun(LoadedRunPtr run)
         return;
     }
     m_run = std::move(run);
-    m_timeline->updateRun(0, m_run->run);
-    m_step->setRange(0, std::max(0, m_run->summary.steps - 1));
-#ifdef LOCKSTEP_HAVE_REPLAY
-    m_extras->bar->setStepRange(0, std::max(0, m_run->summary.steps - 1));
-    m_extras->buckets->setRun(m_run->run);
-#endif
+    m_timeline->updateRun(0, TimelineRun{m_run->run, m_run->label, m_run->timeline});
+    const int steps = std::max(0, m_run->summary().steps - 1);
+    m_step->setRange(0, steps);
+    m_replayBar->setStepRange(0, steps);
+    m_bucketStates->setRun(m_run->run);
+    m_bucketStates->setStep(m_step->value());
+    m_summary->setRun(m_run);
 }
 
 void TimelinePage::setLive(bool live, const QString& text)
@@ -175,12 +278,24 @@ void TimelinePage::zoomToStep()
     m_timeline->zoomToStep(m_step->value());
 }
 
+void TimelinePage::showSideTab(SideTab tab)
+{
+    m_side->setCurrentIndex(int(tab));
+}
+
+void TimelinePage::setSideWidth(int width)
+{
+    const int total = m_split->width() > 0 ? m_split->width() : 1380;
+    m_split->setSizes({std::max(200, total - width), width});
+}
+
 void TimelinePage::focusStep(int step, double replayFraction)
 {
     if (!m_run)
         return;
     m_step->setValue(step);
     m_timeline->zoomToStep(step);
+    // Rank 0's largest all-reduce of the step: the bucket whose cost is most worth seeing.
     const core::Run& run = *m_run->run;
     qint64 best = -1;
     for (size_t i = 0; i < run.spans.size(); ++i) {
@@ -192,46 +307,83 @@ void TimelinePage::focusStep(int step, double replayFraction)
     }
     if (best >= 0)
         m_timeline->select(SpanRef{0, best});
-#ifdef LOCKSTEP_HAVE_REPLAY
-    if (m_extras->replay->setStep(step))
-        m_extras->replay->setFraction(replayFraction);
-#else
-    (void)replayFraction;
-#endif
+    if (m_replay->setStep(step))
+        m_replay->setFraction(replayFraction);
     showSelection();
+}
+
+void TimelinePage::jumpTo(int rank, int step)
+{
+    if (step >= 0) {
+        m_step->setValue(step);
+        m_timeline->zoomToStep(step);
+    }
+    m_timeline->revealRank(0, rank);
 }
 
 void TimelinePage::showSelection()
 {
-    const SpanRef ref = m_timeline->selection();
-#ifdef LOCKSTEP_HAVE_SPAN_DETAILS
-    if (m_run && ref.valid())
-        m_extras->details->setSelection(*m_run->run, ref.span);
-    else
-        m_extras->details->clear();
-#else
-    if (!m_run || !ref.valid() || size_t(ref.span) >= m_run->run->spans.size()) {
-        m_fallbackDetails->clear();
+    if (!m_run) {
+        m_details->clear();
         return;
     }
-    const core::Run& run = *m_run->run;
-    const core::Span& s = run.spans[size_t(ref.span)];
-    QString html = QStringLiteral("<h3>%1</h3><table>").arg(qs(run.strings.text(s.name)).toHtmlEscaped());
-    auto row = [&](const QString& k, const QString& v) { html += QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>").arg(k, v); };
-    row(tr("kind"), QString::fromLatin1(core::spanKindName(s.kind)));
-    row(tr("rank"), QString::number(run.lanes[s.lane.v].rank));
-    row(tr("step"), QString::number(s.step));
-    row(tr("duration"), formatNs(s.duration()));
-    if (s.bucket >= 0)
-        row(tr("bucket"), QString::number(s.bucket));
-    if (s.bytes > 0) {
-        row(tr("bytes"), formatBytes(s.bytes));
-        if (s.duration() > 0)
-            row(tr("bandwidth"), QStringLiteral("%1 GB/s").arg(double(s.bytes) / double(s.duration()), 0, 'f', 2));
+    const SpanRef ref = m_timeline->selection();
+    if (ref.valid()) {
+        m_details->setSelection(*m_run->timeline, ref.span);
+        showSideTab(DetailsTab);
+    } else if (const auto range = m_timeline->measureRange()) {
+        const TimelineRunModel& m = *m_run->timeline;
+        m_details->setRange(m, m.toAbsolute(range->first), m.toAbsolute(range->second));
+        showSideTab(DetailsTab);
+    } else {
+        m_details->clear();
     }
-    html += "</table>";
-    m_fallbackDetails->setHtml(html);
-#endif
+}
+
+void TimelinePage::focusSearch()
+{
+    m_search->setFocus(Qt::ShortcutFocusReason);
+    m_search->selectAll();
+}
+
+void TimelinePage::runSearch()
+{
+    m_timeline->setSearchText(m_search->text());
+    m_match = -1;
+    updateSearchCount();
+}
+
+void TimelinePage::nextMatch()
+{
+    const int n = int(m_timeline->searchMatches().size());
+    if (n == 0)
+        return;
+    m_match = (m_match + 1) % n;
+    m_timeline->showSearchMatch(m_match);
+    updateSearchCount();
+}
+
+void TimelinePage::previousMatch()
+{
+    const int n = int(m_timeline->searchMatches().size());
+    if (n == 0)
+        return;
+    m_match = m_match <= 0 ? n - 1 : m_match - 1;
+    m_timeline->showSearchMatch(m_match);
+    updateSearchCount();
+}
+
+void TimelinePage::updateSearchCount()
+{
+    const int n = int(m_timeline->searchMatches().size());
+    if (m_search->text().isEmpty())
+        m_searchCount->clear();
+    else if (n == 0)
+        m_searchCount->setText(tr("no match"));
+    else if (m_match < 0)
+        m_searchCount->setText(tr("%1 matches").arg(QLocale(QLocale::English).toString(n)));
+    else
+        m_searchCount->setText(tr("%1 of %2").arg(m_match + 1).arg(QLocale(QLocale::English).toString(n)));
 }
 
 } // namespace lockstep::ui

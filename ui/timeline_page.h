@@ -1,18 +1,30 @@
-// The Timeline page: the Gantt widget of the current run, the details of the selected span and,
-// when the timeline library provides them, the replay controls. Also hosts the live view of a run
-// being recorded (the widget is updated in place, the view kept).
+// The Timeline page: the Gantt widget of the current run with, beside it, the run summary (and
+// its bucket table) and the details of the selection (a span, its bucket across ranks, or a
+// measured range) over the replay's bucket states. Above it: fit, step, rank order, collapse,
+// and span search. Also hosts the live view of a run being recorded (the widget is updated in
+// place, the view kept).
 #pragma once
 
 #include "run_loader.h"
 
 #include <QWidget>
 
+class QComboBox;
 class QLabel;
+class QLineEdit;
 class QSpinBox;
-class QTextBrowser;
+class QSplitter;
+class QTabWidget;
+class QTimer;
+class QToolButton;
 
 namespace lockstep::ui {
 
+class BucketStatusView;
+class ReplayBar;
+class ReplayController;
+class SpanDetailsPanel;
+class SummaryPanel;
 class TimelineWidget;
 
 class TimelinePage : public QWidget {
@@ -27,28 +39,58 @@ public:
     void setLive(bool live, const QString& text = {});
     LoadedRunPtr run() const { return m_run; }
     TimelineWidget* timeline() const { return m_timeline; }
+    SummaryPanel* summaryPanel() const { return m_summary; }
+    SpanDetailsPanel* detailsPanel() const { return m_details; }
+    ReplayController* replay() const { return m_replay; }
+    ReplayBar* replayBar() const { return m_replayBar; }
+    BucketStatusView* bucketStates() const { return m_bucketStates; }
+    QSpinBox* stepBox() const { return m_step; }
+    QLineEdit* searchEdit() const { return m_search; }
+    QLabel* searchCount() const { return m_searchCount; }
 
-    // Zooms to `step`, selects rank 0's largest bucket all-reduce of that step and, when replay
-    // is available, puts the replay cursor at `replayFraction` of the step (screenshots, demos).
+    // Zooms to `step`, selects rank 0's largest bucket all-reduce of that step (its bucket is
+    // linked across ranks) and puts the replay cursor at `replayFraction` of the step
+    // (screenshots, demos).
     void focusStep(int step, double replayFraction = 0.5);
+    // Shows `rank` (expanded, scrolled to) and, when step >= 0, zooms to the step.
+    void jumpTo(int rank, int step);
+    enum SideTab { SummaryTab, DetailsTab };
+    void showSideTab(SideTab tab);
+    // Width of the summary / details side panel, pixels (the summary screenshot widens it).
+    void setSideWidth(int width);
 
 public slots:
     void fitAll();
     void zoomToStep();
+    void focusSearch();
+    void nextMatch();
+    void previousMatch();
+
+protected:
+    bool eventFilter(QObject* watched, QEvent* event) override; // Esc in the search box
 
 private:
     void showSelection();
+    void runSearch();
+    void updateSearchCount();
 
     LoadedRunPtr m_run;
     TimelineWidget* m_timeline;
-    QWidget* m_details = nullptr;     // SpanDetailsPanel when available
-    QTextBrowser* m_fallbackDetails = nullptr;
-    QWidget* m_replay = nullptr;
+    SummaryPanel* m_summary;
+    SpanDetailsPanel* m_details;
+    ReplayController* m_replay;
+    ReplayBar* m_replayBar;
+    BucketStatusView* m_bucketStates;
+    QTabWidget* m_side;
+    QSplitter* m_split = nullptr;
     QSpinBox* m_step;
+    QComboBox* m_order;
+    QLineEdit* m_search;
+    QLabel* m_searchCount;
+    QTimer* m_searchTimer;
+    int m_match = -1;
     QLabel* m_title;
     QLabel* m_live;
-    struct Extras;
-    std::unique_ptr<Extras> m_extras;
 };
 
 } // namespace lockstep::ui

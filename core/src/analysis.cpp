@@ -1,94 +1,22 @@
-// Analyses over a loaded Run, exactly as DESIGN.md ("Vocabulary and exact metric definitions")
-// defines them: per-step overlap breakdown, per-bucket statistics, stragglers, the run summary
-// and scaling efficiency. Pure functions: nothing here touches a file or throws.
+// Step breakdown, the per-rank index, steady steps, alignment, bucket statistics and bucket
+// states, exactly as DESIGN.md ("Vocabulary and exact metric definitions") defines them (see
+// analysis.h for the rules). Stragglers are in stragglers.cpp, the summary in summary.cpp.
+// Pure functions: nothing here touches a file or throws.
 #include "lockstep/core/analysis.h"
+
+#include "analysis_internal.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
-#include <span>
 #include <tuple>
 #include <unordered_map>
 
 namespace lockstep::core {
-namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-// DESIGN.md: a run straggler causes a mean wait of at least 5% of the step time. Below that the
-// "straggler" is noise (every step has some rank that arrives last).
-constexpr double kStragglerWaitFraction = 0.05;
-
-// Appends [start, end) to a sorted-by-start stream of intervals, merging it into the last one
-// when they touch or overlap. Empty or inverted intervals are dropped.
-inline void appendMerged(std::vector<Interval>& out, TimeNs start, TimeNs end)
-{
-    if (end <= start)
-        return;
-    if (!out.empty() && start <= out.back().end) {
-        out.back().end = std::max(out.back().end, end);
-        return;
-    }
-    out.push_back({start, end});
-}
-
-// Sorts and merges in place (for lists assembled from several lanes).
-void mergeInPlace(std::vector<Interval>& v)
-{
-    std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.start < b.start; });
-    std::vector<Interval> out;
-    out.reserve(v.size());
-    for (const Interval& i : v)
-        appendMerged(out, i.start, i.end);
-    v = std::move(out);
-}
-
-// First interval of a sorted disjoint list that ends after t (their ends are sorted too).
-inline size_t firstEndingAfter(std::span<const Interval> u, TimeNs t)
-{
-    return static_cast<size_t>(std::upper_bound(u.begin(), u.end(), t,
-                                                [](TimeNs v, const Interval& i) { return v < i.end; })
-                               - u.begin());
-}
-
-// |U ∩ [a, b)| for a sorted disjoint U.
-TimeNs lengthWithin(std::span<const Interval> u, TimeNs a, TimeNs b)
-{
-    TimeNs total = 0;
-    for (size_t i = firstEndingAfter(u, a); i < u.size() && u[i].start < b; ++i)
-        total += std::min(u[i].end, b) - std::max(u[i].start, a);
-    return total;
-}
-
-// |A ∩ B ∩ [a, b)| for sorted disjoint A and B: a two-pointer walk over the parts in the window.
-TimeNs intersectionWithin(std::span<const Interval> x, std::span<const Interval> y, TimeNs a, TimeNs b)
-{
-    size_t i = firstEndingAfter(x, a);
-    size_t j = firstEndingAfter(y, a);
-    TimeNs total = 0;
-    while (i < x.size() && j < y.size() && x[i].start < b && y[j].start < b) {
-        const TimeNs lo = std::max({x[i].start, y[j].start, a});
-        const TimeNs hi = std::min({x[i].end, y[j].end, b});
-        if (hi > lo)
-            total += hi - lo;
-        if (x[i].end < y[j].end)
-            ++i;
-        else
-            ++j;
-    }
-    return total;
-}
-
-// Dense index for each rank that owns a lane, plus the lane -> rank index map.
-struct RankIndex {
-    std::vector<int32_t> ranks;         // dense index -> rank number, sorted
-    std::vector<int32_t> laneRank;      // lane index -> dense index
-    int32_t find(int32_t rank) const
-    {
-        auto it = std::lower_bound(ranks.begin(), ranks.end(), rank);
-        return it != ranks.end() && *it == rank ? static_cast<int32_t>(it - ranks.begin()) : -1;
-    }
-};
+namespace detail {
 
 RankIndex indexRanks(const Run& run)
 {
@@ -105,92 +33,202 @@ RankIndex indexRanks(const Run& run)
     return idx;
 }
 
-int32_t worldSizeOf(const Run& run, const RankIndex& idx)
+int32_t worldSizeOf(const Run& run)
 {
-    return run.config.worldSize > 0 ? run.config.worldSize : static_cast<int32_t>(idx.ranks.size());
+    if (run.config.worldSize > 0)
+        return run.config.worldSize;
+    return static_cast<int32_t>(indexRanks(run).ranks.size());
 }
 
-// Steady steps: DESIGN.md excludes the first warmupSteps steps from run-level numbers. A run
-// that has only warm-up steps (a short smoke run) would otherwise have no numbers at all, so it
-// falls back to all steps; summarize() and stragglers() use this same rule.
-bool hasSteadyStep(const Run& run)
+} // namespace detail
+
+using detail::indexRanks;
+using detail::RankIndex;
+using detail::worldSizeOf;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double ratio(TimeNs overlapped, TimeNs communication, bool applicable)
 {
-    for (const Step& s : run.steps)
-        if (s.step >= run.config.warmupSteps)
-            return true;
-    return false;
+    return applicable && communication > 0 ? static_cast<double>(overlapped) / static_cast<double>(communication)
+                                           : kNaN;
 }
 
-struct SteadyRule {
-    int32_t firstSteady = 0;
-    bool isSteady(int32_t step) const { return step >= firstSteady; }
+void setParts(StepBreakdown& b, const WindowParts& p, bool multiRank)
+{
+    b.wall = p.wall;
+    b.compute = p.compute;
+    b.communication = p.communication;
+    b.memory = p.memory;
+    b.computeOnly = p.computeOnly;
+    b.overlapped = p.overlapped;
+    b.exposed = p.exposed;
+    b.memoryOnly = p.memoryOnly;
+    b.idle = p.idle;
+    b.overlapRatio = ratio(p.overlapped, p.communication, multiRank);
+}
+
+// C, M, Mem being built for one group (a rank's host lanes, or one (rank, step) of device
+// work). Spans of one lane arrive sorted by start and are merged as they come; when a second
+// lane contributes, the lists are only appended to and merged once at the end.
+struct UnionBuilder {
+    std::vector<Interval> sets[3]; // by SpanCategory: compute, communication, memory
+    uint32_t lastLane = UINT32_MAX;
+    bool multi = false;
+    TimeNs first = std::numeric_limits<TimeNs>::max();
+    TimeNs last = std::numeric_limits<TimeNs>::min();
+
+    void add(uint32_t lane, SpanCategory cat, TimeNs start, TimeNs end)
+    {
+        if (cat == SpanCategory::Other || end < start)
+            return;
+        first = std::min(first, start);
+        last = std::max(last, end);
+        if (lane != lastLane) {
+            multi = multi || lastLane != UINT32_MAX;
+            lastLane = lane;
+        }
+        std::vector<Interval>& v = sets[static_cast<size_t>(cat)];
+        if (multi)
+            v.push_back({start, end});
+        else
+            appendMerged(v, start, end);
+    }
+    void finish()
+    {
+        if (multi)
+            for (auto& v : sets)
+                mergeInPlace(v);
+        multi = false;
+    }
 };
-SteadyRule steadyRule(const Run& run)
-{
-    return SteadyRule{hasSteadyStep(run) ? run.config.warmupSteps : std::numeric_limits<int32_t>::min()};
-}
-
-StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& stats);
 
 } // namespace
 
-// ---------------------------------------------------------------------------------------------
-// Interval helpers
-
-std::vector<Interval> unionClipped(std::vector<Interval> intervals, TimeNs lo, TimeNs hi)
+const char* stepWindowName(StepWindow window)
 {
-    for (Interval& i : intervals) {
-        i.start = std::max(i.start, lo);
-        i.end = std::min(i.end, hi);
+    switch (window) {
+    case StepWindow::Host: return "host";
+    case StepWindow::Device: return "device";
+    case StepWindow::NoDeviceWork: return "no device work";
     }
-    std::erase_if(intervals, [](const Interval& i) { return i.end <= i.start; });
-    mergeInPlace(intervals);
-    return intervals;
+    return "?";
 }
 
-TimeNs totalLength(const std::vector<Interval>& sortedDisjoint)
+// ---------------------------------------------------------------------------------------------
+// Steady steps
+
+bool SteadySteps::contains(int32_t step) const { return std::binary_search(steps.begin(), steps.end(), step); }
+
+std::string SteadySteps::describe() const
 {
-    TimeNs total = 0;
-    for (const Interval& i : sortedDisjoint)
-        total += i.end - i.start;
-    return total;
+    auto range = [](const std::vector<int32_t>& v) {
+        if (v.empty())
+            return std::string("none");
+        bool contiguous = v.back() - v.front() + 1 == static_cast<int32_t>(v.size());
+        std::string s = v.size() == 1 ? "step " + std::to_string(v.front())
+                                      : "steps " + std::to_string(v.front()) + (contiguous ? "-" : "..")
+                                            + std::to_string(v.back());
+        return s;
+    };
+    if (allSteps == 0)
+        return "no steps";
+    if (fallback)
+        return "no step past the warm-up (steps numbered below " + std::to_string(warmupSteps) + "): all "
+            + std::to_string(steps.size()) + " step(s) are used (" + range(steps) + "), warm-up included";
+    const int32_t excluded = allSteps - static_cast<int32_t>(steps.size());
+    return range(steps) + " (" + std::to_string(steps.size()) + " steady step(s); " + std::to_string(excluded)
+        + " warm-up step(s) below " + std::to_string(warmupSteps) + " excluded)";
 }
 
-TimeNs intersectionLength(const std::vector<Interval>& a, const std::vector<Interval>& b)
+SteadySteps steadySteps(const Run& run)
 {
-    return intersectionWithin(a, b, std::numeric_limits<TimeNs>::min(), std::numeric_limits<TimeNs>::max());
+    SteadySteps s;
+    s.warmupSteps = run.config.warmupSteps;
+    std::vector<int32_t> all;
+    all.reserve(run.steps.size());
+    for (const Step& st : run.steps)
+        all.push_back(st.step);
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    s.allSteps = static_cast<int32_t>(all.size());
+    for (int32_t step : all)
+        if (step >= s.warmupSteps)
+            s.steps.push_back(step);
+    if (s.steps.empty() && !all.empty()) {
+        s.fallback = true;
+        s.steps = std::move(all);
+    }
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Alignment
+
+int32_t alignStep(const Run& run)
+{
+    const SteadySteps steady = steadySteps(run);
+    return steady.steps.empty() ? 0 : steady.steps.front();
+}
+
+TimeNs alignmentOrigin(const Run& run)
+{
+    if (!run.steps.empty()) {
+        const int32_t s = alignStep(run);
+        TimeNs origin = std::numeric_limits<TimeNs>::max();
+        for (const Step& st : run.steps)
+            if (st.step == s)
+                origin = std::min(origin, st.start);
+        if (origin != std::numeric_limits<TimeNs>::max())
+            return origin;
+    }
+    TimeNs first = std::numeric_limits<TimeNs>::max();
+    for (const Lane& lane : run.lanes) {
+        const auto [a, b] = run.laneSpanRange(lane.id);
+        if (a < b)
+            first = std::min(first, run.spans[a].start);
+    }
+    return first == std::numeric_limits<TimeNs>::max() ? 0 : first;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Step breakdown
 //
 // The naive way (for each step, scan the spans) is O(steps × spans): hours on 10 M spans. Here
-// each lane is walked once: its spans are sorted by start, so the union of its compute spans
-// and the union of its communication spans come out of one linear merge (touching backward
-// segments collapse into a single interval, so the unions are far smaller than the lanes).
-// A rank's lanes are then combined (sort + merge of the small unions), and each step W only
-// binary-searches into its rank's two unions and walks the intervals inside W, clipping the
-// first and last one to W. A span that crosses a step boundary is thereby split between the
-// steps by time, as DESIGN.md's clipping asks. Total: O(spans + U log U + steps log U).
-//
-// The GPU rule (DESIGN.md): on a rank that has GpuStream lanes with spans, C and M come from
-// the device timeline only (every kernel that is not communication is compute, on any stream);
-// host spans would count the same work twice, shifted by the launch latency.
-std::vector<StepBreakdown> stepBreakdown(const Run& run)
+// the spans are walked once, lane by lane (each lane is sorted by start):
+//  - host lanes feed one union of C, one of M and one of Mem per rank, built by a linear merge
+//    (touching backward segments collapse into one interval, so the unions are far smaller than
+//    the lanes); a rank's lanes are then merged together once;
+//  - device work (isDeviceKind spans on GpuStream lanes) feeds one C / M / Mem union per
+//    (rank, launching step), found through a hash of (rank, step), along with the step's device
+//    window [first start, last end].
+// Each host step then binary-searches its rank's unions and sweeps the intervals inside W
+// (windowParts); each device step sweeps its own small unions. Total O(spans + U log U + steps
+// log U), U the size of the unions.
+namespace detail {
+
+std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& steady)
 {
     const RankIndex idx = indexRanks(run);
     const size_t nRanks = idx.ranks.size();
-    struct RankUnions {
-        std::vector<Interval> hostC, hostM, devC, devM;
-        int hostLanes = 0, devLanes = 0; // lanes that contributed (> 1 needs a merge)
+    const bool multiRank = worldSizeOf(run) > 1;
+    std::vector<UnionBuilder> host(nRanks);
+    std::vector<UnionBuilder> device;                  // one per (rank, step) of device work
+    std::unordered_map<uint64_t, size_t> deviceGroup;  // (dense rank, step) -> index into device
+    std::vector<char> deviceRule(nRanks, 0);
+    auto key = [](int32_t rank, int32_t step) {
+        return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(step);
     };
-    std::vector<RankUnions> unions(nRanks);
 
     // The walk needs each lane's spans in start order (the Run invariant). It checks that as it
     // goes (a separate is_sorted pass would read 10 M spans twice); a hand-made Run that breaks
     // it is sorted into a private copy and walked again rather than analysed wrongly. Lanes
     // need not be contiguous: a lane met in several stretches is merged like several lanes.
     auto walk = [&](std::span<const Span> spans) {
+        uint64_t cachedKey = UINT64_MAX;
+        size_t cachedGroup = 0;
         size_t i = 0;
         while (i < spans.size()) {
             const uint32_t laneIndex = spans[i].lane.v;
@@ -198,27 +236,36 @@ std::vector<StepBreakdown> stepBreakdown(const Run& run)
             while (j < spans.size() && spans[j].lane.v == laneIndex)
                 ++j;
             if (laneIndex < run.lanes.size() && idx.laneRank[laneIndex] >= 0) {
-                RankUnions& ru = unions[idx.laneRank[laneIndex]];
-                const bool device = run.lanes[laneIndex].kind == LaneKind::GpuStream;
-                // Each stretch's union is merged on its own, then appended; several stretches of
-                // one rank are merged together afterwards.
-                std::vector<Interval> laneC, laneM;
+                const int32_t r = idx.laneRank[laneIndex];
+                const bool gpuLane = run.lanes[laneIndex].kind == LaneKind::GpuStream;
+                // A stretch of a lane is its own contribution: a lane met again later merges
+                // like another lane.
+                const uint32_t stretch = static_cast<uint32_t>(i);
                 TimeNs previous = std::numeric_limits<TimeNs>::min();
                 for (size_t k = i; k < j; ++k) {
                     const Span& s = spans[k];
                     if (s.start < previous)
                         return false;
                     previous = s.start;
-                    if (isCompute(s.kind))
-                        appendMerged(laneC, s.start, s.end);
-                    else if (isCommunication(s.kind))
-                        appendMerged(laneM, s.start, s.end);
+                    if (!gpuLane) {
+                        host[r].add(stretch, spanCategory(s.kind), s.start, s.end);
+                        continue;
+                    }
+                    if (!isDeviceKind(s.kind))
+                        continue;
+                    deviceRule[r] = 1;
+                    if (s.step == kNoStep)
+                        continue;
+                    const uint64_t k2 = key(r, s.step);
+                    if (k2 != cachedKey) {
+                        auto [it, fresh] = deviceGroup.emplace(k2, device.size());
+                        if (fresh)
+                            device.emplace_back();
+                        cachedKey = k2;
+                        cachedGroup = it->second;
+                    }
+                    device[cachedGroup].add(stretch, spanCategory(s.kind), s.start, s.end);
                 }
-                std::vector<Interval>& c = device ? ru.devC : ru.hostC;
-                std::vector<Interval>& m = device ? ru.devM : ru.hostM;
-                c.insert(c.end(), laneC.begin(), laneC.end());
-                m.insert(m.end(), laneM.begin(), laneM.end());
-                (device ? ru.devLanes : ru.hostLanes)++;
             }
             i = j;
         }
@@ -226,22 +273,19 @@ std::vector<StepBreakdown> stepBreakdown(const Run& run)
     };
     if (!walk(run.spans)) {
         std::vector<Span> sorted = run.spans;
-        std::sort(sorted.begin(), sorted.end(), [](const Span& a, const Span& b) {
+        std::stable_sort(sorted.begin(), sorted.end(), [](const Span& a, const Span& b) {
             return std::tie(a.lane.v, a.start) < std::tie(b.lane.v, b.start);
         });
-        unions.assign(nRanks, RankUnions{});
+        host.assign(nRanks, UnionBuilder{});
+        device.clear();
+        deviceGroup.clear();
+        deviceRule.assign(nRanks, 0);
         walk(sorted);
     }
-    for (RankUnions& ru : unions) {
-        if (ru.hostLanes > 1) {
-            mergeInPlace(ru.hostC);
-            mergeInPlace(ru.hostM);
-        }
-        if (ru.devLanes > 1) {
-            mergeInPlace(ru.devC);
-            mergeInPlace(ru.devM);
-        }
-    }
+    for (UnionBuilder& u : host)
+        u.finish();
+    for (UnionBuilder& u : device)
+        u.finish();
 
     std::vector<StepBreakdown> out;
     out.reserve(run.steps.size());
@@ -249,32 +293,262 @@ std::vector<StepBreakdown> stepBreakdown(const Run& run)
         StepBreakdown b;
         b.rank = st.rank;
         b.step = st.step;
-        b.start = st.start;
-        b.end = st.end;
-        b.wall = std::max<TimeNs>(0, st.end - st.start);
         b.warmup = st.step < run.config.warmupSteps;
+        b.steady = steady.contains(st.step);
         const int32_t r = idx.find(st.rank);
-        if (r >= 0 && b.wall > 0) {
-            const RankUnions& ru = unions[r];
-            const bool gpu = ru.devLanes > 0;
-            const std::vector<Interval>& c = gpu ? ru.devC : ru.hostC;
-            const std::vector<Interval>& m = gpu ? ru.devM : ru.hostM;
-            b.compute = lengthWithin(c, st.start, st.end);
-            b.communication = lengthWithin(m, st.start, st.end);
-            b.overlapped = intersectionWithin(c, m, st.start, st.end);
+        if (r >= 0 && deviceRule[r]) {
+            auto it = deviceGroup.find(key(r, st.step));
+            if (it == deviceGroup.end()) {
+                b.window = StepWindow::NoDeviceWork;
+                b.start = b.end = st.start;
+                b.overlapRatio = kNaN;
+            } else {
+                const UnionBuilder& u = device[it->second];
+                b.window = StepWindow::Device;
+                b.start = u.first;
+                b.end = u.last;
+                setParts(b, windowParts(u.sets[0], u.sets[1], u.sets[2], u.first, u.last), multiRank);
+            }
+        } else {
+            b.window = StepWindow::Host;
+            b.start = st.start;
+            b.end = st.end;
+            if (r >= 0) {
+                const UnionBuilder& u = host[r];
+                setParts(b, windowParts(u.sets[0], u.sets[1], u.sets[2], st.start, st.end), multiRank);
+            } else {
+                setParts(b, windowParts({}, {}, {}, st.start, st.end), multiRank);
+            }
         }
-        b.exposed = b.communication - b.overlapped;
-        b.computeOnly = b.compute - b.overlapped;
-        b.idle = b.wall - (b.compute + b.communication - b.overlapped);
-        b.overlapRatio = b.communication > 0
-            ? static_cast<double>(b.overlapped) / static_cast<double>(b.communication)
-            : kNaN;
         out.push_back(b);
     }
     std::stable_sort(out.begin(), out.end(), [](const StepBreakdown& a, const StepBreakdown& b) {
         return std::tie(a.rank, a.step) < std::tie(b.rank, b.step);
     });
     return out;
+}
+
+} // namespace detail
+
+std::vector<StepBreakdown> stepBreakdown(const Run& run)
+{
+    return detail::stepBreakdownWith(run, steadySteps(run));
+}
+
+std::vector<TimeNs> laneMaxDurations(const Run& run)
+{
+    std::vector<TimeNs> out(run.lanes.size(), 0);
+    for (const Span& s : run.spans)
+        if (s.lane.v < out.size())
+            out[s.lane.v] = std::max(out[s.lane.v], s.duration());
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RunIndex
+
+RunIndex::RunIndex(const Run& run)
+    : RunIndex(run, core::laneMaxDurations(run))
+{
+}
+
+RunIndex::RunIndex(const Run& run, std::vector<TimeNs> laneMaxDuration)
+    : m_run(&run)
+    , m_laneMax(std::move(laneMaxDuration))
+    , m_worldSize(worldSizeOf(run))
+    , m_steady(steadySteps(run))
+{
+    m_laneMax.resize(run.lanes.size(), 0);
+    const RankIndex idx = indexRanks(run);
+    m_ranks = idx.ranks;
+    m_entries.resize(m_ranks.size());
+    for (size_t r = 0; r < m_ranks.size(); ++r)
+        m_entries[r].rank = m_ranks[r];
+    // Which ranks follow the device rule: a GpuStream lane with device work.
+    for (const Lane& lane : run.lanes) {
+        if (lane.kind != LaneKind::GpuStream || lane.id.v >= run.lanes.size())
+            continue;
+        const int32_t r = idx.laneRank[lane.id.v];
+        if (r < 0 || m_entries[r].device)
+            continue;
+        const auto [a, b] = run.laneSpanRange(lane.id);
+        for (size_t i = a; i < b; ++i) {
+            if (isDeviceKind(run.spans[i].kind)) {
+                m_entries[r].device = true;
+                break;
+            }
+        }
+    }
+    for (const Lane& lane : run.lanes) {
+        const int32_t r = lane.id.v < idx.laneRank.size() ? idx.laneRank[lane.id.v] : -1;
+        if (r < 0)
+            continue;
+        RankEntry& e = m_entries[r];
+        if ((lane.kind == LaneKind::GpuStream) == e.device)
+            e.counted.push_back(lane.id);
+    }
+    // Device windows per (rank, launching step).
+    std::map<std::pair<int32_t, int32_t>, Interval> windows;
+    for (const RankEntry& e : m_entries) {
+        if (!e.device)
+            continue;
+        for (LaneId lane : e.counted) {
+            const auto [a, b] = run.laneSpanRange(lane);
+            for (size_t i = a; i < b; ++i) {
+                const Span& s = run.spans[i];
+                if (!isDeviceKind(s.kind) || s.step == kNoStep || s.end < s.start)
+                    continue;
+                auto [it, fresh] = windows.try_emplace({e.rank, s.step}, Interval{s.start, s.end});
+                if (!fresh) {
+                    it->second.start = std::min(it->second.start, s.start);
+                    it->second.end = std::max(it->second.end, s.end);
+                }
+            }
+        }
+    }
+    m_deviceSteps.reserve(windows.size());
+    for (const auto& [k, w] : windows)
+        m_deviceSteps.push_back(DeviceStep{k.first, k.second, w.start, w.end});
+}
+
+const RunIndex::RankEntry* RunIndex::entry(int32_t rank) const
+{
+    auto it = std::lower_bound(m_ranks.begin(), m_ranks.end(), rank);
+    return it != m_ranks.end() && *it == rank ? &m_entries[static_cast<size_t>(it - m_ranks.begin())] : nullptr;
+}
+
+bool RunIndex::deviceRule(int32_t rank) const
+{
+    const RankEntry* e = entry(rank);
+    return e && e->device;
+}
+
+std::span<const LaneId> RunIndex::countedLanes(int32_t rank) const
+{
+    const RankEntry* e = entry(rank);
+    return e ? std::span<const LaneId>(e->counted) : std::span<const LaneId>();
+}
+
+const Step* RunIndex::findStep(int32_t rank, int32_t step) const
+{
+    const auto& steps = m_run->steps;
+    auto it = std::lower_bound(steps.begin(), steps.end(), std::pair{rank, step},
+                               [](const Step& s, std::pair<int32_t, int32_t> k) { return std::pair{s.rank, s.step} < k; });
+    if (it != steps.end() && it->rank == rank && it->step == step)
+        return &*it;
+    // A Run that was not normalized: a linear search rather than a wrong answer.
+    for (const Step& s : steps)
+        if (s.rank == rank && s.step == step)
+            return &s;
+    return nullptr;
+}
+
+const RunIndex::DeviceStep* RunIndex::findDeviceStep(int32_t rank, int32_t step) const
+{
+    auto it = std::lower_bound(m_deviceSteps.begin(), m_deviceSteps.end(), std::pair{rank, step},
+                               [](const DeviceStep& d, std::pair<int32_t, int32_t> k) {
+                                   return std::pair{d.rank, d.step} < k;
+                               });
+    return it != m_deviceSteps.end() && it->rank == rank && it->step == step ? &*it : nullptr;
+}
+
+RankUnions RunIndex::collect(const RankEntry& e, TimeNs lo, TimeNs hi, int32_t onlyStep) const
+{
+    std::vector<Interval> sets[3];
+    const Run& run = *m_run;
+    for (LaneId lane : e.counted) {
+        const auto [a, b] = run.laneSpanRange(lane);
+        const TimeNs maxDur = lane.v < m_laneMax.size() ? m_laneMax[lane.v] : 0;
+        // Spans overlapping [lo, hi): sorted by start, so the first candidate starts no earlier
+        // than lo - (the lane's longest span).
+        auto first = std::lower_bound(run.spans.begin() + static_cast<ptrdiff_t>(a),
+                                      run.spans.begin() + static_cast<ptrdiff_t>(b), lo - maxDur,
+                                      [](const Span& s, TimeNs t) { return s.start < t; });
+        for (auto it = first; it != run.spans.begin() + static_cast<ptrdiff_t>(b) && it->start < hi; ++it) {
+            if (it->end <= lo)
+                continue;
+            if (e.device && !isDeviceKind(it->kind))
+                continue;
+            if (onlyStep != kNoStep && it->step != onlyStep)
+                continue;
+            const SpanCategory cat = spanCategory(it->kind);
+            if (cat != SpanCategory::Other)
+                sets[static_cast<size_t>(cat)].push_back({it->start, it->end});
+        }
+    }
+    RankUnions u;
+    u.compute = unionClipped(std::move(sets[0]), lo, hi);
+    u.comm = unionClipped(std::move(sets[1]), lo, hi);
+    u.memory = unionClipped(std::move(sets[2]), lo, hi);
+    return u;
+}
+
+StepBreakdown RunIndex::partsOf(const RankEntry& e, const RankUnions& u, TimeNs lo, TimeNs hi) const
+{
+    StepBreakdown b;
+    b.rank = e.rank;
+    b.step = kNoStep;
+    b.start = lo;
+    b.end = std::max(lo, hi);
+    b.window = e.device ? StepWindow::Device : StepWindow::Host;
+    setParts(b, windowParts(u.compute, u.comm, u.memory, lo, hi), m_worldSize > 1);
+    return b;
+}
+
+std::optional<StepBreakdown> RunIndex::stepBreakdown(int32_t rank, int32_t step) const
+{
+    const Step* st = findStep(rank, step);
+    if (!st)
+        return std::nullopt;
+    const RankEntry* e = entry(rank);
+    StepBreakdown b;
+    if (!e) {
+        RankEntry none;
+        none.rank = rank;
+        b = partsOf(none, {}, st->start, st->end);
+    } else if (!e->device) {
+        b = partsOf(*e, collect(*e, st->start, st->end, kNoStep), st->start, st->end);
+    } else if (const DeviceStep* d = findDeviceStep(rank, step)) {
+        b = partsOf(*e, collect(*e, d->first, d->last, step), d->first, d->last);
+    } else {
+        b.rank = rank;
+        b.start = b.end = st->start;
+        b.window = StepWindow::NoDeviceWork;
+        b.overlapRatio = kNaN;
+    }
+    b.step = step;
+    b.warmup = step < m_run->config.warmupSteps;
+    b.steady = m_steady.contains(step);
+    return b;
+}
+
+StepBreakdown RunIndex::rangeBreakdown(int32_t rank, TimeNs lo, TimeNs hi) const
+{
+    const RankEntry* e = entry(rank);
+    if (!e) {
+        RankEntry none;
+        none.rank = rank;
+        return partsOf(none, {}, lo, hi);
+    }
+    return partsOf(*e, hi > lo ? collect(*e, lo, hi, kNoStep) : RankUnions{}, lo, hi);
+}
+
+RankUnions RunIndex::unions(int32_t rank, TimeNs lo, TimeNs hi) const
+{
+    const RankEntry* e = entry(rank);
+    return e && hi > lo ? collect(*e, lo, hi, kNoStep) : RankUnions{};
+}
+
+RankUnions RunIndex::stepUnions(int32_t rank, int32_t step) const
+{
+    const RankEntry* e = entry(rank);
+    const Step* st = findStep(rank, step);
+    if (!e || !st)
+        return {};
+    if (!e->device)
+        return collect(*e, st->start, st->end, kNoStep);
+    const DeviceStep* d = findDeviceStep(rank, step);
+    return d ? collect(*e, d->first, d->last, step) : RankUnions{};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -288,7 +562,6 @@ std::vector<StepBreakdown> stepBreakdown(const Run& run)
 // Ready is the latest GradReady instant carrying the same (rank, step, bucket).
 std::vector<BucketStat> bucketStats(const Run& run)
 {
-    const RankIndex idx = indexRanks(run);
     struct Entry {
         int32_t rank, step, bucket;
         bool host;
@@ -300,8 +573,8 @@ std::vector<BucketStat> bucketStats(const Run& run)
     for (const Span& s : run.spans) {
         if (!isCommunication(s.kind) || s.bucket < 0 || s.step < 0 || s.lane.v >= run.lanes.size())
             continue;
-        entries.push_back({run.lanes[s.lane.v].rank, s.step, s.bucket, s.kind == SpanKind::Comm,
-                           s.start, s.end, s.bytes});
+        entries.push_back({run.lanes[s.lane.v].rank, s.step, s.bucket, s.kind == SpanKind::Comm, s.start, s.end,
+                           s.bytes});
     }
     // Spans come in (lane, start) order, so on a normal run the entries already are in key
     // order (lanes by rank, collectives by time): checking is far cheaper than sorting 1 M.
@@ -314,7 +587,7 @@ std::vector<BucketStat> bucketStats(const Run& run)
     std::unordered_map<int32_t, int64_t> tableBytes;
     for (const Bucket& b : run.buckets)
         tableBytes[b.index] = b.bytes;
-    const int32_t n = worldSizeOf(run, idx);
+    const int32_t n = worldSizeOf(run);
     const double busFactor = n > 1 ? 2.0 * (n - 1) / n : 0.0;
 
     std::vector<BucketStat> out;
@@ -353,13 +626,12 @@ std::vector<BucketStat> bucketStats(const Run& run)
     }
 
     // Ready times. Instants come sorted by (lane, ts) and a bucket's gradient-ready instants are
-    // consecutive, so the (rank, step, bucket) key changes rarely: one binary search per run of
-    // equal keys instead of one per instant.
+    // consecutive, so the (rank, step, bucket) key changes rarely: one search per run of equal
+    // keys instead of one per instant; the next key is usually the entry right after the
+    // previous one (instants and collectives both advance in time), so that is tried first.
     const auto keyLess = [](const BucketStat& s, const std::tuple<int32_t, int32_t, int32_t>& k) {
         return std::tie(s.rank, s.step, s.bucket) < k;
     };
-    // Instants and collectives both advance in time, so the next key is usually the entry right
-    // after the previous one: try that before searching.
     size_t hint = 0;
     auto flush = [&](std::tuple<int32_t, int32_t, int32_t> key, TimeNs ts) {
         auto it = out.end();
@@ -400,367 +672,110 @@ std::vector<BucketStat> bucketStats(const Run& run)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Stragglers
-//
-// Per (step, bucket): skew = latest launch - earliest launch over ranks; the late rank is the
-// one that launched last; the wait it caused is what every other rank spent waiting for it,
-// sum of (late launch - their launch), since an all-reduce cannot finish before the last rank
-// joins. Per step, each rank's caused wait is summed over buckets; the step straggler is the
-// rank with the most.
-//
-// Tie-breaking (documented because results must be deterministic):
-//  - two ranks launching a bucket at the same latest time: the lower rank number is the late rank;
-//  - two ranks causing equal wait in a step: the lower rank number is the step straggler;
-//  - a step in which no rank caused any wait has no straggler (rank -1);
-//  - "straggler in most steady steps" means the plurality: every rank whose count of steady
-//    steps as straggler equals the highest count (and is > 0) is a candidate; a candidate is a
-//    run straggler only if its mean caused wait is ≥ 5% of the mean steady step time.
-namespace {
-StragglerReport stragglersFrom(const Run& run, const std::vector<BucketStat>& stats)
+// Buckets at a time
+
+const char* bucketStateName(BucketState state)
 {
-    StragglerReport rep;
-    const SteadyRule steady = steadyRule(run);
-
-    // (step, bucket) groups: stats are sorted by (rank, step, bucket); regroup by (step, bucket)
-    // through a compact copy (sorting pointers into the stats would chase cache misses).
-    struct Launch {
-        int32_t step, bucket, rank;
-        TimeNs launch;
-    };
-    std::vector<Launch> order;
-    order.reserve(stats.size());
-    for (const BucketStat& s : stats)
-        order.push_back({s.step, s.bucket, s.rank, s.launch});
-    // The stats come in rank order, one sorted run per rank: a stable merge sort on (step,
-    // bucket) keeps ranks ascending within a group and is fast on such runs (introsort's pivots
-    // degrade on this pattern).
-    std::stable_sort(order.begin(), order.end(), [](const Launch& a, const Launch& b) {
-        return std::tie(a.step, a.bucket) < std::tie(b.step, b.bucket);
-    });
-    // Wait caused per (step, rank). DESIGN.md defines the wait a late rank causes per bucket;
-    // within a step we take the largest of its buckets' waits, not their sum. The waits of one
-    // step overlap in time: a rank that is uniformly 5 ms behind delays every bucket by 5 ms, yet
-    // holds the others back by about 5 ms in that step, not 5 ms times the number of buckets
-    // (a sum named a "straggler" in nearly every many-bucket run). And where launches are
-    // serialized (kernels on one NCCL stream) only the first delayed bucket shows the skew, so a
-    // per-bucket mean would dilute a real straggler. The maximum is right in both cases.
-    //
-    // Flat and sorted by (step, rank). `order` is sorted by step,
-    // so each step's few (rank, wait) pairs are gathered in a small buffer and flushed in order.
-    struct Caused {
-        int32_t step, rank;
-        TimeNs wait;
-    };
-    std::vector<Caused> caused;
-    std::vector<std::pair<int32_t, TimeNs>> stepAcc;
-    auto flushStep = [&](int32_t step) {
-        std::sort(stepAcc.begin(), stepAcc.end());
-        for (const auto& [rank, wait] : stepAcc) {
-            if (!caused.empty() && caused.back().step == step && caused.back().rank == rank)
-                caused.back().wait = std::max(caused.back().wait, wait);
-            else
-                caused.push_back({step, rank, wait});
-        }
-        stepAcc.clear();
-    };
-    for (size_t i = 0; i < order.size();) {
-        size_t j = i;
-        TimeNs lo = std::numeric_limits<TimeNs>::max(), hi = std::numeric_limits<TimeNs>::min();
-        int32_t late = -1;
-        while (j < order.size() && order[j].step == order[i].step && order[j].bucket == order[i].bucket) {
-            lo = std::min(lo, order[j].launch);
-            if (order[j].launch > hi) { // strict: ties keep the lower rank (sorted by rank)
-                hi = order[j].launch;
-                late = order[j].rank;
-            }
-            ++j;
-        }
-        BucketSkew sk;
-        sk.step = order[i].step;
-        sk.bucket = order[i].bucket;
-        sk.skew = hi - lo;
-        sk.lateRank = late;
-        for (size_t k = i; k < j; ++k)
-            sk.waitCaused += hi - order[k].launch; // the late rank itself adds 0
-        rep.skews.push_back(sk);
-        auto acc = std::find_if(stepAcc.begin(), stepAcc.end(), [late](const auto& p) { return p.first == late; });
-        if (acc != stepAcc.end())
-            acc->second = std::max(acc->second, sk.waitCaused);
-        else
-            stepAcc.push_back({late, sk.waitCaused});
-        if (j == order.size() || order[j].step != sk.step)
-            flushStep(sk.step);
-        i = j;
+    switch (state) {
+    case BucketState::Pending: return "gradients";
+    case BucketState::Waiting: return "waiting";
+    case BucketState::InFlight: return "in flight";
+    case BucketState::Done: return "done";
     }
-
-    // Per step: mean wall over ranks (every step of run.steps, plus steps only seen in
-    // collectives), and the straggler.
-    std::vector<std::pair<int32_t, TimeNs>> walls; // (step, wall) per (rank, step)
-    walls.reserve(run.steps.size() + rep.skews.size());
-    std::vector<int32_t> rankList;
-    for (const Step& st : run.steps) {
-        walls.push_back({st.step, std::max<TimeNs>(0, st.end - st.start)});
-        rankList.push_back(st.rank);
-    }
-    for (const BucketStat& st : stats) {
-        if (rankList.empty() || rankList.back() != st.rank) // stats are grouped by rank
-            rankList.push_back(st.rank);
-    }
-    std::sort(rankList.begin(), rankList.end());
-    rankList.erase(std::unique(rankList.begin(), rankList.end()), rankList.end());
-    for (const BucketSkew& sk : rep.skews) {
-        if (walls.empty() || walls.back().first != sk.step || walls.back().second != -1)
-            walls.push_back({sk.step, -1}); // -1: present, but contributes no wall
-    }
-    std::stable_sort(walls.begin(), walls.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-    size_t c = 0;
-    for (size_t i = 0; i < walls.size();) {
-        const int32_t step = walls[i].first;
-        TimeNs sum = 0;
-        int n = 0;
-        for (; i < walls.size() && walls[i].first == step; ++i) {
-            if (walls[i].second >= 0) {
-                sum += walls[i].second;
-                ++n;
-            }
-        }
-        StepStraggler ss;
-        ss.step = step;
-        ss.stepTime = n > 0 ? sum / n : 0;
-        while (c < caused.size() && caused[c].step < step)
-            ++c;
-        for (; c < caused.size() && caused[c].step == step; ++c) {
-            // Sorted by rank, and only a strictly larger wait replaces: ties keep the lower rank.
-            if (caused[c].wait > ss.waitCaused) {
-                ss.waitCaused = caused[c].wait;
-                ss.rank = caused[c].rank;
-            }
-        }
-        rep.perStep.push_back(ss);
-    }
-
-    // Per rank over steady steps.
-    double steadyTimeSum = 0;
-    int steadyCount = 0;
-    std::vector<int> asStraggler(rankList.size(), 0);
-    std::vector<double> waitSum(rankList.size(), 0.0);
-    auto rankIndex = [&rankList](int32_t rank) {
-        return static_cast<size_t>(std::lower_bound(rankList.begin(), rankList.end(), rank) - rankList.begin());
-    };
-    for (const StepStraggler& ss : rep.perStep) {
-        if (!steady.isSteady(ss.step))
-            continue;
-        steadyTimeSum += static_cast<double>(ss.stepTime);
-        ++steadyCount;
-        if (ss.rank >= 0)
-            ++asStraggler[rankIndex(ss.rank)];
-    }
-    for (const Caused& cw : caused) {
-        if (steady.isSteady(cw.step))
-            waitSum[rankIndex(cw.rank)] += static_cast<double>(cw.wait);
-    }
-
-    const double meanStepTime = steadyCount > 0 ? steadyTimeSum / steadyCount : 0.0;
-    int best = 0;
-    for (size_t k = 0; k < rankList.size(); ++k) {
-        RankStraggle rs;
-        rs.rank = rankList[k];
-        rs.stepsAsStraggler = asStraggler[k];
-        rs.meanWaitNs = steadyCount > 0 ? waitSum[k] / steadyCount : 0.0;
-        rs.meanWaitFraction = meanStepTime > 0 ? rs.meanWaitNs / meanStepTime : 0.0;
-        best = std::max(best, rs.stepsAsStraggler);
-        rep.perRank.push_back(rs);
-    }
-    for (const RankStraggle& rs : rep.perRank) {
-        if (best > 0 && rs.stepsAsStraggler == best && rs.meanWaitFraction >= kStragglerWaitFraction)
-            rep.stragglers.push_back(rs.rank);
-    }
-    return rep;
-}
-} // namespace
-
-StragglerReport stragglers(const Run& run)
-{
-    return stragglersFrom(run, bucketStats(run));
+    return "?";
 }
 
-// ---------------------------------------------------------------------------------------------
-// Summary
-
-RunSummary summarize(const Run& run)
+int32_t stepAt(const Run& run, int32_t rank, TimeNs t)
 {
-    RunSummary s;
-    const RunConfig& c = run.config;
-    s.name = c.name;
-    s.model = c.model;
-    s.source = c.source;
-    s.backend = c.backend;
-    s.device = c.device;
-    s.status = c.status;
-    s.failureCause = c.failureCause;
-    s.bucketCapBytes = c.bucketCapBytes;
-    s.batchPerRank = c.batchPerRank;
-    s.spans = static_cast<int64_t>(run.spans.size());
-    for (const Diagnostic& d : run.diagnostics)
-        s.diagnostics += d.count;
-    const RankIndex idx = indexRanks(run);
-    s.worldSize = worldSizeOf(run, idx);
-
-    // Means are over steady steps; if every step is a warm-up step (a run shorter than
-    // warmupSteps), they fall back to all steps rather than report nothing.
-    const SteadyRule steady = steadyRule(run);
-
-    std::map<int32_t, int32_t> stepsPerRank;
-    std::map<int32_t, int64_t> samplesPerStep; // step -> samples over all ranks
-    std::vector<int32_t> steadyStepIds;
-    for (const Step& st : run.steps) {
-        stepsPerRank[st.rank]++;
-        if (steady.isSteady(st.step)) {
-            samplesPerStep[st.step] += st.samples > 0 ? st.samples : c.batchPerRank;
-            steadyStepIds.push_back(st.step);
-        }
-    }
-    for (const auto& [rank, n] : stepsPerRank)
-        s.steps = std::max(s.steps, n);
-    std::sort(steadyStepIds.begin(), steadyStepIds.end());
-    steadyStepIds.erase(std::unique(steadyStepIds.begin(), steadyStepIds.end()), steadyStepIds.end());
-    s.steadySteps = static_cast<int32_t>(steadyStepIds.size());
-
-    const std::vector<StepBreakdown> breakdown = stepBreakdown(run);
-    double wall = 0, compute = 0, comm = 0, overlapped = 0, exposed = 0, idle = 0;
-    int n = 0;
-    for (const StepBreakdown& b : breakdown) {
-        if (!steady.isSteady(b.step))
+    int32_t found = kNoStep;
+    for (const Step& s : run.steps) {
+        if (s.rank != rank)
             continue;
-        wall += static_cast<double>(b.wall);
-        compute += static_cast<double>(b.compute);
-        comm += static_cast<double>(b.communication);
-        overlapped += static_cast<double>(b.overlapped);
-        exposed += static_cast<double>(b.exposed);
-        idle += static_cast<double>(b.idle);
-        ++n;
-    }
-    const double toMs = 1e-6;
-    if (n > 0) {
-        s.stepTimeMs = wall / n * toMs;
-        s.computeMs = compute / n * toMs;
-        s.commMs = comm / n * toMs;
-        s.overlappedMs = overlapped / n * toMs;
-        s.exposedCommMs = exposed / n * toMs;
-        s.idleMs = idle / n * toMs;
-    }
-    s.overlapRatio = comm > 0 ? overlapped / comm : kNaN;
-    if (!samplesPerStep.empty() && s.stepTimeMs > 0) {
-        double samples = 0;
-        for (const auto& [step, v] : samplesPerStep)
-            samples += static_cast<double>(v);
-        samples /= static_cast<double>(samplesPerStep.size());
-        s.throughput = samples / (s.stepTimeMs * 1e-3);
-    }
-
-    const std::vector<BucketStat> stats = bucketStats(run);
-    const StragglerReport rep = stragglersFrom(run, stats);
-    s.stragglers = rep.stragglers;
-    for (int32_t rank : rep.stragglers) {
-        for (const RankStraggle& rs : rep.perRank)
-            if (rs.rank == rank)
-                s.stragglerWaitMs.push_back(rs.meanWaitNs * toMs);
-    }
-
-    // Per bucket: the table's buckets in index order, plus any bucket only seen in spans.
-    struct Acc {
-        int64_t bytes = 0;
-        int32_t params = 0;
-        double r2l = 0, dur = 0, alg = 0, bus = 0, skew = 0;
-        int nR2l = 0, nStat = 0, nSkew = 0;
-    };
-    std::map<int32_t, Acc> acc;
-    for (const Bucket& b : run.buckets) {
-        Acc& a = acc[b.index];
-        a.bytes = b.bytes;
-        a.params = static_cast<int32_t>(b.params.size());
-    }
-    for (const BucketStat& st : stats) {
-        if (!steady.isSteady(st.step))
-            continue;
-        Acc& a = acc[st.bucket];
-        if (a.bytes == 0)
-            a.bytes = st.bytes;
-        if (st.readyToLaunch >= 0 && st.ready >= 0) {
-            a.r2l += static_cast<double>(st.readyToLaunch);
-            ++a.nR2l;
-        }
-        a.dur += static_cast<double>(st.duration);
-        a.alg += st.algbwGBps;
-        a.bus += st.busbwGBps;
-        ++a.nStat;
-    }
-    for (const BucketSkew& sk : rep.skews) {
-        if (!steady.isSteady(sk.step))
-            continue;
-        Acc& a = acc[sk.bucket];
-        a.skew += static_cast<double>(sk.skew);
-        ++a.nSkew;
-    }
-    for (const auto& [index, a] : acc) {
-        BucketSummary b;
-        b.bucket = index;
-        b.bytes = a.bytes;
-        b.params = a.params;
-        b.meanReadyToLaunchMs = a.nR2l > 0 ? a.r2l / a.nR2l * toMs : kNaN;
-        b.meanDurationMs = a.nStat > 0 ? a.dur / a.nStat * toMs : 0.0;
-        b.meanAlgbwGBps = a.nStat > 0 ? a.alg / a.nStat : 0.0;
-        b.meanBusbwGBps = a.nStat > 0 ? a.bus / a.nStat : 0.0;
-        b.meanSkewMs = a.nSkew > 0 ? a.skew / a.nSkew * toMs : 0.0;
-        s.buckets.push_back(b);
-    }
-    return s;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Scaling efficiency (DESIGN.md). The baseline at N0 (the smallest world size present) is the
-// mean over the runs at N0, so a repeated baseline run does not pick one arbitrarily. An
-// efficiency that cannot be computed (zero baseline, zero throughput or step time) is NaN.
-std::vector<ScalingPoint> scalingEfficiency(const std::vector<RunSummary>& runs, ScalingMode mode)
-{
-    std::vector<ScalingPoint> points;
-    for (const RunSummary& r : runs) {
-        if (r.worldSize <= 0)
-            continue;
-        ScalingPoint p;
-        p.name = r.name;
-        p.worldSize = r.worldSize;
-        p.throughput = r.throughput;
-        p.stepTimeMs = r.stepTimeMs;
-        points.push_back(p);
-    }
-    std::stable_sort(points.begin(), points.end(),
-                     [](const ScalingPoint& a, const ScalingPoint& b) { return a.worldSize < b.worldSize; });
-    if (points.empty())
-        return points;
-    const int32_t n0 = points.front().worldSize;
-    double thr0 = 0, t0 = 0;
-    int k = 0;
-    for (const ScalingPoint& p : points) {
-        if (p.worldSize != n0)
+        if (found == kNoStep || s.start <= t)
+            found = s.step;
+        if (s.start > t)
             break;
-        thr0 += p.throughput;
-        t0 += p.stepTimeMs;
-        ++k;
     }
-    thr0 /= k;
-    t0 /= k;
-    for (ScalingPoint& p : points) {
-        const double n = p.worldSize;
-        if (mode == ScalingMode::Weak) {
-            const double ideal = n * thr0 / n0;
-            p.efficiency = ideal > 0 ? p.throughput / ideal : kNaN;
-        } else {
-            const double denom = p.stepTimeMs * n;
-            p.efficiency = denom > 0 && t0 > 0 ? t0 * n0 / denom : kNaN;
+    return found;
+}
+
+std::vector<BucketStatus> bucketStatesAt(const Run& run, int32_t rank, int32_t step, TimeNs t)
+{
+    std::map<int32_t, BucketStatus> byBucket;
+    for (const Bucket& b : run.buckets) {
+        BucketStatus st;
+        st.bucket = b.index;
+        st.bytes = b.bytes;
+        byBucket[b.index] = st;
+    }
+    auto stepIt = std::find_if(run.steps.begin(), run.steps.end(),
+                               [&](const Step& s) { return s.rank == rank && s.step == step; });
+    if (stepIt == run.steps.end())
+        return {};
+    // A little slack around the step: a bucket's last all-reduce may be recorded as ending
+    // just after the step's end stamp.
+    const TimeNs lo = stepIt->start - (stepIt->end - stepIt->start) / 10;
+    const TimeNs hi = stepIt->end + (stepIt->end - stepIt->start) / 10;
+
+    std::map<int32_t, std::vector<TimeNs>> readyTimes;
+    bool anyCommLane = false;
+    for (const Lane& lane : run.lanes)
+        anyCommLane = anyCommLane || (lane.rank == rank && lane.kind == LaneKind::Comm);
+    for (const Lane& lane : run.lanes) {
+        if (lane.rank != rank)
+            continue;
+        // Gradient-ready instants of this step, found by a binary search on (lane, ts).
+        auto first = std::lower_bound(run.instants.begin(), run.instants.end(), std::pair{lane.id, lo},
+                                      [](const Instant& i, std::pair<LaneId, TimeNs> k) {
+                                          return std::pair{i.lane, i.ts} < k;
+                                      });
+        for (auto it = first; it != run.instants.end() && it->lane == lane.id && it->ts < hi; ++it)
+            if (it->kind == InstantKind::GradReady && it->step == step && it->bucket >= 0)
+                readyTimes[it->bucket].push_back(it->ts);
+        // The bucket's all-reduce: host collectives if the rank records them, else comm kernels.
+        const bool commLane = anyCommLane ? lane.kind == LaneKind::Comm : lane.kind == LaneKind::GpuStream;
+        if (!commLane)
+            continue;
+        const auto [a, b] = run.laneSpanRange(lane.id);
+        auto s0 = std::lower_bound(run.spans.begin() + static_cast<ptrdiff_t>(a),
+                                   run.spans.begin() + static_cast<ptrdiff_t>(b), lo,
+                                   [](const Span& s, TimeNs v) { return s.start < v; });
+        for (auto it = s0; it != run.spans.begin() + static_cast<ptrdiff_t>(b) && it->start < hi; ++it) {
+            if (!isCommunication(it->kind) || it->bucket < 0 || it->step != step)
+                continue;
+            BucketStatus& st = byBucket[it->bucket];
+            st.bucket = it->bucket;
+            if (st.bytes == 0)
+                st.bytes = it->bytes;
+            st.launch = st.launch < 0 ? it->start : std::min(st.launch, it->start);
+            st.completion = std::max(st.completion, it->end);
         }
     }
-    return points;
+    std::vector<BucketStatus> out;
+    for (auto& [index, st] : byBucket) {
+        const auto rt = readyTimes.find(index);
+        if (rt != readyTimes.end()) {
+            st.total = static_cast<int32_t>(rt->second.size());
+            st.ready = static_cast<int32_t>(std::count_if(rt->second.begin(), rt->second.end(),
+                                                          [&](TimeNs r) { return r <= t; }));
+        } else {
+            // No gradient-ready instants recorded: readiness is only known once it launched.
+            auto bit = std::find_if(run.buckets.begin(), run.buckets.end(),
+                                    [&](const Bucket& b) { return b.index == index; });
+            st.total = bit != run.buckets.end() ? static_cast<int32_t>(bit->params.size()) : 0;
+            st.ready = (st.launch >= 0 && t >= st.launch) ? st.total : 0;
+        }
+        if (st.launch >= 0 && t >= st.completion)
+            st.state = BucketState::Done;
+        else if (st.launch >= 0 && t >= st.launch)
+            st.state = BucketState::InFlight;
+        else if (st.total > 0 && st.ready >= st.total)
+            st.state = BucketState::Waiting;
+        else
+            st.state = BucketState::Pending;
+        out.push_back(st);
+    }
+    return out;
 }
 
 } // namespace lockstep::core

@@ -1,22 +1,37 @@
 // Chrome trace-event JSON export (the format Perfetto and chrome://tracing open).
 //
-// pid = rank, tid = lane id; "M" metadata names processes ("rank 0 (host)") and threads (the
-// lane's name) and keeps them in rank/lane order; "X" complete events carry step, bucket, bytes
-// and kind in args; gradient-ready instants become thread-scoped "i" events.
+// Layout: pid = rank, tid = lane id; "M" metadata names processes ("rank 0 (host)") and threads
+// (the lane's name) and keeps them in rank/lane order. "X" complete events carry kind, step,
+// bucket and bytes in args; each rank has one more thread, "steps", whose "X" events (cat
+// "lockstep.step") are its steps; gradient-ready instants become thread-scoped "i" events.
+// Flow events (v1: "s" / "t" / "f", bound to the enclosing slice) draw two arrows:
+//  - each bucket's all-reduce across ranks, in launch order (cat "lockstep.bucket"), so the
+//    last arrow ends at the late rank's launch;
+//  - each bucket's last gradient-ready instant to its launch on that rank (cat
+//    "lockstep.ready"). The arrow starts 1 ns before the instant, inside the backward segment
+//    that ends there (a flow binds to the slice that encloses its time).
+//
+// Round trip: a top-level "lockstepRun" object, written BEFORE traceEvents so a streaming reader
+// meets it first, holds what the events cannot (configuration, rank info, lane kinds, bucket
+// table). `lockstep import` of the file gives back the same ranks, lanes, steps, buckets and
+// metrics; other tools ignore the unknown key.
 //
 // Timestamps: the format's unit is the microsecond. Our times are int64 ns, and a double
 // printed by its shortest form would round ns away at epoch magnitudes in some readers, so
 // ts and dur are written as exact decimals "<us>.<3 digits of ns>" through Writer::RawValue.
 #include "lockstep/core/chrome_export.h"
 
+#include "lockstep/core/analysis.h"
 #include "lockstep/core/output_file.h"
 
 #include <rapidjson/ostreamwrapper.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 namespace lockstep::core {
 
@@ -40,13 +55,134 @@ void key(JsonWriter& w, const char* k) { w.Key(k); }
 
 void str(JsonWriter& w, const std::string& s) { w.String(s.data(), static_cast<rapidjson::SizeType>(s.size())); }
 
+void metaEvent(JsonWriter& w, const char* name, int32_t pid, const int64_t* tid, const char* argKey,
+               const std::string* text, int64_t number)
+{
+    w.StartObject();
+    key(w, "ph"); w.String("M");
+    key(w, "name"); w.String(name);
+    key(w, "pid"); w.Int(pid);
+    if (tid) {
+        key(w, "tid"); w.Int64(*tid);
+    }
+    key(w, "args");
+    w.StartObject();
+    key(w, argKey);
+    if (text)
+        str(w, *text);
+    else
+        w.Int64(number);
+    w.EndObject();
+    w.EndObject();
+}
+
+void flowEvent(JsonWriter& w, char ph, const char* cat, const std::string& name, int64_t id, int32_t pid,
+               int64_t tid, TimeNs ts)
+{
+    const char phase[2] = {ph, '\0'};
+    w.StartObject();
+    key(w, "ph"); w.String(phase);
+    key(w, "cat"); w.String(cat);
+    key(w, "name"); str(w, name);
+    key(w, "id"); w.Int64(id);
+    key(w, "pid"); w.Int(pid);
+    key(w, "tid"); w.Int64(tid);
+    key(w, "ts"); writeMicros(w, ts);
+    if (ph != 's') {
+        key(w, "bp"); w.String("e");
+    }
+    w.EndObject();
+}
+
+void writeHeader(JsonWriter& w, const Run& run)
+{
+    const RunConfig& c = run.config;
+    key(w, "lockstepRun");
+    w.StartObject();
+    key(w, "format"); w.Int(1);
+    key(w, "config");
+    w.StartObject();
+    key(w, "name"); str(w, c.name);
+    key(w, "source"); str(w, c.source);
+    key(w, "model"); str(w, c.model);
+    key(w, "model_args"); str(w, c.modelArgs);
+    key(w, "world_size"); w.Int(c.worldSize);
+    key(w, "backend"); str(w, c.backend);
+    key(w, "device"); str(w, c.device);
+    key(w, "bucket_cap_bytes"); w.Int64(c.bucketCapBytes);
+    key(w, "first_bucket_cap_bytes"); w.Int64(c.firstBucketCapBytes);
+    key(w, "batch_per_rank"); w.Int64(c.batchPerRank);
+    key(w, "steps_planned"); w.Int(c.stepsPlanned);
+    key(w, "warmup_steps"); w.Int(c.warmupSteps);
+    key(w, "optimizer"); str(w, c.optimizer);
+    key(w, "compress"); str(w, c.compress);
+    key(w, "accumulate"); w.Int(c.accumulate);
+    key(w, "link_gbps"); w.Double(c.linkGbps);
+    key(w, "extra");
+    w.StartObject();
+    for (const auto& [k, v] : c.extra) {
+        w.Key(k.c_str(), static_cast<rapidjson::SizeType>(k.size()));
+        str(w, v);
+    }
+    w.EndObject();
+    w.EndObject();
+    // Times in the events are clock-corrected already: no offsets to carry.
+    key(w, "ranks");
+    w.StartArray();
+    for (const RankInfo& r : run.ranks) {
+        w.StartObject();
+        key(w, "rank"); w.Int(r.rank);
+        key(w, "host"); str(w, r.host);
+        key(w, "pid"); w.Int64(r.pid);
+        key(w, "device"); str(w, r.device);
+        w.EndObject();
+    }
+    w.EndArray();
+    key(w, "lanes");
+    w.StartArray();
+    for (const Lane& l : run.lanes) {
+        w.StartObject();
+        key(w, "id"); w.Uint(l.id.v);
+        key(w, "rank"); w.Int(l.rank);
+        key(w, "kind"); w.String(laneKindName(l.kind));
+        key(w, "device"); w.Int(l.device);
+        key(w, "stream"); w.Int64(l.stream);
+        key(w, "name"); str(w, l.name);
+        w.EndObject();
+    }
+    w.EndArray();
+    key(w, "buckets");
+    w.StartArray();
+    for (const Bucket& b : run.buckets) {
+        w.StartObject();
+        key(w, "index"); w.Int(b.index);
+        key(w, "bytes"); w.Int64(b.bytes);
+        key(w, "params");
+        w.StartArray();
+        for (const std::string& p : b.params)
+            str(w, p);
+        w.EndArray();
+        w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+}
+
 } // namespace
 
 Status writeChromeTrace(const Run& run, std::ostream& out)
 {
+    for (const Span& s : run.spans)
+        if (s.lane.v >= run.lanes.size())
+            return fail("chrome export: a span names lane " + std::to_string(s.lane.v) + ", which the run does not have");
+    for (const Instant& in : run.instants)
+        if (in.lane.v >= run.lanes.size())
+            return fail("chrome export: an instant names lane " + std::to_string(in.lane.v) + ", which the run does not have");
+
     rapidjson::OStreamWrapper os(out);
     JsonWriter w(os);
     w.StartObject();
+    writeHeader(w, run);
     key(w, "displayTimeUnit");
     w.String("ns");
     key(w, "traceEvents");
@@ -57,48 +193,45 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         processes[r.rank] = "rank " + std::to_string(r.rank) + (r.host.empty() ? "" : " (" + r.host + ")");
     for (const Lane& l : run.lanes)
         processes.emplace(l.rank, "rank " + std::to_string(l.rank));
+    for (const Step& st : run.steps)
+        processes.emplace(st.rank, "rank " + std::to_string(st.rank));
+    // Each rank's "steps" thread gets an id after every lane id.
+    const int64_t stepsTidBase = static_cast<int64_t>(run.lanes.size());
+    std::map<int32_t, int64_t> stepsTid;
     for (const auto& [rank, name] : processes) {
-        w.StartObject();
-        key(w, "ph"); w.String("M");
-        key(w, "name"); w.String("process_name");
-        key(w, "pid"); w.Int(rank);
-        key(w, "args"); w.StartObject(); key(w, "name"); str(w, name); w.EndObject();
-        w.EndObject();
-        w.StartObject();
-        key(w, "ph"); w.String("M");
-        key(w, "name"); w.String("process_sort_index");
-        key(w, "pid"); w.Int(rank);
-        key(w, "args"); w.StartObject(); key(w, "sort_index"); w.Int(rank); w.EndObject();
-        w.EndObject();
+        metaEvent(w, "process_name", rank, nullptr, "name", &name, 0);
+        metaEvent(w, "process_sort_index", rank, nullptr, "sort_index", nullptr, rank);
+        const int64_t tid = stepsTidBase + static_cast<int64_t>(stepsTid.size());
+        stepsTid[rank] = tid;
+        const std::string steps = "steps";
+        metaEvent(w, "thread_name", rank, &tid, "name", &steps, 0);
+        metaEvent(w, "thread_sort_index", rank, &tid, "sort_index", nullptr, -1); // above the lanes
     }
     for (const Lane& l : run.lanes) {
         const std::string name = l.name.empty() ? std::string(laneKindName(l.kind)) : l.name;
-        w.StartObject();
-        key(w, "ph"); w.String("M");
-        key(w, "name"); w.String("thread_name");
-        key(w, "pid"); w.Int(l.rank);
-        key(w, "tid"); w.Uint(l.id.v);
-        key(w, "args"); w.StartObject(); key(w, "name"); str(w, name); w.EndObject();
-        w.EndObject();
-        w.StartObject();
-        key(w, "ph"); w.String("M");
-        key(w, "name"); w.String("thread_sort_index");
-        key(w, "pid"); w.Int(l.rank);
-        key(w, "tid"); w.Uint(l.id.v);
-        key(w, "args"); w.StartObject(); key(w, "sort_index"); w.Uint(l.id.v); w.EndObject();
-        w.EndObject();
+        const int64_t tid = l.id.v;
+        metaEvent(w, "thread_name", l.rank, &tid, "name", &name, 0);
+        metaEvent(w, "thread_sort_index", l.rank, &tid, "sort_index", nullptr, tid);
     }
 
-    const auto laneRank = [&](LaneId lane, int32_t* rank) {
-        if (lane.v >= run.lanes.size())
-            return false;
-        *rank = run.lanes[lane.v].rank;
-        return true;
-    };
+    for (const Step& st : run.steps) {
+        w.StartObject();
+        key(w, "ph"); w.String("X");
+        key(w, "cat"); w.String("lockstep.step");
+        key(w, "name"); str(w, "step " + std::to_string(st.step));
+        key(w, "pid"); w.Int(st.rank);
+        key(w, "tid"); w.Int64(stepsTid[st.rank]);
+        key(w, "ts"); writeMicros(w, st.start);
+        key(w, "dur"); writeMicros(w, st.end - st.start);
+        key(w, "args");
+        w.StartObject();
+        key(w, "step"); w.Int(st.step);
+        key(w, "samples"); w.Int64(st.samples);
+        w.EndObject();
+        w.EndObject();
+    }
     for (const Span& s : run.spans) {
-        int32_t rank = 0;
-        if (!laneRank(s.lane, &rank))
-            return fail("chrome export: a span names lane " + std::to_string(s.lane.v) + ", which the run does not have");
+        const int32_t rank = run.lanes[s.lane.v].rank;
         const std::string& name = run.strings.text(s.name);
         w.StartObject();
         key(w, "ph"); w.String("X");
@@ -122,9 +255,7 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         w.EndObject();
     }
     for (const Instant& in : run.instants) {
-        int32_t rank = 0;
-        if (!laneRank(in.lane, &rank))
-            return fail("chrome export: an instant names lane " + std::to_string(in.lane.v) + ", which the run does not have");
+        const int32_t rank = run.lanes[in.lane.v].rank;
         w.StartObject();
         key(w, "ph"); w.String("i");
         key(w, "s"); w.String("t");
@@ -139,6 +270,67 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         key(w, "bucket"); w.Int(in.bucket);
         w.EndObject();
         w.EndObject();
+    }
+
+    // Flows. Each (rank, step, bucket)'s collective: the first communication span carrying it
+    // (host collectives before communication kernels, as bucketStats takes them).
+    struct Collective {
+        int32_t step, bucket, rank;
+        TimeNs launch;
+        uint32_t lane;
+        bool host;
+    };
+    std::vector<Collective> collectives;
+    for (const Span& s : run.spans)
+        if (isCommunication(s.kind) && s.bucket >= 0 && s.step >= 0)
+            collectives.push_back({s.step, s.bucket, run.lanes[s.lane.v].rank, s.start, s.lane.v, s.kind == SpanKind::Comm});
+    std::sort(collectives.begin(), collectives.end(), [](const Collective& a, const Collective& b) {
+        return std::tuple(a.step, a.bucket, a.rank, !a.host, a.launch) < std::tuple(b.step, b.bucket, b.rank, !b.host, b.launch);
+    });
+    collectives.erase(std::unique(collectives.begin(), collectives.end(),
+                                  [](const Collective& a, const Collective& b) {
+                                      return a.step == b.step && a.bucket == b.bucket && a.rank == b.rank;
+                                  }),
+                      collectives.end());
+    int64_t flowId = 1;
+    for (size_t i = 0; i < collectives.size();) {
+        size_t j = i;
+        while (j < collectives.size() && collectives[j].step == collectives[i].step
+               && collectives[j].bucket == collectives[i].bucket)
+            ++j;
+        if (j - i > 1) {
+            std::vector<Collective> byLaunch(collectives.begin() + static_cast<ptrdiff_t>(i),
+                                             collectives.begin() + static_cast<ptrdiff_t>(j));
+            std::stable_sort(byLaunch.begin(), byLaunch.end(),
+                             [](const Collective& a, const Collective& b) { return a.launch < b.launch; });
+            const std::string name = "bucket " + std::to_string(collectives[i].bucket) + " all-reduce, step "
+                + std::to_string(collectives[i].step);
+            for (size_t k = 0; k < byLaunch.size(); ++k) {
+                const char ph = k == 0 ? 's' : k + 1 == byLaunch.size() ? 'f' : 't';
+                flowEvent(w, ph, "lockstep.bucket", name, flowId, byLaunch[k].rank, byLaunch[k].lane, byLaunch[k].launch);
+            }
+            ++flowId;
+        }
+        i = j;
+    }
+    // Gradient-ready -> launch: the last ready instant of each (rank, step, bucket).
+    std::map<std::tuple<int32_t, int32_t, int32_t>, const Instant*> lastReady;
+    for (const Instant& in : run.instants) {
+        if (in.kind != InstantKind::GradReady || in.step < 0 || in.bucket < 0)
+            continue;
+        const Instant*& slot = lastReady[{run.lanes[in.lane.v].rank, in.step, in.bucket}];
+        if (!slot || in.ts > slot->ts)
+            slot = &in;
+    }
+    for (const Collective& c : collectives) {
+        auto it = lastReady.find({c.rank, c.step, c.bucket});
+        if (it == lastReady.end())
+            continue;
+        const Instant& in = *it->second;
+        const std::string name = "bucket " + std::to_string(c.bucket) + " ready -> launch";
+        flowEvent(w, 's', "lockstep.ready", name, flowId, c.rank, in.lane.v, in.ts - 1);
+        flowEvent(w, 'f', "lockstep.ready", name, flowId, c.rank, c.lane, c.launch);
+        ++flowId;
     }
     w.EndArray();
     w.EndObject();

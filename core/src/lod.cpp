@@ -1,16 +1,27 @@
-// Level of detail for the timeline: visible range, folding of sub-pixel spans, pre-folded levels.
+// Level of detail for the timeline: sub-row packing, visible range, folding of sub-pixel spans,
+// pre-folded levels.
+//
+// Sub-rows. A lane's spans are packed greedily in start order, each into the lowest sub-row whose
+// last span has ended by the time it starts (first fit; the interval-partitioning sweep). For
+// spans sorted by start this uses as few rows as any packing can: a span opens row k only when
+// rows 0..k-1 are all busy at its start, i.e. k+1 spans overlap at that instant. Nested spans
+// land one row below their parent, as call stacks are drawn. The usual lane (compute, a comm
+// lane whose buckets run one after another) needs one row, found by one pass that checks the
+// running end, and then stores nothing per span; only a lane with overlaps keeps a row number
+// per span (one byte) and each row's member indices. Packing happens once, when the LaneLod is
+// built (at load, off the GUI thread); zooming never moves a span to another row.
 //
 // Folding at a threshold T (= nsPerPixel × minPixels, the narrowest thing worth drawing alone)
-// walks items in start order with one pending "fold":
+// walks a row's items in start order with one pending "fold":
 //  - an item at least T long that is a single span is drawn alone (the pending fold is flushed
 //    first, so the output stays in start order);
 //  - a narrow item joins the pending fold when the gap from the fold's end (the running maximum
-//    of ends, so nested and overlapping spans count as no gap) is under T, else the pending fold
-//    is flushed and the item starts a new one. A fold keeps its span count and longest span.
+//    of ends) is under T, else the pending fold is flushed and the item starts a new one. A fold
+//    keeps its span count and longest span.
 //
 // Pre-folded levels. Folding at T visits every span in the window; fully zoomed out that is the
-// whole lane (10 M spans, ~30 ms: too slow for a 16 ms frame). Level k is the fold of the lane
-// at gap g_k (geometric, ×4). The fold is idempotent in this sense: for g ≤ T, folding a
+// whole lane (10 M spans, ~30 ms: too slow for a 16 ms frame). Level k of a row is the fold of
+// the row at gap g_k (geometric, ×4). The fold is idempotent in this sense: for g ≤ T, folding a
 // level-g list at T gives exactly the items that folding the raw spans at T gives. Why: a
 // folded item of level g is a contiguous run of spans each narrower than g ≤ T with gaps under
 // g ≤ T, so a fold at T merges them too, and its start and running end are those of the run;
@@ -90,26 +101,80 @@ inline DrawItem itemOf(const Span& s, size_t index)
 
 LaneLod::LaneLod(std::span<const Span> spans) : m_spans(spans)
 {
+    for (const Span& s : spans)
+        m_maxDuration = std::max(m_maxDuration, s.end - s.start);
+    pack();
+    for (Row& row : m_rows)
+        buildLevels(row);
+}
+
+void LaneLod::pack()
+{
+    // One pass answers the usual case: no span starts before the running end of the ones before.
+    TimeNs runningEnd = std::numeric_limits<TimeNs>::min();
+    bool overlaps = false;
+    for (const Span& s : m_spans) {
+        if (s.start < runningEnd) {
+            overlaps = true;
+            break;
+        }
+        runningEnd = std::max(runningEnd, s.end);
+    }
+    if (!overlaps) {
+        m_rows.resize(1);
+        m_rows[0].maxDuration = m_maxDuration;
+        return;
+    }
+    // First fit over the rows' running ends (a handful of rows: a linear scan beats a heap).
+    std::vector<TimeNs> rowEnd;
+    m_rowOf.resize(m_spans.size());
+    for (size_t i = 0; i < m_spans.size(); ++i) {
+        const Span& s = m_spans[i];
+        uint32_t row = 0;
+        while (row < rowEnd.size() && rowEnd[row] > s.start)
+            ++row;
+        if (row == rowEnd.size()) {
+            if (rowEnd.size() < kMaxRows) {
+                rowEnd.push_back(std::numeric_limits<TimeNs>::min());
+                m_rows.emplace_back();
+            } else {
+                row = static_cast<uint32_t>(std::min_element(rowEnd.begin(), rowEnd.end()) - rowEnd.begin());
+                ++m_overflow;
+            }
+        }
+        rowEnd[row] = std::max(rowEnd[row], s.end);
+        m_rowOf[i] = static_cast<uint8_t>(row);
+        Row& r = m_rows[row];
+        r.members.push_back(static_cast<uint32_t>(i));
+        r.maxDuration = std::max(r.maxDuration, s.end - s.start);
+    }
+}
+
+void LaneLod::buildLevels(Row& row)
+{
     TimeNs first = 0, last = 0;
-    for (size_t i = 0; i < spans.size(); ++i) {
-        m_maxDuration = std::max(m_maxDuration, spans[i].end - spans[i].start);
-        if (i == 0 || spans[i].start < first)
-            first = spans[i].start;
-        last = std::max(last, spans[i].end);
+    const size_t n = rowSize(row);
+    for (size_t k = 0; k < n; ++k) {
+        const Span& s = m_spans[spanAt(row, k)];
+        if (k == 0 || s.start < first)
+            first = s.start;
+        last = std::max(last, s.end);
     }
     const TimeNs extent = last - first;
 
     // Count first, materialize only a level that is worth keeping: most fine gaps fold nothing
     // on a lane of wide spans, and building a 10 M-item list just to drop it would dominate.
-    size_t sourceSize = spans.size();
-    const std::vector<DrawItem>* source = nullptr; // null: the raw spans
+    size_t sourceSize = n;
+    const std::vector<DrawItem>* source = nullptr; // null: the row's raw spans
     auto feed = [&](auto& folder) {
         if (source) {
             for (const DrawItem& it : *source)
                 folder.add(it);
         } else {
-            for (size_t i = 0; i < spans.size(); ++i)
-                folder.add(itemOf(spans[i], i));
+            for (size_t k = 0; k < n; ++k) {
+                const size_t i = spanAt(row, k);
+                folder.add(itemOf(m_spans[i], i));
+            }
         }
         folder.flush();
     };
@@ -126,8 +191,8 @@ LaneLod::LaneLod(std::span<const Span> spans) : m_spans(spans)
                 level.maxItemLength = std::max(level.maxItemLength, it.end - it.start);
             });
             feed(builder);
-            m_levels.push_back(std::move(level));
-            source = &m_levels.back().items;
+            row.levels.push_back(std::move(level));
+            source = &row.levels.back().items;
             sourceSize = count;
         }
         if (gap > extent || gap > std::numeric_limits<TimeNs>::max() / kLevelFactor)
@@ -160,17 +225,47 @@ void LaneLod::query(TimeNs t0, TimeNs t1, double nsPerPixel, double minPixels, s
         return;
     const double td = std::max(0.0, nsPerPixel * minPixels);
     const TimeNs threshold = td >= 9.0e18 ? std::numeric_limits<TimeNs>::max() / 2 : static_cast<TimeNs>(td);
-    Folder folder(threshold, [&out](const DrawItem& it) { out.push_back(it); });
+    for (uint32_t r = 0; r < m_rows.size(); ++r)
+        queryRow(r, t0, t1, threshold, out);
+}
+
+void LaneLod::queryRow(uint32_t rowIndex, TimeNs t0, TimeNs t1, TimeNs threshold, std::vector<DrawItem>& out) const
+{
+    const Row& row = m_rows[rowIndex];
+    Folder folder(threshold, [&out, rowIndex](DrawItem it) {
+        it.row = rowIndex;
+        out.push_back(it);
+    });
 
     // The coarsest level that is still no coarser than the threshold.
     const Level* level = nullptr;
-    for (const Level& l : m_levels) {
+    for (const Level& l : row.levels) {
         if (l.gap <= threshold)
             level = &l;
     }
     if (!level) {
-        const auto [first, last] = visibleRange(t0, t1);
-        for (size_t i = first; i < last; ++i) {
+        const size_t n = rowSize(row);
+        const TimeNs lo = t0 - row.maxDuration;
+        auto startOf = [&](size_t k) { return m_spans[spanAt(row, k)].start; };
+        // Two binary searches over the row's k = 0..n-1 by start.
+        size_t a = 0, b = n;
+        while (a < b) {
+            const size_t mid = a + (b - a) / 2;
+            if (startOf(mid) < lo)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        size_t last = a, hiB = n;
+        while (last < hiB) {
+            const size_t mid = last + (hiB - last) / 2;
+            if (startOf(mid) < t1)
+                last = mid + 1;
+            else
+                hiB = mid;
+        }
+        for (size_t k = a; k < last; ++k) {
+            const size_t i = spanAt(row, k);
             const Span& s = m_spans[i];
             if (s.end <= t0 && s.end > s.start)
                 continue; // in the widened margin but not reaching the window (as below)

@@ -1,6 +1,8 @@
-// The run summary for people (summaryText, summaryTable) and for scripts (summaryJson).
-// JSON goes through RapidJSON's Writer so strings are escaped correctly; numbers that are not
-// defined (NaN: no communication, no ready instants) are written as null, never as a bogus 0.
+// The run report as text (summaryText, reportText, summaryTable) and as JSON (summaryJson,
+// reportJson; docs/report-json.md is the schema). JSON goes through RapidJSON's Writer so
+// strings are escaped correctly; numbers that are not defined or not applicable (NaN) are
+// written as null, never as a bogus 0. Text escapes control characters in everything that comes
+// from a run file.
 #include "lockstep/core/report.h"
 
 #include <rapidjson/stringbuffer.h>
@@ -10,9 +12,13 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <map>
 
 namespace lockstep::core {
 namespace {
+
+constexpr double kToMs = 1e-6;
+constexpr const char* kNotApplicable = "\xE2\x80\x94"; // "—"
 
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char* fmt, ...)
@@ -42,27 +48,33 @@ std::string bytesText(int64_t bytes)
     return format("%lld B", static_cast<long long>(bytes));
 }
 
-std::string msText(double ms) { return std::isfinite(ms) ? format("%.3f ms", ms) : std::string("n/a"); }
-
-std::string percentText(double ratio)
-{
-    return std::isfinite(ratio) ? format("%.1f%%", ratio * 100.0) : std::string("n/a (no communication)");
-}
+std::string msText(double ms) { return std::isfinite(ms) ? format("%.3f ms", ms) : std::string(kNotApplicable); }
+std::string numText(double v, const char* fmt) { return std::isfinite(v) ? format(fmt, v) : std::string(kNotApplicable); }
+std::string percentText(double ratio) { return numText(ratio * 100.0, "%.1f%%"); }
+std::string orUnknown(const std::string& s) { return s.empty() ? "?" : escapeControl(s); }
 
 // Pads each column to its widest cell; the first column is left-aligned, numbers right-aligned.
+// Widths count UTF-8 characters, not bytes ("—" is one column).
+size_t columns(const std::string& s)
+{
+    size_t n = 0;
+    for (unsigned char c : s)
+        n += (c & 0xC0) != 0x80;
+    return n;
+}
 std::string renderTable(const std::vector<std::vector<std::string>>& rows, const std::string& indent)
 {
     std::vector<size_t> width;
     for (const auto& row : rows) {
         width.resize(std::max(width.size(), row.size()), 0);
         for (size_t c = 0; c < row.size(); ++c)
-            width[c] = std::max(width[c], row[c].size());
+            width[c] = std::max(width[c], columns(row[c]));
     }
     std::string out;
     for (const auto& row : rows) {
         std::string line = indent;
         for (size_t c = 0; c < row.size(); ++c) {
-            const std::string pad(width[c] - row[c].size(), ' ');
+            const std::string pad(width[c] - columns(row[c]), ' ');
             line += c == 0 ? row[c] + pad : pad + row[c];
             if (c + 1 < row.size())
                 line += "  ";
@@ -74,6 +86,20 @@ std::string renderTable(const std::vector<std::vector<std::string>>& rows, const
     return out;
 }
 
+// Length of the valid UTF-8 sequence at s[i] (0 if invalid).
+size_t utf8Length(std::string_view s, size_t i)
+{
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > s.size())
+        return 0;
+    for (size_t k = 1; k < n; ++k)
+        if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
+            return 0;
+    return n;
+}
+
+// ---- JSON ----
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
 void number(JsonWriter& w, double v)
@@ -83,65 +109,303 @@ void number(JsonWriter& w, double v)
     else
         w.Null();
 }
-
-void key(JsonWriter& w, const char* k) { w.Key(k); }
+void ms(JsonWriter& w, const char* k, double nsOrNaN)
+{
+    w.Key(k);
+    number(w, nsOrNaN * kToMs);
+}
 void string(JsonWriter& w, const std::string& s) { w.String(s.c_str(), static_cast<rapidjson::SizeType>(s.size())); }
+void kv(JsonWriter& w, const char* k, const std::string& v)
+{
+    w.Key(k);
+    string(w, v);
+}
+void kv(JsonWriter& w, const char* k, double v)
+{
+    w.Key(k);
+    number(w, v);
+}
+void kvInt(JsonWriter& w, const char* k, int64_t v)
+{
+    w.Key(k);
+    w.Int64(v);
+}
+void kvBool(JsonWriter& w, const char* k, bool v)
+{
+    w.Key(k);
+    w.Bool(v);
+}
+void kvRank(JsonWriter& w, const char* k, int32_t rank)
+{
+    w.Key(k);
+    if (rank >= 0)
+        w.Int(rank);
+    else
+        w.Null();
+}
+
+// The summary's fields, written into an open object: the top of both JSON forms.
+void writeSummaryFields(JsonWriter& w, const RunSummary& s)
+{
+    kv(w, "schema", std::string("lockstep-report"));
+    kvInt(w, "schema_version", kReportSchemaVersion);
+    kv(w, "name", s.name);
+    kv(w, "model", s.model);
+    kv(w, "source", s.source);
+    kv(w, "backend", s.backend);
+    kv(w, "device", s.device);
+    kv(w, "status", std::string(runStatusName(s.status)));
+    kv(w, "failure_cause", s.failureCause);
+    kvInt(w, "world_size", s.worldSize);
+    kvInt(w, "bucket_cap_bytes", s.bucketCapBytes);
+    kvInt(w, "batch_per_rank", s.batchPerRank);
+    w.Key("signature");
+    w.StartObject();
+    for (const auto& [field, value] : s.signature.fields)
+        kv(w, field.c_str(), value);
+    w.EndObject();
+    kvInt(w, "steps", s.steps);
+    kvInt(w, "steady_steps", s.steadySteps);
+    w.Key("steady");
+    w.StartObject();
+    kvInt(w, "warmup_steps", s.steady.warmupSteps);
+    kv(w, "rule", std::string(s.steady.fallback ? "all_steps_no_step_past_warmup" : "after_warmup"));
+    w.Key("steps");
+    w.StartArray();
+    for (int32_t step : s.steady.steps)
+        w.Int(step);
+    w.EndArray();
+    kv(w, "description", s.steady.describe());
+    w.EndObject();
+    kvBool(w, "multi_rank", s.multiRank);
+    kv(w, "window", s.window);
+    kv(w, "step_time_ms", s.stepTimeMs);
+    kv(w, "compute_ms", s.computeMs);
+    kv(w, "comm_ms", s.commMs);
+    kv(w, "memory_ms", s.memoryMs);
+    kv(w, "compute_only_ms", s.computeOnlyMs);
+    kv(w, "overlapped_ms", s.overlappedMs);
+    kv(w, "exposed_comm_ms", s.exposedCommMs);
+    kv(w, "memory_only_ms", s.memoryOnlyMs);
+    kv(w, "idle_ms", s.idleMs);
+    kv(w, "overlap_ratio", s.overlapRatio);
+    kv(w, "throughput_samples_per_s", s.throughput);
+    w.Key("stragglers");
+    w.StartArray();
+    for (int32_t r : s.stragglers)
+        w.Int(r);
+    w.EndArray();
+    w.Key("straggler_wait_ms");
+    w.StartArray();
+    for (double v : s.stragglerWaitMs)
+        number(w, v);
+    w.EndArray();
+    const StragglerEvidence& e = s.straggler;
+    w.Key("straggler");
+    w.StartObject();
+    kvBool(w, "applicable", e.applicable);
+    kvRank(w, "candidate", e.candidate);
+    kvInt(w, "steady_steps", e.steadySteps);
+    kvInt(w, "steps_late", e.stepsLate);
+    const bool have = e.applicable && e.candidate >= 0;
+    const double nan = std::nan("");
+    ms(w, "mean_wait_ms", have ? e.meanWaitNs : nan);
+    ms(w, "mean_step_ms", e.applicable ? e.meanStepNs : nan);
+    kv(w, "wait_fraction", have ? e.waitFraction : nan);
+    ms(w, "lateness_above_others_ms", have ? e.latenessAboveOthersNs : nan);
+    ms(w, "noise_spread_ms", have ? e.noiseSpreadNs : nan);
+    ms(w, "noise_floor_ms", have ? e.noiseFloorNs : nan);
+    kv(w, "chance", have ? e.chance : nan);
+    kv(w, "confidence", have ? e.confidence() : nan);
+    kvBool(w, "most_steps", e.mostSteps);
+    kvBool(w, "wait_above_threshold", e.waitAboveThreshold);
+    kvBool(w, "clears_noise", e.clearsNoise);
+    kvBool(w, "straggler", e.straggler);
+    w.EndObject();
+    w.Key("buckets");
+    w.StartArray();
+    for (const BucketSummary& b : s.buckets) {
+        w.StartObject();
+        kvInt(w, "index", b.bucket);
+        kvInt(w, "bytes", b.bytes);
+        kvInt(w, "params", b.params);
+        w.Key("param_names");
+        w.StartArray();
+        for (const std::string& p : b.paramNames)
+            string(w, p);
+        w.EndArray();
+        kv(w, "ready_to_launch_ms", b.meanReadyToLaunchMs);
+        kv(w, "duration_ms", b.meanDurationMs);
+        kv(w, "algbw_gbps", b.meanAlgbwGBps);
+        kv(w, "busbw_gbps", b.meanBusbwGBps);
+        kv(w, "skew_ms", b.meanSkewMs);
+        kv(w, "wait_caused_ms", b.meanWaitCausedMs);
+        kvRank(w, "late_rank", b.lateRank);
+        w.EndObject();
+    }
+    w.EndArray();
+    kvInt(w, "spans", s.spans);
+    kvInt(w, "diagnostics_total", s.diagnostics);
+    kvInt(w, "device_spans_without_step", s.deviceSpansWithoutStep);
+}
+
+void writeParts(JsonWriter& w, const StepBreakdown& b, bool multiRank)
+{
+    const double nan = std::nan("");
+    ms(w, "wall_ms", static_cast<double>(b.wall));
+    ms(w, "compute_ms", static_cast<double>(b.compute));
+    ms(w, "comm_ms", static_cast<double>(b.communication));
+    ms(w, "memory_ms", static_cast<double>(b.memory));
+    ms(w, "compute_only_ms", static_cast<double>(b.computeOnly));
+    ms(w, "overlapped_ms", multiRank ? static_cast<double>(b.overlapped) : nan);
+    ms(w, "exposed_comm_ms", multiRank ? static_cast<double>(b.exposed) : nan);
+    ms(w, "memory_only_ms", static_cast<double>(b.memoryOnly));
+    ms(w, "idle_ms", static_cast<double>(b.idle));
+    kv(w, "overlap_ratio", b.overlapRatio);
+}
 
 } // namespace
+
+std::string escapeControl(std::string_view text)
+{
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        const size_t n = utf8Length(text, i);
+        if (n == 0) {
+            out += format("\\x%02x", c);
+            ++i;
+            continue;
+        }
+        if (n == 1 && (c < 0x20 || c == 0x7f)) {
+            switch (c) {
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default: out += format("\\x%02x", c);
+            }
+        } else if (n == 2 && c == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0) {
+            out += format("\\u%04x", static_cast<unsigned char>(text[i + 1])); // C1 control U+0080-U+009F
+        } else if (c == '\\') {
+            out += "\\\\";
+        } else {
+            out.append(text.substr(i, n));
+        }
+        i += n;
+    }
+    return out;
+}
 
 std::string summaryText(const RunSummary& s)
 {
     std::string out;
-    out += format("Run %s\n", s.name.empty() ? "(unnamed)" : s.name.c_str());
-    out += format("  model %s, source %s, status %s\n", s.model.empty() ? "?" : s.model.c_str(),
-                  s.source.empty() ? "?" : s.source.c_str(), runStatusName(s.status));
+    out += "Run " + (s.name.empty() ? std::string("(unnamed)") : escapeControl(s.name)) + "\n";
+    out += "  model " + orUnknown(s.model) + ", source " + orUnknown(s.source) + ", status "
+        + runStatusName(s.status) + "\n";
     if (!s.failureCause.empty())
-        out += format("  failure cause: %s\n", s.failureCause.c_str());
+        out += "  failure cause: " + escapeControl(s.failureCause) + "\n";
     out += format("  world size %d, backend %s, device %s, bucket cap %s, batch per rank %lld\n", s.worldSize,
-                  s.backend.empty() ? "?" : s.backend.c_str(), s.device.empty() ? "?" : s.device.c_str(),
-                  bytesText(s.bucketCapBytes).c_str(), static_cast<long long>(s.batchPerRank));
-    out += format("  %d steps, %d steady (means below are over steady steps and ranks)\n", s.steps, s.steadySteps);
-    out += format("  %lld spans, %lld diagnostics\n", static_cast<long long>(s.spans),
-                  static_cast<long long>(s.diagnostics));
-    out += "\nPer rank and step\n";
+                  orUnknown(s.backend).c_str(), orUnknown(s.device).c_str(), bytesText(s.bucketCapBytes).c_str(),
+                  static_cast<long long>(s.batchPerRank));
+    out += format("  %d steps; means below use %s\n", s.steps, s.steady.describe().c_str());
+    if (s.steady.fallback)
+        out += "  note: these steps include warm-up: treat the numbers as indicative\n";
+    out += s.window == "host" ? "  window: each step's host window\n"
+                              : "  window: each step's device work, by the step that launched it\n";
+    out += format("  %lld spans, %lld diagnostics", static_cast<long long>(s.spans), static_cast<long long>(s.diagnostics));
+    if (s.deviceSpansWithoutStep > 0)
+        out += format(", %lld device spans in no step", static_cast<long long>(s.deviceSpansWithoutStep));
+    out += "\n";
+
+    out += "\nPer rank and step (means over steady steps and ranks)\n";
     std::vector<std::vector<std::string>> rows = {
         {"step time", msText(s.stepTimeMs)},
         {"compute", msText(s.computeMs)},
         {"communication", msText(s.commMs)},
-        {"overlapped", msText(s.overlappedMs)},
-        {"exposed communication", msText(s.exposedCommMs)},
-        {"idle", msText(s.idleMs)},
-        {"overlap ratio", percentText(s.overlapRatio)},
+        {"memory (copies, memsets)", msText(s.memoryMs)},
+        {"  compute only", msText(s.computeOnlyMs)},
+        {"  overlapped", msText(s.overlappedMs)},
+        {"  exposed communication", msText(s.exposedCommMs)},
+        {"  memory only", msText(s.memoryOnlyMs)},
+        {"  idle", msText(s.idleMs)},
+        {"overlap ratio", s.multiRank ? (std::isfinite(s.overlapRatio) ? percentText(s.overlapRatio)
+                                                                        : std::string("— (no communication)"))
+                                      : std::string("— (1 rank: nothing to hide)")},
         {"throughput", format("%.1f samples/s", s.throughput)},
     };
     out += renderTable(rows, "  ");
+    out += "  (the five indented parts add up to the step time)\n";
 
     out += "\nStragglers\n";
-    if (s.stragglers.empty()) {
-        out += "  none\n";
+    const StragglerEvidence& e = s.straggler;
+    if (!s.multiRank) {
+        out += "  — (1 rank: not applicable)\n";
+    } else if (!e.applicable) {
+        out += "  — (no bucket collectives in the steady steps)\n";
+    } else if (e.candidate < 0) {
+        out += "  none: no rank caused any wait\n";
     } else {
-        for (size_t i = 0; i < s.stragglers.size(); ++i) {
-            const double wait = i < s.stragglerWaitMs.size() ? s.stragglerWaitMs[i] : std::nan("");
-            const double share = s.stepTimeMs > 0 && std::isfinite(wait) ? wait / s.stepTimeMs : std::nan("");
-            out += format("  rank %d: mean wait caused %s per step (%s of step time)\n", s.stragglers[i],
-                          msText(wait).c_str(), std::isfinite(share) ? format("%.1f%%", share * 100).c_str() : "n/a");
-        }
+        const double stepMs = e.meanStepNs * kToMs;
+        if (e.straggler)
+            out += format("  rank %d is the straggler\n", e.candidate);
+        else
+            out += format("  none (rank %d was late most often, but the evidence does not clear the noise)\n",
+                          e.candidate);
+        const double chancePct = e.chance * 100.0;
+        out += format("    %s late in %d of %d steady steps (chance of that by noise alone: %s, at most 5%%; "
+                      "confidence %s)\n",
+                      e.mostSteps ? "[x]" : "[ ]", e.stepsLate, e.steadySteps,
+                      (chancePct >= 1.0 ? format("%.0f%%", chancePct) : format("%.2g%%", chancePct)).c_str(),
+                      (chancePct >= 1.0 ? format("%.0f%%", 100.0 - chancePct)
+                                        : format("%.4g%%", 100.0 - chancePct)).c_str());
+        out += format("    %s mean wait caused %.3f ms per step = %.1f%% of the %.3f ms step (threshold 5%%)\n",
+                      e.waitAboveThreshold ? "[x]" : "[ ]", e.meanWaitNs * kToMs, e.waitFraction * 100.0, stepMs);
+        out += format("    %s typically arrives %.3f ms later than the other ranks do; noise floor %.3f ms\n"
+                      "        (2 standard errors over %d steps of the others' step-to-step spread, %.3f ms)\n",
+                      e.clearsNoise ? "[x]" : "[ ]", e.latenessAboveOthersNs * kToMs, e.noiseFloorNs * kToMs,
+                      e.steadySteps, e.noiseSpreadNs * kToMs);
+        out += "    (wait caused = mean over the other ranks of how long they waited for it; their summed\n"
+               "     rank-time lost is in the JSON report)\n";
     }
 
     out += "\nBuckets (means over steady steps and ranks)\n";
     if (s.buckets.empty()) {
         out += "  none\n";
     } else {
-        std::vector<std::vector<std::string>> table = {
-            {"bucket", "bytes", "params", "ready->launch ms", "duration ms", "algbw GB/s", "busbw GB/s", "skew ms"}};
+        std::vector<std::vector<std::string>> table = {{"bucket", "bytes", "params", "ready->launch ms", "duration ms",
+                                                        "algbw GB/s", "busbw GB/s", "skew ms", "wait ms", "late rank"}};
         for (const BucketSummary& b : s.buckets) {
-            auto num = [](double v, const char* f) { return std::isfinite(v) ? format(f, v) : std::string("n/a"); };
             table.push_back({std::to_string(b.bucket), bytesText(b.bytes), std::to_string(b.params),
-                             num(b.meanReadyToLaunchMs, "%.3f"), num(b.meanDurationMs, "%.3f"),
-                             num(b.meanAlgbwGBps, "%.3f"), num(b.meanBusbwGBps, "%.3f"), num(b.meanSkewMs, "%.3f")});
+                             numText(b.meanReadyToLaunchMs, "%.3f"), numText(b.meanDurationMs, "%.3f"),
+                             numText(b.meanAlgbwGBps, "%.3f"), numText(b.meanBusbwGBps, "%.3f"),
+                             numText(b.meanSkewMs, "%.3f"), numText(b.meanWaitCausedMs, "%.3f"),
+                             b.lateRank >= 0 ? std::to_string(b.lateRank) : std::string(kNotApplicable)});
         }
         out += renderTable(table, "  ");
     }
+    return out;
+}
+
+std::string reportText(const Run& run, const RunAnalysis& a)
+{
+    std::string out = summaryText(a.summary);
+    out += "\nRanks (means over steady steps)\n";
+    std::vector<std::vector<std::string>> table = {{"rank", "step ms", "compute only", "overlapped", "exposed",
+                                                    "memory only", "idle", "overlap", "late steps", "wait caused ms"}};
+    for (const RankSummary& r : a.ranks) {
+        table.push_back({std::to_string(r.rank), numText(r.stepTimeMs, "%.3f"), numText(r.computeOnlyMs, "%.3f"),
+                         numText(r.overlappedMs, "%.3f"), numText(r.exposedCommMs, "%.3f"),
+                         numText(r.memoryOnlyMs, "%.3f"), numText(r.idleMs, "%.3f"), percentText(r.overlapRatio),
+                         std::to_string(r.stepsAsStraggler), numText(r.meanWaitCausedMs, "%.3f")});
+    }
+    out += renderTable(table, "  ");
+    out += "\nDiagnostics\n";
+    if (run.diagnostics.empty())
+        out += "  none\n";
+    for (const Diagnostic& d : run.diagnostics)
+        out += format("  %s: %s x%lld: %s\n", severityName(d.severity), escapeControl(d.kind).c_str(),
+                      static_cast<long long>(d.count), escapeControl(d.message).c_str());
     return out;
 }
 
@@ -150,55 +414,144 @@ std::string summaryJson(const RunSummary& s)
     rapidjson::StringBuffer buffer;
     JsonWriter w(buffer);
     w.StartObject();
-    key(w, "name"), string(w, s.name);
-    key(w, "model"), string(w, s.model);
-    key(w, "source"), string(w, s.source);
-    key(w, "backend"), string(w, s.backend);
-    key(w, "device"), string(w, s.device);
-    key(w, "status"), w.String(runStatusName(s.status));
-    key(w, "failure_cause"), string(w, s.failureCause);
-    key(w, "world_size"), w.Int(s.worldSize);
-    key(w, "bucket_cap_bytes"), w.Int64(s.bucketCapBytes);
-    key(w, "batch_per_rank"), w.Int64(s.batchPerRank);
-    key(w, "steps"), w.Int(s.steps);
-    key(w, "steady_steps"), w.Int(s.steadySteps);
-    key(w, "step_time_ms"), number(w, s.stepTimeMs);
-    key(w, "compute_ms"), number(w, s.computeMs);
-    key(w, "comm_ms"), number(w, s.commMs);
-    key(w, "overlapped_ms"), number(w, s.overlappedMs);
-    key(w, "exposed_comm_ms"), number(w, s.exposedCommMs);
-    key(w, "idle_ms"), number(w, s.idleMs);
-    key(w, "overlap_ratio"), number(w, s.overlapRatio);
-    key(w, "throughput_samples_per_s"), number(w, s.throughput);
-    // report.h names the key "throughput"; both are written so either reader finds it.
-    key(w, "throughput"), number(w, s.throughput);
-    key(w, "stragglers");
+    writeSummaryFields(w, s);
+    w.EndObject();
+    return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+std::string reportJson(const Run& run, const RunAnalysis& a)
+{
+    rapidjson::StringBuffer buffer;
+    JsonWriter w(buffer);
+    const RunSummary& s = a.summary;
+    w.StartObject();
+    writeSummaryFields(w, s);
+
+    std::map<int32_t, const RankInfo*> info;
+    for (const RankInfo& r : run.ranks)
+        info[r.rank] = &r;
+    std::map<int32_t, double> medianLateness;
+    for (const RankStraggle& r : a.stragglers.perRank)
+        medianLateness[r.rank] = r.medianLatenessNs;
+    w.Key("ranks");
     w.StartArray();
-    for (int32_t r : s.stragglers)
-        w.Int(r);
-    w.EndArray();
-    key(w, "straggler_wait_ms");
-    w.StartArray();
-    for (double v : s.stragglerWaitMs)
-        number(w, v);
-    w.EndArray();
-    key(w, "buckets");
-    w.StartArray();
-    for (const BucketSummary& b : s.buckets) {
+    for (const RankSummary& r : a.ranks) {
         w.StartObject();
-        key(w, "index"), w.Int(b.bucket);
-        key(w, "bytes"), w.Int64(b.bytes);
-        key(w, "params"), w.Int(b.params);
-        key(w, "ready_to_launch_ms"), number(w, b.meanReadyToLaunchMs);
-        key(w, "duration_ms"), number(w, b.meanDurationMs);
-        key(w, "algbw_gbps"), number(w, b.meanAlgbwGBps);
-        key(w, "busbw_gbps"), number(w, b.meanBusbwGBps);
-        key(w, "skew_ms"), number(w, b.meanSkewMs);
+        kvInt(w, "rank", r.rank);
+        const RankInfo* ri = info.count(r.rank) ? info[r.rank] : nullptr;
+        kv(w, "host", ri ? ri->host : std::string());
+        kv(w, "device", ri ? ri->device : std::string());
+        kvInt(w, "clock_offset_ns", ri ? ri->clockOffsetNs : 0);
+        kvInt(w, "steps", r.steps);
+        kv(w, "step_time_ms", r.stepTimeMs);
+        kv(w, "compute_ms", r.computeMs);
+        kv(w, "comm_ms", r.commMs);
+        kv(w, "memory_ms", r.memoryMs);
+        kv(w, "compute_only_ms", r.computeOnlyMs);
+        kv(w, "overlapped_ms", r.overlappedMs);
+        kv(w, "exposed_comm_ms", r.exposedCommMs);
+        kv(w, "memory_only_ms", r.memoryOnlyMs);
+        kv(w, "idle_ms", r.idleMs);
+        kv(w, "overlap_ratio", r.overlapRatio);
+        kvInt(w, "steps_as_straggler", r.stepsAsStraggler);
+        kv(w, "mean_wait_caused_ms", r.meanWaitCausedMs);
+        ms(w, "median_lateness_ms", s.multiRank && medianLateness.count(r.rank) ? medianLateness[r.rank] : std::nan(""));
         w.EndObject();
     }
     w.EndArray();
-    key(w, "spans"), w.Int64(s.spans);
-    key(w, "diagnostics"), w.Int64(s.diagnostics);
+
+    // Per (rank, step): the breakdown and what the rank caused.
+    std::map<std::pair<int32_t, int32_t>, const RankStepWait*> waits;
+    for (const RankStepWait& rw : a.stragglers.perRankStep)
+        waits[{rw.rank, rw.step}] = &rw;
+    std::map<int32_t, int32_t> lateRank;
+    for (const StepStraggler& ss : a.stragglers.perStep)
+        lateRank[ss.step] = ss.rank;
+    w.Key("step_breakdown");
+    w.StartArray();
+    for (const StepBreakdown& b : a.steps) {
+        w.StartObject();
+        kvInt(w, "rank", b.rank);
+        kvInt(w, "step", b.step);
+        kvBool(w, "steady", b.steady);
+        kvBool(w, "warmup", b.warmup);
+        kv(w, "window", std::string(stepWindowName(b.window)));
+        kvInt(w, "start_ns", b.start);
+        kvInt(w, "end_ns", b.end);
+        writeParts(w, b, s.multiRank);
+        auto it = waits.find({b.rank, b.step});
+        const bool known = s.multiRank && it != waits.end();
+        ms(w, "wait_caused_ms", known ? static_cast<double>(it->second->waitCaused) : std::nan(""));
+        ms(w, "lateness_ms", known ? it->second->latenessNs : std::nan(""));
+        kvBool(w, "late_rank", s.multiRank && lateRank.count(b.step) && lateRank[b.step] == b.rank);
+        w.EndObject();
+    }
+    w.EndArray();
+
+    w.Key("step_stragglers");
+    w.StartArray();
+    for (const StepStraggler& ss : a.stragglers.perStep) {
+        w.StartObject();
+        kvInt(w, "step", ss.step);
+        kvBool(w, "steady", a.steady.contains(ss.step));
+        kvRank(w, "late_rank", s.multiRank ? ss.rank : -1);
+        ms(w, "wait_caused_ms", s.multiRank ? static_cast<double>(ss.waitCaused) : std::nan(""));
+        ms(w, "rank_time_lost_ms", s.multiRank ? static_cast<double>(ss.rankTimeLost) : std::nan(""));
+        ms(w, "step_time_ms", static_cast<double>(ss.stepTime));
+        w.EndObject();
+    }
+    w.EndArray();
+
+    // Per (step, bucket): the skew and each rank's collective.
+    std::map<std::pair<int32_t, int32_t>, std::vector<const BucketStat*>> perBucket;
+    for (const BucketStat& st : a.buckets)
+        perBucket[{st.step, st.bucket}].push_back(&st);
+    w.Key("bucket_steps");
+    w.StartArray();
+    for (const BucketSkew& sk : a.stragglers.skews) {
+        w.StartObject();
+        kvInt(w, "step", sk.step);
+        kvInt(w, "bucket", sk.bucket);
+        kvBool(w, "steady", a.steady.contains(sk.step));
+        ms(w, "skew_ms", static_cast<double>(sk.skew));
+        kvRank(w, "late_rank", s.multiRank ? sk.lateRank : -1);
+        ms(w, "wait_caused_ms", s.multiRank ? static_cast<double>(sk.waitCaused) : std::nan(""));
+        ms(w, "rank_time_lost_ms", s.multiRank ? static_cast<double>(sk.rankTimeLost) : std::nan(""));
+        w.Key("ranks");
+        w.StartArray();
+        for (const BucketStat* st : perBucket[{sk.step, sk.bucket}]) {
+            w.StartObject();
+            kvInt(w, "rank", st->rank);
+            w.Key("ready_ns");
+            if (st->ready >= 0)
+                w.Int64(st->ready);
+            else
+                w.Null();
+            kvInt(w, "launch_ns", st->launch);
+            kvInt(w, "completion_ns", st->completion);
+            ms(w, "ready_to_launch_ms", st->readyToLaunch >= 0 ? static_cast<double>(st->readyToLaunch) : std::nan(""));
+            ms(w, "duration_ms", static_cast<double>(st->duration));
+            kvInt(w, "bytes", st->bytes);
+            kv(w, "algbw_gbps", st->algbwGBps);
+            kv(w, "busbw_gbps", st->busbwGBps);
+            w.EndObject();
+        }
+        w.EndArray();
+        w.EndObject();
+    }
+    w.EndArray();
+
+    w.Key("diagnostics");
+    w.StartArray();
+    for (const Diagnostic& d : run.diagnostics) {
+        w.StartObject();
+        kv(w, "kind", d.kind);
+        kv(w, "severity", std::string(severityName(d.severity)));
+        kvInt(w, "count", d.count);
+        kv(w, "message", d.message);
+        w.EndObject();
+    }
+    w.EndArray();
     w.EndObject();
     return std::string(buffer.GetString(), buffer.GetSize());
 }
@@ -206,17 +559,19 @@ std::string summaryJson(const RunSummary& s)
 std::string summaryTable(const std::vector<RunSummary>& summaries)
 {
     std::vector<std::vector<std::string>> rows = {{"run", "N", "bucket cap", "steps", "step ms", "compute ms",
-                                                   "comm ms", "exposed ms", "idle ms", "overlap", "samples/s",
-                                                   "stragglers", "status"}};
+                                                   "comm ms", "exposed ms", "memory ms", "idle ms", "overlap",
+                                                   "samples/s", "straggler", "status"}};
     for (const RunSummary& s : summaries) {
         std::string strag;
         for (int32_t r : s.stragglers)
             strag += (strag.empty() ? "" : ",") + std::to_string(r);
-        rows.push_back({s.name.empty() ? "(unnamed)" : s.name, std::to_string(s.worldSize), bytesText(s.bucketCapBytes),
-                        std::to_string(s.steps), format("%.3f", s.stepTimeMs), format("%.3f", s.computeMs),
-                        format("%.3f", s.commMs), format("%.3f", s.exposedCommMs), format("%.3f", s.idleMs),
-                        std::isfinite(s.overlapRatio) ? format("%.1f%%", s.overlapRatio * 100) : "n/a",
-                        format("%.1f", s.throughput), strag.empty() ? "-" : strag, runStatusName(s.status)});
+        if (strag.empty())
+            strag = s.multiRank ? "none" : kNotApplicable;
+        rows.push_back({s.name.empty() ? "(unnamed)" : escapeControl(s.name), std::to_string(s.worldSize),
+                        bytesText(s.bucketCapBytes), std::to_string(s.steps), numText(s.stepTimeMs, "%.3f"),
+                        numText(s.computeMs, "%.3f"), numText(s.commMs, "%.3f"), numText(s.exposedCommMs, "%.3f"),
+                        numText(s.memoryMs, "%.3f"), numText(s.idleMs, "%.3f"), percentText(s.overlapRatio),
+                        format("%.1f", s.throughput), strag, runStatusName(s.status)});
     }
     return renderTable(rows, "");
 }

@@ -42,7 +42,9 @@
 // outside the step structure: imports, setup). So a reader sees whole steps only.
 #include "lockstep/core/run_db.h"
 
+#include "lockstep/core/diagnostics.h"
 #include "lockstep/core/output_file.h"
+
 #include "schema.h"
 
 #include <sqlite3.h>
@@ -778,12 +780,17 @@ Status RunWriter::appendInstants(std::span<const Instant> instants)
 
 Status RunWriter::addDiagnostic(const Diagnostic& g)
 {
+    // Kinds are a closed list (core/diagnostics.h); its severity is the one declared there.
+    const auto kind = diagnosticKindFromName(g.kind);
+    if (!kind)
+        return fail(m_impl->path + ": unknown diagnostic kind \"" + g.kind
+                    + "\" (the kinds are listed in lockstep/core/diagnostics.h)");
     auto& d = *m_impl;
     if (auto s = d.begin(); !s)
         return s;
     auto& st = d.insDiag;
     st.bind(1, std::string_view(g.kind));
-    st.bind(2, std::string_view(severityName(g.severity)));
+    st.bind(2, std::string_view(severityName(diagnosticInfo(*kind).severity)));
     st.bind(3, g.count);
     st.bind(4, std::string_view(g.message));
     const int rc = st.run();
@@ -1363,8 +1370,7 @@ Result<Run> RunReader::load(const LoadOptions& options)
     if (rc != SQLITE_DONE)
         return std::unexpected(d.error(rc, "reading instants"));
     if (orphans > 0)
-        run.diagnostics.push_back(Diagnostic{"event on unknown lane", Severity::Warning, orphans,
-                                             "spans or instants that name a lane the file does not have were skipped"});
+        run.diagnostics.push_back(makeDiagnostic(DiagnosticKind::EventOnUnknownLane, orphans));
 
     if (options.correctClocks) {
         std::unordered_map<int32_t, const RankInfo*> byRank;

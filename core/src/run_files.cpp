@@ -13,6 +13,7 @@ Result<FileSummary> summarizeFile(const std::string& path)
     FileSummary out;
     out.summary = summarize(*run);
     out.createdNs = run->config.createdNs;
+    out.modelArgs = run->config.modelArgs;
     return out;
 }
 

@@ -176,7 +176,9 @@ Run makeSyntheticRun(const SyntheticParams& p)
                 run.spans[out++] = sp;
                 t = sp.end;
             };
-            const TimeNs delay = r == p.stragglerRank ? std::max<TimeNs>(0, p.stragglerDelayNs) : 0;
+            TimeNs delay = r == p.stragglerRank ? std::max<TimeNs>(0, p.stragglerDelayNs) : 0;
+            if (p.arrivalNoiseNs > 0) // drawn only when asked for, so other runs stay as they were
+                delay += static_cast<TimeNs>(rng.next() % static_cast<uint64_t>(p.arrivalNoiseNs));
             add(SpanKind::DataLoad, nData, scaled(stepNs, kDataShare, rng) + delay, kNoBucket);
             add(SpanKind::Forward, nForward, scaled(stepNs, kForwardShare, rng), kNoBucket);
             const double segShare = kBackwardShare / nParams;

@@ -10,13 +10,18 @@
 //    thousands of launches) and translated through the caller's interner once per flush.
 //  - External correlation: while the trainer has an id pushed, every CUDA API call on that
 //    thread yields an EXTERNAL_CORRELATION record mapping CUPTI's correlationId (the same one
-//    the kernel record carries) to our id. That record is emitted at API-call time, so it is in
-//    the same or an earlier buffer than the kernel it names; the map survives across flushes
-//    and is pruned once it grows large.
+//    the kernel record carries) to our id (the innermost pushed id: a bucket's inside its
+//    step's). That record is emitted at API-call time, so it is in the same or an earlier
+//    buffer than the kernel it names; the map survives across flushes and is pruned once it
+//    grows large. This is how device work gets the step that LAUNCHED it: a kernel of step s
+//    that runs during step s+1's host window still carries s. A record without an external id
+//    was launched while no step was pushed: it keeps kNoStep and is counted, never guessed.
 //  - Timestamps: by default CUPTI uses its own normalized clock; registering a CLOCK_REALTIME
 //    callback before enabling any activity kind makes device times comparable with the host
 //    spans and with other ranks (DESIGN.md "Time and clocks").
 #include "lockstep/rt/cupti_collector.h"
+
+#include "lockstep/core/diagnostics.h"
 
 #include <cuda_runtime_api.h>
 #include <cupti.h>
@@ -296,6 +301,7 @@ core::Status CuptiCollector::flush(std::vector<core::Span>& out, const LaneResol
     std::vector<bool> nameDone(names.size(), false);
     out.reserve(out.size() + records.size());
     int64_t correlated = 0;
+    std::map<std::string, int64_t> outside;
     for (size_t i = 0; i < records.size(); ++i) {
         const Record& r = records[i];
         core::Span s;
@@ -313,12 +319,33 @@ core::Status CuptiCollector::flush(std::vector<core::Span>& out, const LaneResol
             decodeCorrelation(externalIds[i], &s.step, &s.bucket);
             ++correlated;
         }
+        if (s.step == core::kNoStep)
+            ++outside[core::spanKindName(s.kind)];
         out.push_back(s);
     }
     std::lock_guard lock(m_impl->mutex);
     m_impl->stats.records += int64_t(records.size());
     m_impl->stats.correlated += correlated;
+    for (const auto& [kind, n] : outside)
+        m_impl->stats.outsideSteps[kind] += n;
     return {};
+}
+
+std::vector<core::Diagnostic> CuptiCollector::diagnostics() const
+{
+    const Stats s = stats();
+    std::vector<core::Diagnostic> out;
+    int64_t outside = 0;
+    std::string detail;
+    for (const auto& [kind, n] : s.outsideSteps) {
+        outside += n;
+        detail += (detail.empty() ? "" : ", ") + kind + " " + std::to_string(n);
+    }
+    if (outside > 0)
+        out.push_back(core::makeDiagnostic(core::DiagnosticKind::DeviceSpanOutsideSteps, outside, detail));
+    if (s.dropped > 0)
+        out.push_back(core::makeDiagnostic(core::DiagnosticKind::DeviceRecordsDropped, s.dropped));
+    return out;
 }
 
 CuptiCollector::Stats CuptiCollector::stats() const

@@ -1,13 +1,18 @@
 // Bucket statistics (ready, launch, duration, bytes, algbw, busbw) and stragglers (arrival skew,
-// late rank, wait caused, step and run stragglers with the 5% threshold), hand-derived.
+// late rank, wait caused as the mean over the other ranks, rank-time lost as the sum, step
+// stragglers, the run straggler and its evidence), hand-derived; and the noise test on
+// synthetic runs with and without an injected straggler.
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/synthetic.h"
 #include "run_builder.h"
 
-#include <QtTest/QtTest>
+#include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 
 using namespace lockstep::core;
+namespace core = lockstep::core; // gtest's Test::Run hides core::Run inside TEST bodies
 using lockstep::test::RunBuilder;
 
 namespace {
@@ -21,8 +26,8 @@ const BucketStat* find(const std::vector<BucketStat>& v, int32_t rank, int32_t s
 
 // Three ranks; each rank's comm lane gets one Comm span per (step, bucket) launched at the
 // given time and lasting 50. Steps are [s*period, s*period + length) on every rank.
-Run threeRankRun(TimeNs length, TimeNs period, int32_t warmup,
-                 const std::vector<std::array<std::array<TimeNs, 3>, 2>>& launches)
+using Launches = std::vector<std::array<std::array<TimeNs, 3>, 2>>;
+Run threeRankRun(TimeNs length, TimeNs period, int32_t warmup, const Launches& launches)
 {
     RunBuilder b(3, warmup);
     std::array<LaneId, 3> comm{};
@@ -43,213 +48,300 @@ Run threeRankRun(TimeNs length, TimeNs period, int32_t warmup,
     return b.build();
 }
 
-// Launch offsets within the step, [step][bucket][rank]:
-//  step 0: bucket 0: 100 130 110 -> skew 30, late rank 1, wait (130-100)+(130-110) = 50
-//          bucket 1: 300 300 340 -> skew 40, late rank 2, wait 40 + 40 = 80
-//          -> step straggler rank 2 (80 > 50)
-//  step 1: bucket 0: 100 160 100 -> skew 60, late rank 1, wait 60 + 60 = 120
+// Launch offsets within the step, [step][bucket][rank]. Wait caused = mean over the 2 other
+// ranks of (late launch - their launch); rank-time lost = the sum:
+//  step 0: bucket 0: 100 130 110 -> skew 30, late rank 1, lost 30 + 20 = 50, wait 25
+//          bucket 1: 300 300 340 -> skew 40, late rank 2, lost 40 + 40 = 80, wait 40
+//          -> step straggler rank 2 (40 > 25)
+//  step 1: bucket 0: 100 160 100 -> skew 60, late rank 1, lost 120, wait 60
 //          bucket 1: 300 300 300 -> skew 0, late rank 0 (tie: lowest rank), wait 0
-//          -> step straggler rank 1 (120)
-//  step 2: bucket 0: 100 150 100 -> late rank 1, wait 100
-//          bucket 1: 300 300 310 -> late rank 2, wait 20
-//          -> step straggler rank 1 (100)
-// Over steps 0..2: rank 1 is straggler in 2 steps, caused 50 + 120 + 100 = 270, mean 90;
-// rank 2 in 1 step, caused 80 + 0 + 20 = 100, mean 33.3; rank 0 caused 0.
-const std::vector<std::array<std::array<TimeNs, 3>, 2>> kLaunches = {
+//          -> step straggler rank 1 (60)
+//  step 2: bucket 0: 100 150 100 -> late rank 1, lost 100, wait 50
+//          bucket 1: 300 300 310 -> late rank 2, lost 20, wait 10
+//          -> step straggler rank 1 (50)
+// Per step, a rank's wait is its largest bucket wait: rank 1: 25, 60, 50 (sum 135, mean 45);
+// rank 2: 40, 0, 10 (mean 50/3); rank 0: 0.
+// Lateness = launch - mean launch of the other two, on the step's most skewed bucket:
+//  step 0 (bucket 1, skew 40): rank 0 -20, rank 1 -20, rank 2 +40
+//  step 1 (bucket 0, skew 60): rank 0 -30, rank 1 +60, rank 2 -30
+//  step 2 (bucket 0, skew 50): rank 0 -25, rank 1 +50, rank 2 -25
+// Candidate rank 1 (straggler in 2 of 3 steps): median lateness 50; the others' lateness
+// {-20, -30, -25, 40, -30, -25} has median -25 and absolute deviations {5, 5, 0, 65, 5, 0},
+// MAD 5, so sigma = 1.4826 x 5 = 7.413; the noise floor is 2 standard errors of a difference
+// of medians over n = 3 steps: 2 x 1.2533 x sigma x 2 / sqrt(3) = 21.45; 50 - (-25) = 75
+// clears it. Chance: 3 x P(Binomial(3, 1/3) >= 2) = 3 x 7/27 = 7/9: far above 5%.
+const Launches kLaunches = {
     {{{100, 130, 110}, {300, 300, 340}}},
     {{{100, 160, 100}, {300, 300, 300}}},
     {{{100, 150, 100}, {300, 300, 310}}},
 };
 } // namespace
 
-class TestBucketsStragglers : public QObject {
-    Q_OBJECT
-private slots:
-    void bucketStatistics()
-    {
-        // World size 3: busbw = algbw × 2(3-1)/3 = algbw × 4/3. Buckets: 0 = 1000 B, 1 = 3000 B.
-        RunBuilder b(3);
-        const auto c0 = b.lane(0, LaneKind::Compute);
-        const auto m0 = b.lane(0, LaneKind::Comm);
-        const auto c1 = b.lane(1, LaneKind::Compute);
-        const auto m1 = b.lane(1, LaneKind::Comm);
-        const auto m2 = b.lane(2, LaneKind::Comm);
-        const auto g2 = b.lane(2, LaneKind::GpuStream);
-        b.bucket(1, 3000).bucket(0, 1000, {"w", "b"});
-        // Rank 0, step 0, bucket 0: gradients ready at 10 and 15 -> ready = 15 (the last).
-        // A marker instant at 18 and a ready instant of step 1 are not gradient-ready of this
-        // step. Comm [20,30) with 1000 B: ready->launch 5, duration 10, algbw 1000/10 = 100 GB/s,
-        // busbw 133.33.
-        b.ready(c0, 10, 0, 0).ready(c0, 15, 0, 0).ready(c0, 18, 0, 0, InstantKind::Marker).ready(c0, 500, 1, 0);
-        b.span(m0, SpanKind::Comm, 20, 30, 0, 0, 1000);
-        // Rank 0, bucket 1: comm [40,60) without bytes -> the table's 3000 B; no ready instant
-        // -> ready -1, ready->launch -1; algbw 3000/20 = 150, busbw 200.
-        b.span(m0, SpanKind::Comm, 40, 60, 0, 1, 0);
-        // Rank 1, bucket 1 recorded as two chunks [40,50) + [55,70), 1500 B each: one collective,
-        // launch 40, completion 70, duration 30, bytes 3000, algbw 100. Ready at 35 -> 5.
-        b.ready(c1, 35, 0, 1);
-        b.span(m1, SpanKind::Comm, 55, 70, 0, 1, 1500).span(m1, SpanKind::Comm, 40, 50, 0, 1, 1500);
-        // Rank 2, bucket 0: host comm [22,50) and a device comm kernel [25,45): the host span
-        // wins (launch 22, duration 28). Untagged communication (no bucket) is ignored.
-        b.span(m2, SpanKind::Comm, 22, 50, 0, 0, 1000).span(g2, SpanKind::CommKernel, 25, 45, 0, 0, 1000);
-        b.span(m2, SpanKind::Comm, 100, 200, 0, kNoBucket, 5);
-        // Rank 2, bucket 1: only a device comm kernel [60,80), 3000 B: used, duration 20.
-        b.span(g2, SpanKind::CommKernel, 60, 80, 0, 1, 3000);
-        for (int32_t r = 0; r < 3; ++r)
-            b.step(r, 0, 0, 100);
-        const auto v = bucketStats(b.build());
-        QCOMPARE(v.size(), size_t(5));
-        // Sorted by (rank, step, bucket).
-        QCOMPARE(v[0].rank, 0);
-        QCOMPARE(v[0].bucket, 0);
-        QCOMPARE(v[4].rank, 2);
-        QCOMPARE(v[4].bucket, 1);
+TEST(Buckets, Statistics)
+{
+    // World size 3: busbw = algbw × 2(3-1)/3 = algbw × 4/3. Buckets: 0 = 1000 B, 1 = 3000 B.
+    RunBuilder b(3);
+    const auto c0 = b.lane(0, LaneKind::Compute);
+    const auto m0 = b.lane(0, LaneKind::Comm);
+    const auto c1 = b.lane(1, LaneKind::Compute);
+    const auto m1 = b.lane(1, LaneKind::Comm);
+    const auto m2 = b.lane(2, LaneKind::Comm);
+    const auto g2 = b.lane(2, LaneKind::GpuStream);
+    b.bucket(1, 3000).bucket(0, 1000, {"w", "b"});
+    // Rank 0, step 0, bucket 0: gradients ready at 10 and 15 -> ready = 15 (the last).
+    // A marker instant at 18 and a ready instant of step 1 are not gradient-ready of this
+    // step. Comm [20,30) with 1000 B: ready->launch 5, duration 10, algbw 1000/10 = 100 GB/s,
+    // busbw 133.33.
+    b.ready(c0, 10, 0, 0).ready(c0, 15, 0, 0).ready(c0, 18, 0, 0, InstantKind::Marker).ready(c0, 500, 1, 0);
+    b.span(m0, SpanKind::Comm, 20, 30, 0, 0, 1000);
+    // Rank 0, bucket 1: comm [40,60) without bytes -> the table's 3000 B; no ready instant
+    // -> ready -1, ready->launch -1; algbw 3000/20 = 150, busbw 200.
+    b.span(m0, SpanKind::Comm, 40, 60, 0, 1, 0);
+    // Rank 1, bucket 1 recorded as two chunks [40,50) + [55,70), 1500 B each: one collective,
+    // launch 40, completion 70, duration 30, bytes 3000, algbw 100. Ready at 35 -> 5.
+    b.ready(c1, 35, 0, 1);
+    b.span(m1, SpanKind::Comm, 55, 70, 0, 1, 1500).span(m1, SpanKind::Comm, 40, 50, 0, 1, 1500);
+    // Rank 2, bucket 0: host comm [22,50) and a device comm kernel [25,45): the host span
+    // wins (launch 22, duration 28). Untagged communication (no bucket) is ignored.
+    b.span(m2, SpanKind::Comm, 22, 50, 0, 0, 1000).span(g2, SpanKind::CommKernel, 25, 45, 0, 0, 1000);
+    b.span(m2, SpanKind::Comm, 100, 200, 0, kNoBucket, 5);
+    // Rank 2, bucket 1: only a device comm kernel [60,80), 3000 B: used, duration 20.
+    b.span(g2, SpanKind::CommKernel, 60, 80, 0, 1, 3000);
+    for (int32_t r = 0; r < 3; ++r)
+        b.step(r, 0, 0, 100);
+    const auto v = bucketStats(b.build());
+    ASSERT_EQ(v.size(), 5u);
+    // Sorted by (rank, step, bucket).
+    EXPECT_EQ(v[0].rank, 0);
+    EXPECT_EQ(v[0].bucket, 0);
+    EXPECT_EQ(v[4].rank, 2);
+    EXPECT_EQ(v[4].bucket, 1);
 
-        const BucketStat& a = *find(v, 0, 0, 0);
-        QCOMPARE(a.ready, TimeNs(15));
-        QCOMPARE(a.launch, TimeNs(20));
-        QCOMPARE(a.completion, TimeNs(30));
-        QCOMPARE(a.readyToLaunch, TimeNs(5));
-        QCOMPARE(a.duration, TimeNs(10));
-        QCOMPARE(a.bytes, int64_t(1000));
-        QCOMPARE(a.algbwGBps, 100.0);
-        QCOMPARE(a.busbwGBps, 100.0 * 4.0 / 3.0);
+    const BucketStat& a = *find(v, 0, 0, 0);
+    EXPECT_EQ(a.ready, 15);
+    EXPECT_EQ(a.launch, 20);
+    EXPECT_EQ(a.completion, 30);
+    EXPECT_EQ(a.readyToLaunch, 5);
+    EXPECT_EQ(a.duration, 10);
+    EXPECT_EQ(a.bytes, 1000);
+    EXPECT_DOUBLE_EQ(a.algbwGBps, 100.0);
+    EXPECT_DOUBLE_EQ(a.busbwGBps, 100.0 * 4.0 / 3.0);
 
-        const BucketStat& c = *find(v, 0, 0, 1);
-        QCOMPARE(c.ready, TimeNs(-1));
-        QCOMPARE(c.readyToLaunch, TimeNs(-1));
-        QCOMPARE(c.bytes, int64_t(3000));
-        QCOMPARE(c.algbwGBps, 150.0);
-        QCOMPARE(c.busbwGBps, 200.0);
+    const BucketStat& c = *find(v, 0, 0, 1);
+    EXPECT_EQ(c.ready, -1);
+    EXPECT_EQ(c.readyToLaunch, -1);
+    EXPECT_EQ(c.bytes, 3000);
+    EXPECT_DOUBLE_EQ(c.algbwGBps, 150.0);
+    EXPECT_DOUBLE_EQ(c.busbwGBps, 200.0);
 
-        const BucketStat& d = *find(v, 1, 0, 1);
-        QCOMPARE(d.launch, TimeNs(40));
-        QCOMPARE(d.completion, TimeNs(70));
-        QCOMPARE(d.duration, TimeNs(30));
-        QCOMPARE(d.bytes, int64_t(3000));
-        QCOMPARE(d.algbwGBps, 100.0);
-        QCOMPARE(d.readyToLaunch, TimeNs(5));
+    const BucketStat& d = *find(v, 1, 0, 1);
+    EXPECT_EQ(d.launch, 40);
+    EXPECT_EQ(d.completion, 70);
+    EXPECT_EQ(d.duration, 30);
+    EXPECT_EQ(d.bytes, 3000);
+    EXPECT_DOUBLE_EQ(d.algbwGBps, 100.0);
+    EXPECT_EQ(d.readyToLaunch, 5);
 
-        const BucketStat& e = *find(v, 2, 0, 0);
-        QCOMPARE(e.launch, TimeNs(22));
-        QCOMPARE(e.duration, TimeNs(28));
-        const BucketStat& f = *find(v, 2, 0, 1);
-        QCOMPARE(f.launch, TimeNs(60));
-        QCOMPARE(f.duration, TimeNs(20));
-        QCOMPARE(f.algbwGBps, 150.0);
+    const BucketStat& e = *find(v, 2, 0, 0);
+    EXPECT_EQ(e.launch, 22);
+    EXPECT_EQ(e.duration, 28);
+    const BucketStat& f = *find(v, 2, 0, 1);
+    EXPECT_EQ(f.launch, 60);
+    EXPECT_EQ(f.duration, 20);
+    EXPECT_DOUBLE_EQ(f.algbwGBps, 150.0);
+}
+
+TEST(Stragglers, OneRankIsNotApplicable)
+{
+    // N = 1: busbw = algbw × 0 = 0; skew 0; no wait; stragglers not applicable.
+    RunBuilder b(1);
+    const auto m = b.lane(0, LaneKind::Comm);
+    b.span(m, SpanKind::Comm, 0, 10, 0, 0, 500).step(0, 0, 0, 20);
+    const core::Run run = b.build();
+    const auto v = bucketStats(run);
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_DOUBLE_EQ(v[0].algbwGBps, 50.0);
+    EXPECT_DOUBLE_EQ(v[0].busbwGBps, 0.0);
+    const StragglerReport rep = stragglers(run);
+    ASSERT_EQ(rep.skews.size(), 1u);
+    EXPECT_EQ(rep.skews[0].skew, 0);
+    EXPECT_EQ(rep.skews[0].ranks, 1);
+    EXPECT_EQ(rep.skews[0].waitCaused, 0);
+    ASSERT_EQ(rep.perStep.size(), 1u);
+    EXPECT_EQ(rep.perStep[0].rank, -1); // nobody caused any wait
+    EXPECT_TRUE(rep.stragglers.empty());
+    EXPECT_FALSE(rep.evidence.applicable);
+    const RunSummary s = summarize(run);
+    EXPECT_FALSE(s.multiRank);
+    EXPECT_TRUE(std::isnan(s.overlapRatio));
+    EXPECT_TRUE(std::isnan(s.exposedCommMs));
+    EXPECT_TRUE(std::isnan(s.buckets[0].meanWaitCausedMs));
+}
+
+TEST(Stragglers, SkewLateRankWaitAndRankTimeLost)
+{
+    const StragglerReport rep = stragglers(threeRankRun(1000, 1000, 0, kLaunches));
+    ASSERT_EQ(rep.skews.size(), 6u);
+    // Sorted by (step, bucket).
+    EXPECT_EQ(rep.skews[0].step, 0);
+    EXPECT_EQ(rep.skews[0].bucket, 0);
+    EXPECT_EQ(rep.skews[0].ranks, 3);
+    EXPECT_EQ(rep.skews[0].skew, 30);
+    EXPECT_EQ(rep.skews[0].lateRank, 1);
+    EXPECT_EQ(rep.skews[0].rankTimeLost, 50);
+    EXPECT_EQ(rep.skews[0].waitCaused, 25);
+    EXPECT_EQ(rep.skews[1].skew, 40);
+    EXPECT_EQ(rep.skews[1].lateRank, 2);
+    EXPECT_EQ(rep.skews[1].rankTimeLost, 80);
+    EXPECT_EQ(rep.skews[1].waitCaused, 40);
+    EXPECT_EQ(rep.skews[2].skew, 60);
+    EXPECT_EQ(rep.skews[2].waitCaused, 60);
+    EXPECT_EQ(rep.skews[2].rankTimeLost, 120);
+    EXPECT_EQ(rep.skews[3].skew, 0);
+    EXPECT_EQ(rep.skews[3].lateRank, 0); // all equal: the lowest rank
+    EXPECT_EQ(rep.skews[3].waitCaused, 0);
+    for (const BucketSkew& sk : rep.skews)
+        EXPECT_LE(sk.waitCaused, sk.skew); // a mean over the others is never more than the skew
+
+    ASSERT_EQ(rep.perStep.size(), 3u);
+    EXPECT_EQ(rep.perStep[0].rank, 2);
+    EXPECT_EQ(rep.perStep[0].waitCaused, 40);
+    EXPECT_EQ(rep.perStep[0].rankTimeLost, 80);
+    EXPECT_EQ(rep.perStep[0].stepTime, 1000);
+    EXPECT_EQ(rep.perStep[1].rank, 1);
+    EXPECT_EQ(rep.perStep[1].waitCaused, 60);
+    EXPECT_EQ(rep.perStep[2].rank, 1);
+    EXPECT_EQ(rep.perStep[2].waitCaused, 50);
+
+    ASSERT_EQ(rep.perRank.size(), 3u);
+    EXPECT_EQ(rep.perRank[1].stepsAsStraggler, 2);
+    EXPECT_DOUBLE_EQ(rep.perRank[1].meanWaitNs, 45.0);
+    EXPECT_DOUBLE_EQ(rep.perRank[1].meanWaitFraction, 0.045);
+    EXPECT_DOUBLE_EQ(rep.perRank[1].medianLatenessNs, 50.0);
+    EXPECT_EQ(rep.perRank[2].stepsAsStraggler, 1);
+    EXPECT_DOUBLE_EQ(rep.perRank[2].meanWaitNs, 50.0 / 3.0);
+    EXPECT_EQ(rep.perRank[0].stepsAsStraggler, 0);
+    EXPECT_DOUBLE_EQ(rep.perRank[0].meanWaitNs, 0.0);
+
+    // Per (rank, step): rank 2 in step 0 caused 40 and was 40 late; rank 0 in step 2 was -25.
+    ASSERT_EQ(rep.perRankStep.size(), 9u);
+    EXPECT_EQ(rep.perRankStep[6].rank, 2);
+    EXPECT_EQ(rep.perRankStep[6].step, 0);
+    EXPECT_EQ(rep.perRankStep[6].waitCaused, 40);
+    EXPECT_DOUBLE_EQ(rep.perRankStep[6].latenessNs, 40.0);
+    EXPECT_DOUBLE_EQ(rep.perRankStep[2].latenessNs, -25.0);
+
+    // Evidence: rank 1 is late in 2 of 3 steps, which chance explains (7/9), clears the noise
+    // floor, but its mean wait is 45 / 1000 = 4.5% < 5%: no run straggler.
+    const StragglerEvidence& e = rep.evidence;
+    EXPECT_TRUE(e.applicable);
+    EXPECT_EQ(e.candidate, 1);
+    EXPECT_EQ(e.steadySteps, 3);
+    EXPECT_EQ(e.stepsLate, 2);
+    EXPECT_FALSE(e.mostSteps); // a majority, but 7/9 > 5% chance
+    EXPECT_DOUBLE_EQ(e.meanWaitNs, 45.0);
+    EXPECT_DOUBLE_EQ(e.waitFraction, 0.045);
+    EXPECT_FALSE(e.waitAboveThreshold);
+    EXPECT_NEAR(e.noiseSpreadNs, 1.4826 * 5, 1e-9);
+    EXPECT_NEAR(e.noiseFloorNs, 2 * 1.2533 * 1.4826 * 5 * 2 / std::sqrt(3.0), 1e-9);
+    EXPECT_DOUBLE_EQ(e.latenessAboveOthersNs, 75.0);
+    EXPECT_TRUE(e.clearsNoise);
+    EXPECT_NEAR(e.chance, 7.0 / 9.0, 1e-12);
+    EXPECT_FALSE(e.straggler);
+    EXPECT_TRUE(rep.stragglers.empty());
+}
+
+TEST(Stragglers, RunStragglerThreshold)
+{
+    // Six steps in which rank 1 launches both buckets 30 late: wait 30 per step (see
+    // UniformLagCountsOncePerStep), late in 6 of 6 steps (chance 3 x (1/3)^6 = 0.41%), lateness
+    // +30 against the others' -15 with no spread (floor 0). So it is a run straggler iff
+    // 30 / step time >= 5%, i.e. step time <= 600.
+    const Launches lag(6, {{{100, 130, 100}, {300, 330, 300}}});
+    EXPECT_EQ(stragglers(threeRankRun(500, 1000, 0, lag)).stragglers, std::vector<int32_t>{1}); // 6%
+    EXPECT_EQ(stragglers(threeRankRun(600, 1000, 0, lag)).stragglers, std::vector<int32_t>{1}); // 5.0%
+    EXPECT_TRUE(stragglers(threeRankRun(601, 1000, 0, lag)).stragglers.empty());               // 4.99%
+    EXPECT_NEAR(stragglers(threeRankRun(600, 1000, 0, lag)).evidence.chance, 3.0 / 729.0, 1e-12);
+}
+
+TEST(Stragglers, WarmupStepsAreExcluded)
+{
+    // Warm-up 1: steady steps 1 and 2. Rank 1 is the straggler in both, waits 60 and 50 ->
+    // mean 55 = 5.5%. Rank 2 was the straggler only in step 0 (warm-up): 0 steady steps, waits
+    // 0 and 10 -> mean 5. Lateness: rank 1 {60, 50}, median 55; the others {-30, -25, -30, -25}:
+    // median -27.5, deviations all 2.5, MAD 2.5, sigma 3.7065, floor over n = 2 steps
+    // 2 x 1.2533 x 3.7065 x 2 / sqrt(2) = 13.1: cleared by 82.5. But 2 of 2 steps is what
+    // chance gives 3 x (1/3)^2 = 1/3 of the time: not named.
+    const StragglerReport rep = stragglers(threeRankRun(1000, 1000, 1, kLaunches));
+    EXPECT_EQ(rep.perRank[1].stepsAsStraggler, 2);
+    EXPECT_DOUBLE_EQ(rep.perRank[1].meanWaitNs, 55.0);
+    EXPECT_EQ(rep.perRank[2].stepsAsStraggler, 0);
+    EXPECT_DOUBLE_EQ(rep.perRank[2].meanWaitNs, 5.0);
+    EXPECT_DOUBLE_EQ(rep.evidence.latenessAboveOthersNs, 82.5);
+    EXPECT_NEAR(rep.evidence.noiseFloorNs, 2 * 1.2533 * 1.4826 * 2.5 * 2 / std::sqrt(2.0), 1e-9);
+    EXPECT_NEAR(rep.evidence.chance, 1.0 / 3.0, 1e-12); // 3 x (1/3)^2
+    EXPECT_TRUE(rep.evidence.waitAboveThreshold);
+    EXPECT_TRUE(rep.evidence.clearsNoise);
+    EXPECT_FALSE(rep.evidence.mostSteps);
+    EXPECT_TRUE(rep.stragglers.empty());
+    EXPECT_EQ(rep.perStep.size(), 3u); // per-step results still cover warm-up steps
+}
+
+TEST(Stragglers, UniformLagCountsOncePerStep)
+{
+    // Rank 1 launches both buckets 30 late in each of 6 steps: each bucket's rank-time lost is
+    // 30 + 30 = 60 and its wait 30 (the mean). The waits overlap in time, so the step's wait is
+    // the larger, 30 (a sum over buckets would say 60). Lateness: rank 1 +30, ranks 0 and 2 -15
+    // each (MAD 0, floor 0): it clears the noise. Step length 1000: 30 / 1000 = 3% < 5%: no
+    // straggler.
+    const Launches lag(6, {{{100, 130, 100}, {300, 330, 300}}});
+    const StragglerReport rep = stragglers(threeRankRun(1000, 2000, 0, lag));
+    ASSERT_EQ(rep.perStep.size(), 6u);
+    EXPECT_EQ(rep.perStep[0].rank, 1);
+    EXPECT_EQ(rep.perStep[0].waitCaused, 30);
+    EXPECT_EQ(rep.perStep[0].rankTimeLost, 60);
+    EXPECT_DOUBLE_EQ(rep.perRank[1].meanWaitNs, 30.0);
+    EXPECT_DOUBLE_EQ(rep.evidence.latenessAboveOthersNs, 45.0);
+    EXPECT_TRUE(rep.evidence.clearsNoise);
+    EXPECT_TRUE(rep.stragglers.empty());
+    // Step length 500: 6% -> straggler (6 of 6 steps: chance 0.41%).
+    EXPECT_EQ(stragglers(threeRankRun(500, 2000, 0, lag)).stragglers, std::vector<int32_t>{1});
+}
+
+TEST(Stragglers, ATieIsNoise)
+{
+    // One step: bucket 0 launches 0 10 0 -> rank 1 waits 10 (lost 20); bucket 1 launches
+    // 100 100 110 -> rank 2 waits 10. Equal: the lower rank (1) is the step straggler, 10% of
+    // the 100-long step. One step is what chance gives 3 x 1/3 = 100% of the time: one step
+    // proves nothing, not a straggler.
+    const StragglerReport rep = stragglers(threeRankRun(100, 1000, 0, {{{{0, 10, 0}, {100, 100, 110}}}}));
+    ASSERT_EQ(rep.perStep.size(), 1u);
+    EXPECT_EQ(rep.perStep[0].rank, 1);
+    EXPECT_EQ(rep.perStep[0].waitCaused, 10);
+    EXPECT_TRUE(rep.evidence.waitAboveThreshold);
+    EXPECT_DOUBLE_EQ(rep.evidence.chance, 1.0);
+    EXPECT_FALSE(rep.evidence.mostSteps);
+    EXPECT_TRUE(rep.stragglers.empty());
+}
+
+TEST(Stragglers, NoiseAloneNamesNobodyAndARealStragglerIsFound)
+{
+    // Synthetic 4-rank runs of 30 steps whose ranks start each step up to 30% of the step late
+    // at random (noise, independent per rank and step): nobody is named, on every seed. With
+    // a 1 ms (10% of the step) delay on rank 2 and 3% noise, rank 2 is named on every seed.
+    for (uint64_t seed = 1; seed <= 10; ++seed) {
+        SyntheticParams p;
+        p.worldSize = 4;
+        p.steps = 30;
+        p.seed = seed;
+        p.arrivalNoiseNs = 3'000'000;
+        const StragglerReport noisy = stragglers(makeSyntheticRun(p));
+        EXPECT_TRUE(noisy.stragglers.empty()) << "seed " << seed << ": rank " << noisy.evidence.candidate;
+        p.arrivalNoiseNs = 300'000;
+        p.stragglerRank = 2;
+        p.stragglerDelayNs = 1'000'000;
+        const StragglerReport real = stragglers(makeSyntheticRun(p));
+        EXPECT_EQ(real.stragglers, std::vector<int32_t>{2}) << "seed " << seed;
+        EXPECT_GT(real.evidence.confidence(), 0.99);
     }
-
-    void oneRankHasNoBusTraffic()
-    {
-        // N = 1: busbw = algbw × 0 = 0; skew 0; no straggler.
-        RunBuilder b(1);
-        const auto m = b.lane(0, LaneKind::Comm);
-        b.span(m, SpanKind::Comm, 0, 10, 0, 0, 500).step(0, 0, 0, 20);
-        const Run run = b.build();
-        const auto v = bucketStats(run);
-        QCOMPARE(v.size(), size_t(1));
-        QCOMPARE(v[0].algbwGBps, 50.0);
-        QCOMPARE(v[0].busbwGBps, 0.0);
-        const StragglerReport rep = stragglers(run);
-        QCOMPARE(rep.skews.size(), size_t(1));
-        QCOMPARE(rep.skews[0].skew, TimeNs(0));
-        QCOMPARE(rep.skews[0].waitCaused, TimeNs(0));
-        QCOMPARE(rep.perStep.size(), size_t(1));
-        QCOMPARE(rep.perStep[0].rank, -1); // nobody caused any wait
-        QVERIFY(rep.stragglers.empty());
-    }
-
-    void skewLateRankAndWait()
-    {
-        const StragglerReport rep = stragglers(threeRankRun(1000, 1000, 0, kLaunches));
-        QCOMPARE(rep.skews.size(), size_t(6));
-        // Sorted by (step, bucket).
-        QCOMPARE(rep.skews[0].step, 0);
-        QCOMPARE(rep.skews[0].bucket, 0);
-        QCOMPARE(rep.skews[0].skew, TimeNs(30));
-        QCOMPARE(rep.skews[0].lateRank, 1);
-        QCOMPARE(rep.skews[0].waitCaused, TimeNs(50));
-        QCOMPARE(rep.skews[1].skew, TimeNs(40));
-        QCOMPARE(rep.skews[1].lateRank, 2);
-        QCOMPARE(rep.skews[1].waitCaused, TimeNs(80));
-        QCOMPARE(rep.skews[2].skew, TimeNs(60));
-        QCOMPARE(rep.skews[2].waitCaused, TimeNs(120));
-        QCOMPARE(rep.skews[3].skew, TimeNs(0));
-        QCOMPARE(rep.skews[3].lateRank, 0); // all equal: the lowest rank
-        QCOMPARE(rep.skews[3].waitCaused, TimeNs(0));
-
-        QCOMPARE(rep.perStep.size(), size_t(3));
-        QCOMPARE(rep.perStep[0].rank, 2);
-        QCOMPARE(rep.perStep[0].waitCaused, TimeNs(80));
-        QCOMPARE(rep.perStep[0].stepTime, TimeNs(1000));
-        QCOMPARE(rep.perStep[1].rank, 1);
-        QCOMPARE(rep.perStep[1].waitCaused, TimeNs(120));
-        QCOMPARE(rep.perStep[2].rank, 1);
-        QCOMPARE(rep.perStep[2].waitCaused, TimeNs(100));
-
-        QCOMPARE(rep.perRank.size(), size_t(3));
-        QCOMPARE(rep.perRank[1].stepsAsStraggler, 2);
-        QCOMPARE(rep.perRank[1].meanWaitNs, 90.0);
-        QCOMPARE(rep.perRank[1].meanWaitFraction, 0.09);
-        QCOMPARE(rep.perRank[2].stepsAsStraggler, 1);
-        QCOMPARE(rep.perRank[2].meanWaitNs, 100.0 / 3.0);
-        QCOMPARE(rep.perRank[0].stepsAsStraggler, 0);
-        QCOMPARE(rep.perRank[0].meanWaitNs, 0.0);
-        // Rank 1: straggler in most steps (2 of 3) and 90 / 1000 = 9% >= 5%.
-        QCOMPARE(rep.stragglers, std::vector<int32_t>{1});
-    }
-
-    void runStragglerThreshold()
-    {
-        // Same launches, longer steps: rank 1's mean wait is 90, so it is a run straggler iff
-        // 90 / step time >= 0.05, i.e. step time <= 1800.
-        QCOMPARE(stragglers(threeRankRun(1700, 2000, 0, kLaunches)).stragglers, std::vector<int32_t>{1}); // 5.3%
-        QCOMPARE(stragglers(threeRankRun(1800, 2000, 0, kLaunches)).stragglers, std::vector<int32_t>{1}); // 5.0%
-        QVERIFY(stragglers(threeRankRun(1801, 2000, 0, kLaunches)).stragglers.empty()); // 4.997%
-        QVERIFY(stragglers(threeRankRun(1900, 2000, 0, kLaunches)).stragglers.empty()); // 4.7%
-    }
-
-    void warmupStepsAreExcluded()
-    {
-        // Warm-up 1: steady steps 1 and 2. Rank 1 is straggler in both, caused (120 + 100) / 2
-        // = 110 -> 11%. Rank 2 was straggler only in step 0 (warm-up): 0 steady steps.
-        const StragglerReport rep = stragglers(threeRankRun(1000, 1000, 1, kLaunches));
-        QCOMPARE(rep.perRank[1].stepsAsStraggler, 2);
-        QCOMPARE(rep.perRank[1].meanWaitNs, 110.0);
-        QCOMPARE(rep.perRank[2].stepsAsStraggler, 0);
-        QCOMPARE(rep.perRank[2].meanWaitNs, 10.0); // (0 + 20) / 2
-        QCOMPARE(rep.stragglers, std::vector<int32_t>{1});
-        QCOMPARE(rep.perStep.size(), size_t(3)); // per-step results still cover warm-up steps
-    }
-
-    void uniformLagCountsOncePerStep()
-    {
-        // Rank 1 launches both buckets 30 late: each bucket's wait is 30 + 30 = 60. The waits
-        // overlap in time, so the step's wait is the larger, 60 (a sum would say 120).
-        // Step length 1500: 60 / 1500 = 4% < 5%, no run straggler (120 would have been 8%).
-        const std::vector<std::array<std::array<TimeNs, 3>, 2>> lag = {{{{100, 130, 100}, {300, 330, 300}}}};
-        const StragglerReport rep = stragglers(threeRankRun(1500, 2000, 0, lag));
-        QCOMPARE(rep.perStep.size(), size_t(1));
-        QCOMPARE(rep.perStep[0].rank, 1);
-        QCOMPARE(rep.perStep[0].waitCaused, TimeNs(60));
-        QCOMPARE(rep.perRank[1].meanWaitNs, 60.0);
-        QVERIFY(rep.stragglers.empty());
-        // Step length 1000: 6% -> straggler.
-        QCOMPARE(stragglers(threeRankRun(1000, 2000, 0, lag)).stragglers, std::vector<int32_t>{1});
-    }
-
-    void stepStragglerTieGoesToLowerRank()
-    {
-        // One step: bucket 0 launches 0 10 0 -> rank 1 causes 20; bucket 1 launches 100 100 110
-        // -> rank 2 causes 20. Equal: the lower rank (1) is the step straggler. Both caused a
-        // mean of 20 per step; only rank 1 is straggler in the most steps.
-        const StragglerReport rep = stragglers(threeRankRun(100, 1000, 0, {{{{0, 10, 0}, {100, 100, 110}}}}));
-        QCOMPARE(rep.perStep.size(), size_t(1));
-        QCOMPARE(rep.perStep[0].rank, 1);
-        QCOMPARE(rep.perStep[0].waitCaused, TimeNs(20));
-        QCOMPARE(rep.stragglers, std::vector<int32_t>{1}); // 20 / 100 = 20%
-    }
-};
-
-QTEST_GUILESS_MAIN(TestBucketsStragglers)
-#include "test_buckets_stragglers.moc"
+}

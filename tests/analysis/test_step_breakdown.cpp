@@ -1,13 +1,16 @@
-// Per-step breakdown (compute, communication, overlapped, exposed, idle, overlap ratio) and the
-// interval helpers, on hand-built timelines. Every expected number is derived in the comments.
+// Per-step breakdown (the five parts: compute-only, overlapped, exposed, memory-only, idle), the
+// interval algebra, device work by its launching step, and RunIndex's per-step / per-range
+// queries, on hand-built timelines. Every expected number is derived in the comments.
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/synthetic.h"
 #include "run_builder.h"
 
-#include <QtTest/QtTest>
+#include <gtest/gtest.h>
 
 #include <cmath>
 
 using namespace lockstep::core;
+namespace core = lockstep::core; // gtest's Test::Run hides core::Run inside TEST bodies
 using lockstep::test::RunBuilder;
 
 namespace {
@@ -18,276 +21,506 @@ const StepBreakdown* find(const std::vector<StepBreakdown>& v, int32_t rank, int
             return &b;
     return nullptr;
 }
-// The four parts of DESIGN.md add up to the wall: computeOnly + overlapped + exposed + idle.
-void checkParts(const StepBreakdown& b)
+// DESIGN.md: the five parts add up to the wall.
+void expectPartsAddUp(const StepBreakdown& b)
 {
-    QCOMPARE(b.computeOnly + b.overlapped + b.exposed + b.idle, b.wall);
+    EXPECT_EQ(b.computeOnly + b.overlapped + b.exposed + b.memoryOnly + b.idle, b.wall)
+        << "rank " << b.rank << " step " << b.step;
 }
+void expectSameBreakdown(const StepBreakdown& a, const StepBreakdown& b)
+{
+    EXPECT_EQ(a.start, b.start);
+    EXPECT_EQ(a.end, b.end);
+    EXPECT_EQ(a.wall, b.wall);
+    EXPECT_EQ(a.compute, b.compute);
+    EXPECT_EQ(a.communication, b.communication);
+    EXPECT_EQ(a.memory, b.memory);
+    EXPECT_EQ(a.computeOnly, b.computeOnly);
+    EXPECT_EQ(a.overlapped, b.overlapped);
+    EXPECT_EQ(a.exposed, b.exposed);
+    EXPECT_EQ(a.memoryOnly, b.memoryOnly);
+    EXPECT_EQ(a.idle, b.idle);
+    EXPECT_EQ(a.window, b.window);
+    EXPECT_EQ(a.steady, b.steady);
+}
+using Set = std::vector<Interval>;
 } // namespace
 
-class TestStepBreakdown : public QObject {
-    Q_OBJECT
-private slots:
-    void intervalHelpers()
-    {
-        // Clip to [1, 25): [5,15) [0,3)->[1,3) [2,4) [20,30)->[20,25) [14,16)
-        // Union: [1,4) [5,16) [20,25) -> lengths 3 + 11 + 5 = 19.
-        const auto u = unionClipped({{5, 15}, {0, 3}, {2, 4}, {20, 30}, {14, 16}}, 1, 25);
-        QCOMPARE(u.size(), size_t(3));
-        QCOMPARE(u[0].start, TimeNs(1));
-        QCOMPARE(u[0].end, TimeNs(4));
-        QCOMPARE(u[1].start, TimeNs(5));
-        QCOMPARE(u[1].end, TimeNs(16));
-        QCOMPARE(u[2].end, TimeNs(25));
-        QCOMPARE(totalLength(u), TimeNs(19));
-        // With {[3,6), [10,21)}: [3,4)=1, [5,6)=1, [10,16)=6, [20,21)=1 -> 9.
-        QCOMPARE(intersectionLength(u, {{3, 6}, {10, 21}}), TimeNs(9));
-        // Touching intervals merge; an interval fully outside the window disappears.
-        const auto t = unionClipped({{0, 5}, {5, 10}, {50, 60}}, 0, 20);
-        QCOMPARE(t.size(), size_t(1));
-        QCOMPARE(totalLength(t), TimeNs(10));
-        QVERIFY(unionClipped({}, 0, 10).empty());
+TEST(Classification, EveryKindIsInExactlyOneCategory)
+{
+    // HTA's classification: memcpy and memset are memory, never compute.
+    EXPECT_EQ(spanCategory(SpanKind::Kernel), SpanCategory::Compute);
+    EXPECT_EQ(spanCategory(SpanKind::Backward), SpanCategory::Compute);
+    EXPECT_EQ(spanCategory(SpanKind::CpuOp), SpanCategory::Compute);
+    EXPECT_EQ(spanCategory(SpanKind::CommKernel), SpanCategory::Communication);
+    EXPECT_EQ(spanCategory(SpanKind::Comm), SpanCategory::Communication);
+    EXPECT_EQ(spanCategory(SpanKind::Memcpy), SpanCategory::Memory);
+    EXPECT_EQ(spanCategory(SpanKind::Memset), SpanCategory::Memory);
+    EXPECT_EQ(spanCategory(SpanKind::Wait), SpanCategory::Other);
+    EXPECT_EQ(spanCategory(SpanKind::DataLoad), SpanCategory::Other);
+    for (int k = 0; k < kSpanKindCount; ++k) {
+        const auto kind = static_cast<SpanKind>(k);
+        EXPECT_EQ(int(isCompute(kind)) + int(isCommunication(kind)) + int(isMemory(kind))
+                      + int(spanCategory(kind) == SpanCategory::Other),
+                  1)
+            << spanKindName(kind);
     }
+}
 
-    void partialOverlap()
-    {
-        // W = [0,100). Compute: forward [10,40), backward [40,70) -> C = [10,70), |C| = 60.
-        // Comm [60,90) -> |M| = 30. C ∩ M = [60,70) = 10. Exposed = 30 - 10 = 20.
-        // Compute-only = 60 - 10 = 50. |C ∪ M| = [10,90) = 80 -> idle = 20. Ratio = 10/30.
-        RunBuilder b;
-        const auto c = b.lane(0, LaneKind::Compute);
-        const auto m = b.lane(0, LaneKind::Comm);
-        b.span(c, SpanKind::Forward, 10, 40).span(c, SpanKind::Backward, 40, 70);
-        b.span(m, SpanKind::Comm, 60, 90, 0, 0, 100);
-        b.step(0, 0, 0, 100);
-        const auto v = stepBreakdown(b.build());
-        QCOMPARE(v.size(), size_t(1));
-        const StepBreakdown& s = v[0];
-        QCOMPARE(s.wall, TimeNs(100));
-        QCOMPARE(s.compute, TimeNs(60));
-        QCOMPARE(s.communication, TimeNs(30));
-        QCOMPARE(s.overlapped, TimeNs(10));
-        QCOMPARE(s.exposed, TimeNs(20));
-        QCOMPARE(s.computeOnly, TimeNs(50));
-        QCOMPARE(s.idle, TimeNs(20));
-        QCOMPARE(s.overlapRatio, 10.0 / 30.0);
-        checkParts(s);
+TEST(Intervals, UnionLengthsAndAlgebra)
+{
+    // Clip to [1, 25): [5,15) [0,3)->[1,3) [2,4) [20,30)->[20,25) [14,16)
+    // Union: [1,4) [5,16) [20,25) -> lengths 3 + 11 + 5 = 19.
+    const Set u = unionClipped({{5, 15}, {0, 3}, {2, 4}, {20, 30}, {14, 16}}, 1, 25);
+    EXPECT_EQ(u, (Set{{1, 4}, {5, 16}, {20, 25}}));
+    EXPECT_EQ(totalLength(u), 19);
+    // With {[3,6), [10,21)}: [3,4)=1, [5,6)=1, [10,16)=6, [20,21)=1 -> 9.
+    const Set v{{3, 6}, {10, 21}};
+    EXPECT_EQ(intersectionLength(u, v), 9);
+    EXPECT_EQ(intersectIntervals(u, v), (Set{{3, 4}, {5, 6}, {10, 16}, {20, 21}}));
+    // u \ v: [1,3) [6,10) [16,20)->nothing of u... u = [1,4) [5,16) [20,25):
+    // [1,4) minus [3,6) -> [1,3); [5,16) minus [3,6),[10,21) -> [6,10); [20,25) minus [10,21) -> [21,25).
+    EXPECT_EQ(subtractIntervals(u, v), (Set{{1, 3}, {6, 10}, {21, 25}}));
+    EXPECT_EQ(lengthWithin(u, 2, 22), 2 + 11 + 2);
+    EXPECT_EQ(clipTo(u, 2, 22), (Set{{2, 4}, {5, 16}, {20, 22}}));
+    // Touching intervals merge; an interval fully outside the window disappears.
+    const Set t = unionClipped({{0, 5}, {5, 10}, {50, 60}}, 0, 20);
+    EXPECT_EQ(t, (Set{{0, 10}}));
+    EXPECT_TRUE(unionClipped({}, 0, 10).empty());
+}
+
+TEST(Intervals, WindowPartsAddUp)
+{
+    // W = [0,100), C = [10,40) [50,70), M = [30,60), Mem = [55,80) [90,95). Elementary pieces:
+    //   [0,10) none: idle 10          [10,30) C: compute-only 20    [30,40) C+M: overlapped 10
+    //   [40,50) M: exposed 10         [50,55) C+M: overlapped 5     [55,60) C+M+Mem: overlapped 5
+    //   [60,70) C+Mem: compute-only 10 [70,80) Mem: memory-only 10  [80,90) idle 10
+    //   [90,95) Mem: memory-only 5    [95,100) idle 5
+    // compute-only 30, overlapped 20, exposed 10, memory-only 15, idle 25: 100.
+    // |C| 50, |M| 30, |Mem| 25 + 5 = 30.
+    const Set c{{10, 40}, {50, 70}}, m{{30, 60}}, mem{{55, 80}, {90, 95}};
+    const WindowParts p = windowParts(c, m, mem, 0, 100);
+    EXPECT_EQ(p.wall, 100);
+    EXPECT_EQ(p.compute, 50);
+    EXPECT_EQ(p.communication, 30);
+    EXPECT_EQ(p.memory, 30);
+    EXPECT_EQ(p.computeOnly, 30);
+    EXPECT_EQ(p.overlapped, 20);
+    EXPECT_EQ(p.exposed, 10);
+    EXPECT_EQ(p.memoryOnly, 15);
+    EXPECT_EQ(p.idle, 25);
+    // A sub-window [35, 58): C [35,40) [50,58) = 13, M [35,58) = 23, Mem [55,58) = 3;
+    // overlapped [35,40) [50,58) = 13, exposed [40,50) = 10, compute-only 0, memory-only 0, idle 0.
+    const WindowParts q = windowParts(c, m, mem, 35, 58);
+    EXPECT_EQ(q.wall, 23);
+    EXPECT_EQ(q.overlapped, 13);
+    EXPECT_EQ(q.exposed, 10);
+    EXPECT_EQ(q.memory, 3);
+    EXPECT_EQ(q.idle + q.memoryOnly + q.computeOnly, 0);
+    EXPECT_EQ(windowParts(c, m, mem, 5, 5).wall, 0);
+}
+
+TEST(StepBreakdown, PartialOverlap)
+{
+    // W = [0,100). Compute: forward [10,40), backward [40,70) -> C = [10,70), |C| = 60.
+    // Comm [60,90) -> |M| = 30. C ∩ M = [60,70) = 10. Exposed = 30 - 10 = 20.
+    // Compute-only = 60 - 10 = 50. |C ∪ M| = [10,90) = 80 -> idle 20. Ratio = 10/30.
+    RunBuilder b(2);
+    const auto c = b.lane(0, LaneKind::Compute);
+    const auto m = b.lane(0, LaneKind::Comm);
+    b.span(c, SpanKind::Forward, 10, 40).span(c, SpanKind::Backward, 40, 70);
+    b.span(m, SpanKind::Comm, 60, 90, 0, 0, 100);
+    b.step(0, 0, 0, 100);
+    const auto v = stepBreakdown(b.build());
+    ASSERT_EQ(v.size(), 1u);
+    const StepBreakdown& s = v[0];
+    EXPECT_EQ(s.wall, 100);
+    EXPECT_EQ(s.compute, 60);
+    EXPECT_EQ(s.communication, 30);
+    EXPECT_EQ(s.overlapped, 10);
+    EXPECT_EQ(s.exposed, 20);
+    EXPECT_EQ(s.computeOnly, 50);
+    EXPECT_EQ(s.memoryOnly, 0);
+    EXPECT_EQ(s.idle, 20);
+    EXPECT_DOUBLE_EQ(s.overlapRatio, 10.0 / 30.0);
+    EXPECT_EQ(s.window, StepWindow::Host);
+    expectPartsAddUp(s);
+}
+
+TEST(StepBreakdown, SpanCrossingStepBoundaryAndEmptySteps)
+{
+    // Steps [0,100), [100,200), [200,300) (no spans at all), and a zero-width step 3 at 300.
+    // Backward [80,130) and comm [90,140) cross the boundary at 100; forward [150,160).
+    // Step 0: C = [80,100) = 20, M = [90,100) = 10, overlap 10, exposed 0, compute-only 10,
+    //         |C ∪ M| = 20 -> idle 80, ratio 1.
+    // Step 1: C = [100,130) + [150,160) = 40, M = [100,140) = 40, C ∩ M = [100,130) = 30,
+    //         exposed 10, compute-only 10, |C ∪ M| = [100,140) + [150,160) = 50 -> idle 50,
+    //         ratio 0.75.
+    // Step 2: nothing: idle 100, ratio NaN (no communication).
+    // Step 3: |W| = 0: everything 0.
+    RunBuilder b(2, 1); // warm-up 1: step 0 is warm-up, the rest are steady
+    const auto c = b.lane(0, LaneKind::Compute);
+    const auto m = b.lane(0, LaneKind::Comm);
+    b.span(c, SpanKind::Backward, 80, 130).span(c, SpanKind::Forward, 150, 160);
+    b.span(m, SpanKind::Comm, 90, 140);
+    b.step(0, 2, 200, 300).step(0, 0, 0, 100).step(0, 1, 100, 200).step(0, 3, 300, 300);
+    const auto v = stepBreakdown(b.build());
+    ASSERT_EQ(v.size(), 4u);
+    EXPECT_EQ(v[0].step, 0); // sorted by (rank, step)
+    EXPECT_EQ(v[3].step, 3);
+
+    const StepBreakdown& s0 = *find(v, 0, 0);
+    EXPECT_EQ(s0.compute, 20);
+    EXPECT_EQ(s0.communication, 10);
+    EXPECT_EQ(s0.overlapped, 10);
+    EXPECT_EQ(s0.exposed, 0);
+    EXPECT_EQ(s0.computeOnly, 10);
+    EXPECT_EQ(s0.idle, 80);
+    EXPECT_DOUBLE_EQ(s0.overlapRatio, 1.0);
+    EXPECT_TRUE(s0.warmup);
+    EXPECT_FALSE(s0.steady);
+    expectPartsAddUp(s0);
+
+    const StepBreakdown& s1 = *find(v, 0, 1);
+    EXPECT_EQ(s1.compute, 40);
+    EXPECT_EQ(s1.communication, 40);
+    EXPECT_EQ(s1.overlapped, 30);
+    EXPECT_EQ(s1.exposed, 10);
+    EXPECT_EQ(s1.computeOnly, 10);
+    EXPECT_EQ(s1.idle, 50);
+    EXPECT_DOUBLE_EQ(s1.overlapRatio, 0.75);
+    EXPECT_FALSE(s1.warmup);
+    EXPECT_TRUE(s1.steady);
+    expectPartsAddUp(s1);
+
+    const StepBreakdown& s2 = *find(v, 0, 2);
+    EXPECT_EQ(s2.compute, 0);
+    EXPECT_EQ(s2.communication, 0);
+    EXPECT_EQ(s2.idle, 100);
+    EXPECT_TRUE(std::isnan(s2.overlapRatio));
+
+    const StepBreakdown& s3 = *find(v, 0, 3);
+    EXPECT_EQ(s3.wall, 0);
+    EXPECT_EQ(s3.compute, 0);
+    EXPECT_EQ(s3.idle, 0);
+}
+
+TEST(StepBreakdown, NestedComputeIsAUnion)
+{
+    // W = [0,100). Compute lane: forward [0,50), a nested cpu op [10,20), backward [40,80)
+    // overlapping forward, a wait [90,95) (other) and data [95,100) (other).
+    // A host-thread lane of the same rank: cpu op [70,90).
+    // C = [0,90) = 90 (not 50+10+40+20 = 120: it is a union). Comm [85,95): M = 10,
+    // C ∩ M = [85,90) = 5, exposed 5, compute-only 85, |C ∪ M| = [0,95) -> idle 5.
+    RunBuilder b(2);
+    const auto c = b.lane(0, LaneKind::Compute);
+    const auto h = b.lane(0, LaneKind::HostThread);
+    const auto m = b.lane(0, LaneKind::Comm);
+    b.span(c, SpanKind::Forward, 0, 50).span(c, SpanKind::CpuOp, 10, 20).span(c, SpanKind::Backward, 40, 80);
+    b.span(c, SpanKind::Wait, 90, 95).span(c, SpanKind::DataLoad, 95, 100);
+    b.span(h, SpanKind::CpuOp, 70, 90);
+    b.span(m, SpanKind::Comm, 85, 95);
+    b.step(0, 0, 0, 100);
+    const auto v = stepBreakdown(b.build());
+    EXPECT_EQ(v[0].compute, 90);
+    EXPECT_EQ(v[0].communication, 10);
+    EXPECT_EQ(v[0].overlapped, 5);
+    EXPECT_EQ(v[0].exposed, 5);
+    EXPECT_EQ(v[0].computeOnly, 85);
+    EXPECT_EQ(v[0].idle, 5);
+    EXPECT_DOUBLE_EQ(v[0].overlapRatio, 0.5);
+    expectPartsAddUp(v[0]);
+}
+
+TEST(StepBreakdown, ZeroCommunicationGivesNaNRatio)
+{
+    // W = [0,10): forward [0,4), optimizer [6,8): C = 6, M = 0 -> ratio NaN, idle 4.
+    RunBuilder b(2);
+    const auto c = b.lane(0, LaneKind::Compute);
+    b.lane(0, LaneKind::Comm); // a comm lane with nothing on it
+    b.span(c, SpanKind::Forward, 0, 4).span(c, SpanKind::Optimizer, 6, 8);
+    b.step(0, 0, 0, 10);
+    const auto v = stepBreakdown(b.build());
+    EXPECT_EQ(v[0].compute, 6);
+    EXPECT_EQ(v[0].communication, 0);
+    EXPECT_EQ(v[0].exposed, 0);
+    EXPECT_EQ(v[0].idle, 4);
+    EXPECT_TRUE(std::isnan(v[0].overlapRatio));
+}
+
+TEST(StepBreakdown, OneRankHasNoOverlapRatio)
+{
+    // A 1-rank run has nothing to hide: the ratio is not applicable (NaN) even with a
+    // communication span (a world of one copies locally). The parts still add up:
+    // W = [0,100), forward [0,60), comm [50,70): overlapped 10, exposed 10, compute-only 50, idle 30.
+    RunBuilder b(1);
+    const auto c = b.lane(0, LaneKind::Compute);
+    const auto m = b.lane(0, LaneKind::Comm);
+    b.span(c, SpanKind::Forward, 0, 60).span(m, SpanKind::Comm, 50, 70);
+    b.step(0, 0, 0, 100);
+    const auto v = stepBreakdown(b.build());
+    EXPECT_TRUE(std::isnan(v[0].overlapRatio));
+    EXPECT_EQ(v[0].overlapped, 10);
+    expectPartsAddUp(v[0]);
+}
+
+TEST(StepBreakdown, RanksDoNotMix)
+{
+    // Two ranks with the same window [0,100). Rank 1's communication [0,100) must not
+    // appear in rank 0's numbers. Rank 0: forward [0,50), comm [40,60): C 50, M 20,
+    // overlap 10. Rank 1: forward [0,10), comm [0,100): C 10, M 100, overlap 10, exposed 90.
+    RunBuilder b(2);
+    const auto c0 = b.lane(0, LaneKind::Compute);
+    const auto m0 = b.lane(0, LaneKind::Comm);
+    const auto c1 = b.lane(1, LaneKind::Compute);
+    const auto m1 = b.lane(1, LaneKind::Comm);
+    b.span(c0, SpanKind::Forward, 0, 50).span(m0, SpanKind::Comm, 40, 60);
+    b.span(c1, SpanKind::Forward, 0, 10).span(m1, SpanKind::Comm, 0, 100);
+    b.step(1, 0, 0, 100).step(0, 0, 0, 100);
+    const auto v = stepBreakdown(b.build());
+    ASSERT_EQ(v.size(), 2u);
+    EXPECT_EQ(v[0].rank, 0);
+    EXPECT_EQ(v[0].compute, 50);
+    EXPECT_EQ(v[0].communication, 20);
+    EXPECT_EQ(v[0].overlapped, 10);
+    EXPECT_EQ(v[1].rank, 1);
+    EXPECT_EQ(v[1].compute, 10);
+    EXPECT_EQ(v[1].communication, 100);
+    EXPECT_EQ(v[1].exposed, 90);
+    EXPECT_EQ(v[1].idle, 0);
+}
+
+TEST(StepBreakdown, DeviceRuleUsesDeviceSpansAndMemoryIsItsOwnPart)
+{
+    // Rank 0 has GPU stream lanes with device work, so only device spans count (all launched in
+    // step 0): stream A: kernel [20,50), comm kernel [40,70); stream B: memcpy [60,65).
+    // Host forward [0,100) and host comm [0,100) are ignored.
+    //   W = [first start, last end] = [20,70): wall 50.
+    //   C = [20,50) = 30, M = [40,70) = 30, Mem = [60,65) = 5 (memory, not compute).
+    //   overlapped [40,50) = 10, compute-only [20,40) = 20, exposed [50,70) = 20,
+    //   memory-only = Mem \ (C ∪ M) = 0 (the copy runs under the all-reduce), idle 0.
+    //   Ratio 10/30.
+    // Rank 1 has a GPU stream lane without device work: the host rule. Forward [0,100),
+    //   comm [50,60): C 100, M 10, overlap 10, ratio 1.
+    RunBuilder b(2);
+    const auto h0 = b.lane(0, LaneKind::Compute);
+    const auto m0 = b.lane(0, LaneKind::Comm);
+    const auto ga = b.lane(0, LaneKind::GpuStream);
+    const auto gb = b.lane(0, LaneKind::GpuStream);
+    const auto h1 = b.lane(1, LaneKind::Compute);
+    const auto m1 = b.lane(1, LaneKind::Comm);
+    const auto g1 = b.lane(1, LaneKind::GpuStream);
+    b.span(h0, SpanKind::Forward, 0, 100).span(m0, SpanKind::Comm, 0, 100);
+    b.span(ga, SpanKind::Kernel, 20, 50, 0).span(ga, SpanKind::CommKernel, 40, 70, 0);
+    b.span(gb, SpanKind::Memcpy, 60, 65, 0);
+    b.span(g1, SpanKind::Other, 0, 100); // an annotation on a GPU lane is not device work
+    b.span(h1, SpanKind::Forward, 0, 100).span(m1, SpanKind::Comm, 50, 60);
+    b.step(0, 0, 0, 100).step(1, 0, 0, 100);
+    const core::Run run = b.build();
+    const auto v = stepBreakdown(run);
+    const StepBreakdown& g = *find(v, 0, 0);
+    EXPECT_EQ(g.window, StepWindow::Device);
+    EXPECT_EQ(g.start, 20);
+    EXPECT_EQ(g.end, 70);
+    EXPECT_EQ(g.wall, 50);
+    EXPECT_EQ(g.compute, 30);
+    EXPECT_EQ(g.communication, 30);
+    EXPECT_EQ(g.memory, 5);
+    EXPECT_EQ(g.overlapped, 10);
+    EXPECT_EQ(g.exposed, 20);
+    EXPECT_EQ(g.computeOnly, 20);
+    EXPECT_EQ(g.memoryOnly, 0);
+    EXPECT_EQ(g.idle, 0);
+    EXPECT_DOUBLE_EQ(g.overlapRatio, 1.0 / 3.0);
+    expectPartsAddUp(g);
+    const StepBreakdown& h = *find(v, 1, 0);
+    EXPECT_EQ(h.window, StepWindow::Host);
+    EXPECT_EQ(h.compute, 100);
+    EXPECT_EQ(h.communication, 10);
+    EXPECT_DOUBLE_EQ(h.overlapRatio, 1.0);
+    const RunIndex index(run);
+    EXPECT_TRUE(index.deviceRule(0));
+    EXPECT_FALSE(index.deviceRule(1));
+    EXPECT_EQ(index.countedLanes(0).size(), 2u);
+    EXPECT_EQ(index.countedLanes(1).size(), 2u); // compute and comm; the GPU lane is not counted
+}
+
+TEST(StepBreakdown, DeviceWorkBelongsToItsLaunchingStep)
+{
+    // Host steps 0 = [0,100), 1 = [100,200), 2 = [200,300) on a GPU rank (warm-up 0). The device
+    // runs behind the host:
+    //   step 0 launched: kernel [80,150) (outlives the host step), comm kernel [150,190)
+    //   step 1 launched: kernel [190,260), memcpy on a copy stream [200,230), comm kernel
+    //                    [240,300), memcpy [300,320)
+    //   a kernel without a launching step [330,340) (counts in no step)
+    //   step 2 launched nothing.
+    // Step 0: W = [80,190), wall 110; C = [80,150) 70, M = [150,190) 40: compute-only 70,
+    //   overlapped 0, exposed 40, idle 0. (By time, the host window [0,100) would have held
+    //   only [80,100) of the kernel and no communication.)
+    // Step 1: W = [190,320), wall 130; C = [190,260) 70, M = [240,300) 60, Mem = [200,230) +
+    //   [300,320) = 50: overlapped [240,260) 20, compute-only 50, exposed [260,300) 40,
+    //   memory-only [300,320) 20 ([200,230) lies under the kernel), idle 0: 50+20+40+20 = 130.
+    // Step 2: no device work: window NoDeviceWork, wall 0.
+    RunBuilder b(2);
+    const auto host = b.lane(0, LaneKind::HostThread);
+    const auto compute = b.lane(0, LaneKind::GpuStream);
+    const auto copy = b.lane(0, LaneKind::GpuStream);
+    const auto nccl = b.lane(0, LaneKind::GpuStream);
+    b.span(host, SpanKind::CpuOp, 0, 300);
+    b.span(compute, SpanKind::Kernel, 80, 150, 0).span(nccl, SpanKind::CommKernel, 150, 190, 0, 0, 64);
+    b.span(compute, SpanKind::Kernel, 190, 260, 1).span(copy, SpanKind::Memcpy, 200, 230, 1);
+    b.span(nccl, SpanKind::CommKernel, 240, 300, 1, 0, 64).span(copy, SpanKind::Memcpy, 300, 320, 1);
+    b.span(compute, SpanKind::Kernel, 330, 340);
+    b.step(0, 0, 0, 100).step(0, 1, 100, 200).step(0, 2, 200, 300);
+    const core::Run run = b.build();
+    const auto v = stepBreakdown(run);
+    ASSERT_EQ(v.size(), 3u);
+    const StepBreakdown& s0 = v[0];
+    EXPECT_EQ(s0.window, StepWindow::Device);
+    EXPECT_EQ(s0.start, 80);
+    EXPECT_EQ(s0.end, 190);
+    EXPECT_EQ(s0.computeOnly, 70);
+    EXPECT_EQ(s0.overlapped, 0);
+    EXPECT_EQ(s0.exposed, 40);
+    EXPECT_EQ(s0.idle, 0);
+    expectPartsAddUp(s0);
+    const StepBreakdown& s1 = v[1];
+    EXPECT_EQ(s1.start, 190);
+    EXPECT_EQ(s1.end, 320);
+    EXPECT_EQ(s1.wall, 130);
+    EXPECT_EQ(s1.compute, 70);
+    EXPECT_EQ(s1.communication, 60);
+    EXPECT_EQ(s1.memory, 50);
+    EXPECT_EQ(s1.overlapped, 20);
+    EXPECT_EQ(s1.computeOnly, 50);
+    EXPECT_EQ(s1.exposed, 40);
+    EXPECT_EQ(s1.memoryOnly, 20);
+    EXPECT_EQ(s1.idle, 0);
+    expectPartsAddUp(s1);
+    EXPECT_EQ(v[2].window, StepWindow::NoDeviceWork);
+    EXPECT_EQ(v[2].wall, 0);
+    EXPECT_TRUE(std::isnan(v[2].overlapRatio));
+
+    // RunIndex answers each step alone with the same numbers, and its unions are the same sets.
+    const RunIndex index(run);
+    for (const StepBreakdown& b2 : v) {
+        const auto one = index.stepBreakdown(b2.rank, b2.step);
+        ASSERT_TRUE(one.has_value());
+        expectSameBreakdown(*one, b2);
     }
+    const RankUnions u1 = index.stepUnions(0, 1);
+    EXPECT_EQ(u1.memory, (Set{{200, 230}, {300, 320}}));
+    EXPECT_EQ(u1.comm, (Set{{240, 300}}));
+    // By time, the range [100,200) of the device timeline holds step 0's kernel tail [100,150)
+    // and comm kernel [150,190), and step 1's kernel [190,200): C 60, M 40, no overlap, idle 0.
+    const StepBreakdown r = index.rangeBreakdown(0, 100, 200);
+    EXPECT_EQ(r.step, kNoStep);
+    EXPECT_EQ(r.compute, 60);
+    EXPECT_EQ(r.communication, 40);
+    EXPECT_EQ(r.idle, 0);
+    EXPECT_FALSE(index.stepBreakdown(0, 7).has_value());
+    // The summary counts the kernel that belongs to no step.
+    EXPECT_EQ(summarize(run).deviceSpansWithoutStep, 1);
+}
 
-    void spanCrossingStepBoundaryAndEmptySteps()
-    {
-        // Steps [0,100), [100,200), [200,300) (no spans at all), and a zero-width step 3 at 300.
-        // Backward [80,130) and comm [90,140) cross the boundary at 100; forward [150,160).
-        // Step 0: C = [80,100) = 20, M = [90,100) = 10, overlap 10, exposed 0, compute-only 10,
-        //         |C ∪ M| = 20 -> idle 80, ratio 1.
-        // Step 1: C = [100,130) + [150,160) = 40, M = [100,140) = 40, C ∩ M = [100,130) = 30,
-        //         exposed 10, compute-only 10, |C ∪ M| = [100,140) + [150,160) = 50 -> idle 50,
-        //         ratio 0.75.
-        // Step 2: nothing: idle 100, ratio NaN (no communication).
-        // Step 3: |W| = 0: everything 0.
-        RunBuilder b(1, 1); // warm-up 1: step 0 is warm-up, the rest are steady
-        const auto c = b.lane(0, LaneKind::Compute);
-        const auto m = b.lane(0, LaneKind::Comm);
-        b.span(c, SpanKind::Backward, 80, 130).span(c, SpanKind::Forward, 150, 160);
-        b.span(m, SpanKind::Comm, 90, 140);
-        b.step(0, 2, 200, 300).step(0, 0, 0, 100).step(0, 1, 100, 200).step(0, 3, 300, 300);
-        const auto v = stepBreakdown(b.build());
-        QCOMPARE(v.size(), size_t(4));
-        QCOMPARE(v[0].step, 0); // sorted by (rank, step)
-        QCOMPARE(v[3].step, 3);
+TEST(StepBreakdown, UnsortedRunGivesTheSameAnswer)
+{
+    // A Run that was not normalized (spans out of order) is analysed as if it were.
+    RunBuilder b(2);
+    const auto c = b.lane(0, LaneKind::Compute);
+    const auto m = b.lane(0, LaneKind::Comm);
+    b.span(m, SpanKind::Comm, 60, 90);
+    b.span(c, SpanKind::Backward, 40, 70).span(c, SpanKind::Forward, 10, 40);
+    b.step(0, 0, 0, 100);
+    const auto v = stepBreakdown(b.run()); // deliberately not normalized
+    EXPECT_EQ(v[0].compute, 60);
+    EXPECT_EQ(v[0].overlapped, 10);
+    EXPECT_EQ(v[0].idle, 20);
+}
 
-        const StepBreakdown& s0 = *find(v, 0, 0);
-        QCOMPARE(s0.compute, TimeNs(20));
-        QCOMPARE(s0.communication, TimeNs(10));
-        QCOMPARE(s0.overlapped, TimeNs(10));
-        QCOMPARE(s0.exposed, TimeNs(0));
-        QCOMPARE(s0.computeOnly, TimeNs(10));
-        QCOMPARE(s0.idle, TimeNs(80));
-        QCOMPARE(s0.overlapRatio, 1.0);
-        QVERIFY(s0.warmup);
-        checkParts(s0);
+TEST(StepBreakdown, MalformedSpansAreIgnoredNotFatal)
+{
+    // A span on a lane that does not exist, an inverted span (end < start) and a zero-length
+    // one: none of them may crash or count. Only forward [0,10) counts: C = 10 of W = 20.
+    RunBuilder b(2);
+    const auto c = b.lane(0, LaneKind::Compute);
+    b.span(c, SpanKind::Forward, 0, 10).span(c, SpanKind::Backward, 15, 12).span(c, SpanKind::Optimizer, 18, 18);
+    b.span(LaneId{42}, SpanKind::Comm, 0, 20, 0, 0, 100);
+    b.ready(LaneId{42}, 5, 0, 0);
+    b.step(0, 0, 0, 20).step(0, 1, 30, 25); // step 1 ends before it starts
+    const core::Run run = b.build();
+    const auto v = stepBreakdown(run);
+    ASSERT_EQ(v.size(), 2u);
+    EXPECT_EQ(v[0].compute, 10);
+    EXPECT_EQ(v[0].communication, 0);
+    EXPECT_EQ(v[0].idle, 10);
+    EXPECT_EQ(v[1].wall, 0);
+    EXPECT_TRUE(bucketStats(run).empty());
+    EXPECT_TRUE(stragglers(run).stragglers.empty());
+    EXPECT_EQ(summarize(run).steps, 2);
+    const RunIndex index(run);
+    EXPECT_EQ(index.stepBreakdown(0, 1)->wall, 0);
+}
 
-        const StepBreakdown& s1 = *find(v, 0, 1);
-        QCOMPARE(s1.compute, TimeNs(40));
-        QCOMPARE(s1.communication, TimeNs(40));
-        QCOMPARE(s1.overlapped, TimeNs(30));
-        QCOMPARE(s1.exposed, TimeNs(10));
-        QCOMPARE(s1.computeOnly, TimeNs(10));
-        QCOMPARE(s1.idle, TimeNs(50));
-        QCOMPARE(s1.overlapRatio, 0.75);
-        QVERIFY(!s1.warmup);
-        checkParts(s1);
+TEST(StepBreakdown, StepWithoutLanesIsAllIdle)
+{
+    // A step of a rank that has no lane at all (a rank that recorded nothing but steps).
+    RunBuilder b(2);
+    const auto c = b.lane(0, LaneKind::Compute);
+    b.span(c, SpanKind::Forward, 0, 10);
+    b.step(0, 0, 0, 10).step(1, 0, 0, 10);
+    const core::Run run = b.build();
+    const auto v = stepBreakdown(run);
+    ASSERT_EQ(v.size(), 2u);
+    EXPECT_EQ(v[1].rank, 1);
+    EXPECT_EQ(v[1].idle, 10);
+    EXPECT_EQ(v[0].compute, 10);
+    EXPECT_EQ(RunIndex(run).stepBreakdown(1, 0)->idle, 10);
+}
 
-        const StepBreakdown& s2 = *find(v, 0, 2);
-        QCOMPARE(s2.compute, TimeNs(0));
-        QCOMPARE(s2.communication, TimeNs(0));
-        QCOMPARE(s2.idle, TimeNs(100));
-        QVERIFY(std::isnan(s2.overlapRatio));
-
-        const StepBreakdown& s3 = *find(v, 0, 3);
-        QCOMPARE(s3.wall, TimeNs(0));
-        QCOMPARE(s3.compute, TimeNs(0));
-        QCOMPARE(s3.idle, TimeNs(0));
+TEST(RunIndex, AgreesWithTheWholeRunBreakdownOnASyntheticRun)
+{
+    // One step breakdown: the per-step query, the whole-run analysis and a range breakdown over
+    // a host step's window give the same numbers on every (rank, step).
+    SyntheticParams p;
+    p.worldSize = 3;
+    p.steps = 8;
+    p.stragglerRank = 1;
+    p.stragglerDelayNs = 1'000'000;
+    const core::Run run = makeSyntheticRun(p);
+    const RunIndex index(run);
+    const auto all = stepBreakdown(run);
+    ASSERT_EQ(all.size(), 24u);
+    for (const StepBreakdown& b : all) {
+        const auto one = index.stepBreakdown(b.rank, b.step);
+        ASSERT_TRUE(one.has_value());
+        expectSameBreakdown(*one, b);
+        expectPartsAddUp(b);
+        StepBreakdown range = index.rangeBreakdown(b.rank, b.start, b.end);
+        range.step = b.step;
+        range.steady = b.steady;
+        expectSameBreakdown(range, b);
+        const RankUnions u = index.stepUnions(b.rank, b.step);
+        EXPECT_EQ(totalLength(u.compute), b.compute);
+        EXPECT_EQ(intersectionLength(u.compute, u.comm), b.overlapped);
     }
+}
 
-    void nestedComputeIsAUnion()
-    {
-        // W = [0,100). Compute lane: forward [0,50), a nested cpu op [10,20), backward [40,80)
-        // overlapping forward, a wait [90,95) (not compute) and data [95,100) (not compute).
-        // A host-thread lane of the same rank: cpu op [70,90).
-        // C = [0,90) = 90 (not 50+10+40+20 = 120: it is a union). Comm [85,95): M = 10,
-        // C ∩ M = [85,90) = 5, exposed 5, compute-only 85, |C ∪ M| = [0,95) -> idle 5.
-        RunBuilder b;
-        const auto c = b.lane(0, LaneKind::Compute);
-        const auto h = b.lane(0, LaneKind::HostThread);
-        const auto m = b.lane(0, LaneKind::Comm);
-        b.span(c, SpanKind::Forward, 0, 50).span(c, SpanKind::CpuOp, 10, 20).span(c, SpanKind::Backward, 40, 80);
-        b.span(c, SpanKind::Wait, 90, 95).span(c, SpanKind::DataLoad, 95, 100);
-        b.span(h, SpanKind::CpuOp, 70, 90);
-        b.span(m, SpanKind::Comm, 85, 95);
-        b.step(0, 0, 0, 100);
-        const auto v = stepBreakdown(b.build());
-        QCOMPARE(v[0].compute, TimeNs(90));
-        QCOMPARE(v[0].communication, TimeNs(10));
-        QCOMPARE(v[0].overlapped, TimeNs(5));
-        QCOMPARE(v[0].exposed, TimeNs(5));
-        QCOMPARE(v[0].computeOnly, TimeNs(85));
-        QCOMPARE(v[0].idle, TimeNs(5));
-        QCOMPARE(v[0].overlapRatio, 0.5);
-        checkParts(v[0]);
-    }
-
-    void zeroCommunicationGivesNaNRatio()
-    {
-        // W = [0,10): forward [0,4), optimizer [6,8): C = 6, M = 0 -> ratio NaN, idle 4.
-        RunBuilder b;
-        const auto c = b.lane(0, LaneKind::Compute);
-        b.lane(0, LaneKind::Comm); // a comm lane with nothing on it
-        b.span(c, SpanKind::Forward, 0, 4).span(c, SpanKind::Optimizer, 6, 8);
-        b.step(0, 0, 0, 10);
-        const auto v = stepBreakdown(b.build());
-        QCOMPARE(v[0].compute, TimeNs(6));
-        QCOMPARE(v[0].communication, TimeNs(0));
-        QCOMPARE(v[0].exposed, TimeNs(0));
-        QCOMPARE(v[0].idle, TimeNs(4));
-        QVERIFY(std::isnan(v[0].overlapRatio));
-    }
-
-    void ranksDoNotMix()
-    {
-        // Two ranks with the same window [0,100). Rank 1's communication [0,100) must not
-        // appear in rank 0's numbers. Rank 0: forward [0,50), comm [40,60): C 50, M 20,
-        // overlap 10. Rank 1: forward [0,10), comm [0,100): C 10, M 100, overlap 10, exposed 90.
-        RunBuilder b(2);
-        const auto c0 = b.lane(0, LaneKind::Compute);
-        const auto m0 = b.lane(0, LaneKind::Comm);
-        const auto c1 = b.lane(1, LaneKind::Compute);
-        const auto m1 = b.lane(1, LaneKind::Comm);
-        b.span(c0, SpanKind::Forward, 0, 50).span(m0, SpanKind::Comm, 40, 60);
-        b.span(c1, SpanKind::Forward, 0, 10).span(m1, SpanKind::Comm, 0, 100);
-        b.step(1, 0, 0, 100).step(0, 0, 0, 100);
-        const auto v = stepBreakdown(b.build());
-        QCOMPARE(v.size(), size_t(2));
-        QCOMPARE(v[0].rank, 0);
-        QCOMPARE(v[0].compute, TimeNs(50));
-        QCOMPARE(v[0].communication, TimeNs(20));
-        QCOMPARE(v[0].overlapped, TimeNs(10));
-        QCOMPARE(v[1].rank, 1);
-        QCOMPARE(v[1].compute, TimeNs(10));
-        QCOMPARE(v[1].communication, TimeNs(100));
-        QCOMPARE(v[1].exposed, TimeNs(90));
-        QCOMPARE(v[1].idle, TimeNs(0));
-    }
-
-    void gpuRuleUsesDeviceSpansOnly()
-    {
-        // Rank 0 has GPU stream lanes with spans, so only device spans count:
-        //   stream A: kernel [20,50), comm kernel [40,70); stream B: memcpy [60,65).
-        //   Host forward [0,100) and host comm [0,100) are ignored.
-        //   C = [20,50) + [60,65) = 35, M = [40,70) = 30, C ∩ M = [40,50) + [60,65) = 15,
-        //   exposed 15, compute-only 20, |C ∪ M| = [20,70) = 50 -> idle 50, ratio 0.5.
-        // Rank 1 has an empty GPU stream lane: host spans count. Forward [0,100), comm [50,60):
-        //   C 100, M 10, overlap 10, exposed 0, ratio 1.
-        RunBuilder b(2);
-        const auto h0 = b.lane(0, LaneKind::Compute);
-        const auto m0 = b.lane(0, LaneKind::Comm);
-        const auto ga = b.lane(0, LaneKind::GpuStream);
-        const auto gb = b.lane(0, LaneKind::GpuStream);
-        const auto h1 = b.lane(1, LaneKind::Compute);
-        const auto m1 = b.lane(1, LaneKind::Comm);
-        b.lane(1, LaneKind::GpuStream);
-        b.span(h0, SpanKind::Forward, 0, 100).span(m0, SpanKind::Comm, 0, 100);
-        b.span(ga, SpanKind::Kernel, 20, 50).span(ga, SpanKind::CommKernel, 40, 70);
-        b.span(gb, SpanKind::Memcpy, 60, 65);
-        b.span(h1, SpanKind::Forward, 0, 100).span(m1, SpanKind::Comm, 50, 60);
-        b.step(0, 0, 0, 100).step(1, 0, 0, 100);
-        const auto v = stepBreakdown(b.build());
-        const StepBreakdown& g = *find(v, 0, 0);
-        QCOMPARE(g.compute, TimeNs(35));
-        QCOMPARE(g.communication, TimeNs(30));
-        QCOMPARE(g.overlapped, TimeNs(15));
-        QCOMPARE(g.exposed, TimeNs(15));
-        QCOMPARE(g.computeOnly, TimeNs(20));
-        QCOMPARE(g.idle, TimeNs(50));
-        QCOMPARE(g.overlapRatio, 0.5);
-        const StepBreakdown& h = *find(v, 1, 0);
-        QCOMPARE(h.compute, TimeNs(100));
-        QCOMPARE(h.communication, TimeNs(10));
-        QCOMPARE(h.overlapRatio, 1.0);
-    }
-
-    void unsortedRunGivesTheSameAnswer()
-    {
-        // A Run that was not normalized (spans out of order) is analysed as if it were.
-        RunBuilder b;
-        const auto c = b.lane(0, LaneKind::Compute);
-        const auto m = b.lane(0, LaneKind::Comm);
-        b.span(m, SpanKind::Comm, 60, 90);
-        b.span(c, SpanKind::Backward, 40, 70).span(c, SpanKind::Forward, 10, 40);
-        b.step(0, 0, 0, 100);
-        const auto v = stepBreakdown(b.run()); // deliberately not normalized
-        QCOMPARE(v[0].compute, TimeNs(60));
-        QCOMPARE(v[0].overlapped, TimeNs(10));
-        QCOMPARE(v[0].idle, TimeNs(20));
-    }
-
-    void malformedSpansAreIgnoredNotFatal()
-    {
-        // A span on a lane that does not exist, an inverted span (end < start) and a zero-length
-        // one: none of them may crash or count. Only forward [0,10) counts: C = 10 of W = 20.
-        RunBuilder b;
-        const auto c = b.lane(0, LaneKind::Compute);
-        b.span(c, SpanKind::Forward, 0, 10).span(c, SpanKind::Backward, 15, 12).span(c, SpanKind::Optimizer, 18, 18);
-        b.span(LaneId{42}, SpanKind::Comm, 0, 20, 0, 0, 100);
-        b.ready(LaneId{42}, 5, 0, 0);
-        b.step(0, 0, 0, 20).step(0, 1, 30, 25); // step 1 ends before it starts
-        const Run run = b.build();
-        const auto v = stepBreakdown(run);
-        QCOMPARE(v.size(), size_t(2));
-        QCOMPARE(v[0].compute, TimeNs(10));
-        QCOMPARE(v[0].communication, TimeNs(0));
-        QCOMPARE(v[0].idle, TimeNs(10));
-        QCOMPARE(v[1].wall, TimeNs(0));
-        QVERIFY(bucketStats(run).empty());
-        QVERIFY(stragglers(run).stragglers.empty());
-        const RunSummary s = summarize(run);
-        QCOMPARE(s.steps, 2);
-    }
-
-    void stepWithoutLanesIsAllIdle()
-    {
-        // A step of a rank that has no lane at all (a rank that recorded nothing but steps).
-        RunBuilder b(2);
-        const auto c = b.lane(0, LaneKind::Compute);
-        b.span(c, SpanKind::Forward, 0, 10);
-        b.step(0, 0, 0, 10).step(1, 0, 0, 10);
-        const auto v = stepBreakdown(b.build());
-        QCOMPARE(v.size(), size_t(2));
-        QCOMPARE(v[1].rank, 1);
-        QCOMPARE(v[1].idle, TimeNs(10));
-        QCOMPARE(v[0].compute, TimeNs(10));
-    }
-};
-
-QTEST_GUILESS_MAIN(TestStepBreakdown)
-#include "test_step_breakdown.moc"
+TEST(SteadySteps, FallbackIsStated)
+{
+    RunBuilder b(2, 3);
+    const auto c = b.lane(0, LaneKind::Compute);
+    b.span(c, SpanKind::Forward, 0, 10);
+    b.step(0, 0, 0, 10).step(0, 1, 10, 20).step(1, 1, 10, 20);
+    const SteadySteps s = steadySteps(b.build());
+    EXPECT_TRUE(s.fallback);
+    EXPECT_EQ(s.steps, (std::vector<int32_t>{0, 1}));
+    EXPECT_NE(s.describe().find("no step past the warm-up"), std::string::npos) << s.describe();
+    RunBuilder d(2, 1);
+    d.step(0, 0, 0, 10).step(0, 1, 10, 20).step(0, 2, 20, 30);
+    const SteadySteps t = steadySteps(d.build());
+    EXPECT_FALSE(t.fallback);
+    EXPECT_EQ(t.steps, (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(t.describe(), "steps 1-2 (2 steady step(s); 1 warm-up step(s) below 1 excluded)");
+    EXPECT_EQ(alignStep(d.build()), 1);
+}

@@ -65,7 +65,7 @@ inline Run makeRun(int ranks, int steps, int firstRank = 0, int worldSize = -1)
             run.instants.push_back(Instant{t + 700'000, compute, p1, s, 1, InstantKind::GradReady});
         }
     }
-    run.diagnostics.push_back(Diagnostic{"clock drift", Severity::Info, 2, "small"});
+    run.diagnostics.push_back(Diagnostic{"replica check", Severity::Info, 2, "small"});
     run.normalize();
     return run;
 }

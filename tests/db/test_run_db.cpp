@@ -166,16 +166,18 @@ TEST_F(RunDb, diagnosticsAreSummedByKind)
 {
     auto w = RunWriter::create(file("diag.db"), RunConfig{});
     ASSERT_TRUE(w.has_value());
-    ASSERT_TRUE((*w)->addDiagnostic({"misplaced end event", Severity::Warning, 3, "first"}).has_value());
-    ASSERT_TRUE((*w)->addDiagnostic({"misplaced end event", Severity::Warning, 4, "second"}).has_value());
-    ASSERT_TRUE((*w)->addDiagnostic({"other", Severity::Error, 1, ""}).has_value());
+    ASSERT_TRUE((*w)->addDiagnostic({"malformed event", Severity::Warning, 3, "first"}).has_value());
+    ASSERT_TRUE((*w)->addDiagnostic({"malformed event", Severity::Warning, 4, "second"}).has_value());
+    ASSERT_TRUE((*w)->addDiagnostic({"replica drift", Severity::Error, 1, ""}).has_value());
+    // Kinds are a closed list (core/diagnostics.h): an unknown one is refused.
+    ASSERT_FALSE((*w)->addDiagnostic({"misplaced end event", Severity::Warning, 1, ""}).has_value());
     ASSERT_TRUE((*w)->close().has_value());
     auto r = RunReader::open(file("diag.db"));
     ASSERT_TRUE(r.has_value());
     auto d = (*r)->diagnostics();
     ASSERT_TRUE(d.has_value());
     ASSERT_EQ(d->size(), size_t(2));
-    ASSERT_EQ((*d)[0].kind, std::string("misplaced end event"));
+    ASSERT_EQ((*d)[0].kind, std::string("malformed event"));
     ASSERT_EQ((*d)[0].count, int64_t(7));
     ASSERT_EQ((*d)[0].message, std::string("first"));
     ASSERT_EQ((*d)[1].severity, Severity::Error);

@@ -1,28 +1,31 @@
 // Kineto (torch.profiler) JSON import on small traces this test writes: both JSON forms, gzip,
 // relative timestamps, two ranks, communication by metadata / External id / name fallback,
-// CPU-only gloo traces, and the analyses on the imported run.
+// CPU-only gloo traces, device work by its launching step (golden, in the manner of Perfetto's
+// diff tests: a trace, a query, the numbers derived by hand), and the analyses on the imported
+// run.
 #include "trace_writer.h"
 
 #include "lockstep/core/analysis.h"
 #include "lockstep/import/import.h"
 
-#include <QTemporaryDir>
-#include <QtTest>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 using namespace lockstep::core;
 using namespace lockstep::testing;
+namespace core = lockstep::core; // gtest's Test::Run hides core::Run inside TEST bodies
 
 namespace {
 
-int countKind(const Run& run, SpanKind kind)
+int countKind(const core::Run& run, SpanKind kind)
 {
     return static_cast<int>(std::count_if(run.spans.begin(), run.spans.end(), [&](const Span& s) { return s.kind == kind; }));
 }
 
-const Span* findSpan(const Run& run, const std::string& name)
+const Span* findSpan(const core::Run& run, const std::string& name)
 {
     for (const Span& s : run.spans)
         if (run.strings.text(s.name) == name)
@@ -30,17 +33,43 @@ const Span* findSpan(const Run& run, const std::string& name)
     return nullptr;
 }
 
-int64_t diagCount(const Run& run, const std::string& kind)
+const Diagnostic* findDiag(const core::Run& run, const std::string& kind)
 {
     for (const auto& d : run.diagnostics)
         if (d.kind == kind)
-            return d.count;
-    return 0;
+            return &d;
+    return nullptr;
+}
+int64_t diagCount(const core::Run& run, const std::string& kind)
+{
+    const Diagnostic* d = findDiag(run, kind);
+    return d ? d->count : 0;
 }
 
+const StepBreakdown* findStep(const std::vector<StepBreakdown>& v, int32_t rank, int32_t step)
+{
+    for (const StepBreakdown& b : v)
+        if (b.rank == rank && b.step == step)
+            return &b;
+    return nullptr;
+}
+
+struct TempDir {
+    std::filesystem::path path;
+    TempDir()
+    {
+        char tmpl[] = "/tmp/lockstep-test-XXXXXX";
+        path = mkdtemp(tmpl);
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+    std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
 // One GPU rank: step 5 = [1000, 2000] µs, step 6 = [2000, 3000] µs. Compute kernel on stream 7
-// [1100, 1500], NCCL all-reduce kernel (collective metadata) on stream 20 [1300, 1700]: the
-// step overlaps 200 µs of 400 µs communication (ratio 0.5). Memcpy, memset, CPU ops.
+// [1100, 1500], launched at 1100 (the ac2g flow with id = its correlation 1); NCCL all-reduce
+// kernel (collective metadata) on stream 20 [1300, 1700], launched by record_param_comms
+// (External id 12, at 1100). A copy on stream 7 [2100, 2150] launched by cudaMemcpyAsync at 2050
+// (correlation 3, step 6); a memset [2200, 2210] with no launch record (counted, in no step).
 std::vector<std::string> gpuRankEvents(double t0 = 0)
 {
     return {
@@ -50,6 +79,7 @@ std::vector<std::string> gpuRankEvents(double t0 = 0)
         xEvent("cpu_op", "record_param_comms", t0 + 1100, 20, "100", "100",
                "\"External id\": 12, \"Collective name\": \"allreduce\", \"In msg nelems\": 1024, "
                "\"Out msg nelems\": 1024, \"dtype\": \"Float\", \"Group size\": 2, \"Process Group Name\": \"0\""),
+        xEvent("cuda_runtime", "cudaMemcpyAsync", t0 + 2050, 5, "100", "100", "\"correlation\": 3, \"External id\": 13"),
         xEvent("python_function", "train.py(10): step", t0 + 1000, 900, "100", "100"),
         xEvent("kernel", "void gemm_kernel<float>(float*)", t0 + 1100, 400, "0", "7",
                "\"device\": 0, \"stream\": 7, \"External id\": 11, \"correlation\": 1"),
@@ -57,11 +87,14 @@ std::vector<std::string> gpuRankEvents(double t0 = 0)
                "\"device\": 0, \"stream\": 20, \"External id\": 12, \"Collective name\": \"allreduce\", "
                "\"In msg nelems\": 1024, \"Out msg nelems\": 1024, \"dtype\": \"Float\", \"Group size\": 2"),
         xEvent("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", t0 + 2100, 50, "0", "7",
-               "\"device\": 0, \"stream\": 7, \"bytes\": 65536"),
+               "\"device\": 0, \"stream\": 7, \"bytes\": 65536, \"correlation\": 3"),
         xEvent("gpu_memset", "Memset (Device)", t0 + 2200, 10, "0", "7", "\"device\": 0, \"stream\": 7, \"bytes\": 128"),
         "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 100, \"tid\": 100, \"args\": {\"name\": \"python main\"}}",
         "{\"ph\": \"i\", \"cat\": \"Trace\", \"name\": \"Iteration Start: PyTorch Profiler\", \"pid\": 100, \"tid\": 100, \"ts\": 1000, \"s\": \"g\"}",
-        "{\"ph\": \"s\", \"cat\": \"ac2g\", \"id\": 1, \"name\": \"ac2g\", \"pid\": 100, \"tid\": 100, \"ts\": 1100}",
+        "{\"ph\": \"s\", \"cat\": \"ac2g\", \"id\": 1, \"name\": \"ac2g\", \"pid\": 100, \"tid\": 100, \"ts\": "
+            + std::to_string(static_cast<int64_t>(t0 + 1100)) + "}",
+        "{\"ph\": \"f\", \"cat\": \"ac2g\", \"id\": 1, \"name\": \"ac2g\", \"pid\": 0, \"tid\": 7, \"ts\": "
+            + std::to_string(static_cast<int64_t>(t0 + 1100)) + ", \"bp\": \"e\"}",
     };
 }
 
@@ -69,287 +102,456 @@ const char* kDist1 = "\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 1, 
 
 } // namespace
 
-class TestKinetoImport : public QObject {
-    Q_OBJECT
-
-private slots:
-    void objectFormGpuRank()
-    {
-        ImportStats stats;
-        auto run = importTraceBytes(objectTrace(gpuRankEvents(1.7e12), kDist1), {}, &stats);
-        QVERIFY2(run.has_value(), run ? "" : run.error().message.c_str());
-        QCOMPARE(run->config.source, std::string("kineto"));
-        QCOMPARE(run->config.worldSize, 2);
-        QCOMPARE(run->config.backend, std::string("nccl"));
-        QCOMPARE(run->config.device, std::string("cuda"));
-        QCOMPARE(run->ranks.size(), size_t(1));
-        QCOMPARE(run->ranks[0].rank, 1);
-        QCOMPARE(run->ranks[0].device, std::string("cuda:0"));
-        // Lanes: one host thread (named from thread_name metadata), GPU streams 7 and 20.
-        int host = 0, gpu = 0;
-        for (const Lane& l : run->lanes) {
-            QCOMPARE(l.rank, 1);
-            if (l.kind == LaneKind::HostThread) {
-                ++host;
-                QCOMPARE(l.name, std::string("python main"));
-                QCOMPARE(l.stream, int64_t(100));
-            } else if (l.kind == LaneKind::GpuStream) {
-                ++gpu;
-                QCOMPARE(l.device, 0);
-                QVERIFY(l.stream == 7 || l.stream == 20);
-            }
+TEST(KinetoImport, ObjectFormGpuRank)
+{
+    ImportStats stats;
+    auto run = importTraceBytes(objectTrace(gpuRankEvents(1.7e12), kDist1), {}, &stats);
+    ASSERT_TRUE(run.has_value()) << run.error().message;
+    EXPECT_EQ(run->config.source, "kineto");
+    EXPECT_EQ(run->config.worldSize, 2);
+    EXPECT_EQ(run->config.backend, "nccl");
+    EXPECT_EQ(run->config.device, "cuda");
+    ASSERT_EQ(run->ranks.size(), 1u);
+    EXPECT_EQ(run->ranks[0].rank, 1);
+    EXPECT_EQ(run->ranks[0].device, "cuda:0");
+    // Lanes: one host thread (named from thread_name metadata), GPU streams 7 and 20.
+    int host = 0, gpu = 0;
+    for (const Lane& l : run->lanes) {
+        EXPECT_EQ(l.rank, 1);
+        if (l.kind == LaneKind::HostThread) {
+            ++host;
+            EXPECT_EQ(l.name, "python main");
+            EXPECT_EQ(l.stream, 100);
+        } else if (l.kind == LaneKind::GpuStream) {
+            ++gpu;
+            EXPECT_EQ(l.device, 0);
+            EXPECT_TRUE(l.stream == 7 || l.stream == 20);
         }
-        QCOMPARE(host, 1);
-        QCOMPARE(gpu, 2);
-        // Steps from ProfilerStep#N, absolute µs → ns.
-        QCOMPARE(run->steps.size(), size_t(2));
-        QCOMPARE(run->steps[0].step, 5);
-        QCOMPARE(run->steps[0].rank, 1);
-        QCOMPARE(run->steps[0].start, TimeNs(1'700'000'001'000'000LL));
-        QCOMPARE(run->steps[0].end, TimeNs(1'700'000'002'000'000LL));
-        QCOMPARE(run->config.warmupSteps, 6); // first imported step + 1
-        // Kinds and bytes.
-        QCOMPARE(countKind(*run, SpanKind::Kernel), 1);
-        QCOMPARE(countKind(*run, SpanKind::CommKernel), 1);
-        QCOMPARE(countKind(*run, SpanKind::Memcpy), 1);
-        QCOMPARE(countKind(*run, SpanKind::Memset), 1);
-        QCOMPARE(countKind(*run, SpanKind::Comm), 1); // record_param_comms
-        QCOMPARE(findSpan(*run, "record_param_comms")->bytes, int64_t(4096));
-        const Span* nccl = findSpan(*run, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)");
-        QVERIFY(nccl);
-        QCOMPARE(nccl->bytes, int64_t(4096));
-        QCOMPARE(nccl->step, 5);
-        QCOMPARE(nccl->bucket, 0);
-        QCOMPARE(findSpan(*run, "Memcpy HtoD (Pageable -> Device)")->bytes, int64_t(65536));
-        QCOMPARE(findSpan(*run, "Memcpy HtoD (Pageable -> Device)")->step, 6);
-        QVERIFY(!findSpan(*run, "train.py(10): step")); // python_function skipped by default
-        QCOMPARE(diagCount(*run, "python_function events skipped"), int64_t(1));
-        QCOMPARE(run->buckets.size(), size_t(1));
-        QCOMPARE(run->buckets[0].bytes, int64_t(4096));
-        // Analyses: GPU rule → kernels only; overlap 200 µs of 400 µs.
-        const auto breakdown = stepBreakdown(*run);
-        QCOMPARE(breakdown.size(), size_t(2));
-        QCOMPARE(breakdown[0].step, 5);
-        QCOMPARE(breakdown[0].compute, TimeNs(400'000));
-        QCOMPARE(breakdown[0].communication, TimeNs(400'000));
-        QCOMPARE(breakdown[0].overlapped, TimeNs(200'000));
-        QCOMPARE(breakdown[0].overlapRatio, 0.5);
-        QCOMPARE(stats.commSpans, int64_t(2));
-        QCOMPARE(stats.steps, int64_t(2));
     }
+    EXPECT_EQ(host, 1);
+    EXPECT_EQ(gpu, 2);
+    // Steps from ProfilerStep#N, absolute µs → ns.
+    ASSERT_EQ(run->steps.size(), 2u);
+    EXPECT_EQ(run->steps[0].step, 5);
+    EXPECT_EQ(run->steps[0].rank, 1);
+    EXPECT_EQ(run->steps[0].start, 1'700'000'001'000'000LL);
+    EXPECT_EQ(run->steps[0].end, 1'700'000'002'000'000LL);
+    EXPECT_EQ(run->config.warmupSteps, 6); // the first step of the trace is warm-up: step 6 is steady
+    // Kinds and bytes.
+    EXPECT_EQ(countKind(*run, SpanKind::Kernel), 1);
+    EXPECT_EQ(countKind(*run, SpanKind::CommKernel), 1);
+    EXPECT_EQ(countKind(*run, SpanKind::Memcpy), 1);
+    EXPECT_EQ(countKind(*run, SpanKind::Memset), 1);
+    EXPECT_EQ(countKind(*run, SpanKind::Comm), 1); // record_param_comms
+    EXPECT_EQ(findSpan(*run, "record_param_comms")->bytes, 4096);
+    const Span* nccl = findSpan(*run, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)");
+    ASSERT_TRUE(nccl);
+    EXPECT_EQ(nccl->bytes, 4096);
+    EXPECT_EQ(nccl->step, 5);  // launched by record_param_comms (External id 12) in step 5
+    EXPECT_EQ(nccl->bucket, 0);
+    EXPECT_EQ(findSpan(*run, "void gemm_kernel<float>(float*)")->step, 5); // the ac2g flow
+    EXPECT_EQ(findSpan(*run, "Memcpy HtoD (Pageable -> Device)")->bytes, 65536);
+    EXPECT_EQ(findSpan(*run, "Memcpy HtoD (Pageable -> Device)")->step, 6); // cudaMemcpyAsync at 2050
+    EXPECT_EQ(findSpan(*run, "Memset (Device)")->step, kNoStep);
+    const Diagnostic* orphan = findDiag(*run, "device span without launch record");
+    ASSERT_TRUE(orphan);
+    EXPECT_EQ(orphan->count, 1);
+    EXPECT_NE(orphan->message.find("memset"), std::string::npos) << orphan->message;
+    EXPECT_FALSE(findSpan(*run, "train.py(10): step")); // python_function skipped by default
+    EXPECT_EQ(diagCount(*run, "python_function events skipped"), 1);
+    ASSERT_EQ(run->buckets.size(), 1u);
+    EXPECT_EQ(run->buckets[0].bytes, 4096);
+    // Analyses: device rule. Step 5: W = [1100, 1700] µs; C = [1100, 1500] 400, M = [1300, 1700]
+    // 400, overlapped 200 (ratio 0.5), compute-only 200, exposed 200, idle 0.
+    // Step 6: W = the copy [2100, 2150]: memory-only 50 µs.
+    const auto breakdown = stepBreakdown(*run);
+    ASSERT_EQ(breakdown.size(), 2u);
+    EXPECT_EQ(breakdown[0].step, 5);
+    EXPECT_EQ(breakdown[0].window, StepWindow::Device);
+    EXPECT_EQ(breakdown[0].wall, 600'000);
+    EXPECT_EQ(breakdown[0].compute, 400'000);
+    EXPECT_EQ(breakdown[0].communication, 400'000);
+    EXPECT_EQ(breakdown[0].overlapped, 200'000);
+    EXPECT_DOUBLE_EQ(breakdown[0].overlapRatio, 0.5);
+    EXPECT_EQ(breakdown[1].wall, 50'000);
+    EXPECT_EQ(breakdown[1].memoryOnly, 50'000);
+    EXPECT_EQ(breakdown[1].compute, 0);
+    EXPECT_EQ(stats.commSpans, 2);
+    EXPECT_EQ(stats.steps, 2);
+}
 
-    void bareArrayFormAndGzipGiveTheSameRun()
-    {
-        const auto events = gpuRankEvents(1.7e12);
-        auto a = importTraceBytes(arrayTrace(events));
-        auto b = importTraceBytes(objectTrace(events));
-        auto c = importTraceBytes(gzipBytes(objectTrace(events)));
-        QVERIFY(a && b && c);
-        QCOMPARE(a->spans.size(), b->spans.size());
-        QCOMPARE(c->spans.size(), b->spans.size());
-        QCOMPARE(a->spans.size(), size_t(8)); // python_function skipped
-        for (size_t i = 0; i < a->spans.size(); ++i) {
-            QCOMPARE(a->spans[i].start, c->spans[i].start);
-            QCOMPARE(a->spans[i].kind, c->spans[i].kind);
-        }
-        QCOMPARE(a->ranks[0].rank, 0); // no distributedInfo: file order
-        // The gzip file on disk, through the file path API.
-        QTemporaryDir dir;
-        const std::string gz = dir.filePath("rank0.json.gz").toStdString();
-        QVERIFY(writeGzip(gz, objectTrace(events, kDist1)));
-        QCOMPARE(*detectTraceFormat(gz), TraceFormat::KinetoJsonGz);
-        auto d = importTracesToRun({gz});
-        QVERIFY2(d.has_value(), d ? "" : d.error().message.c_str());
-        QCOMPARE(d->spans.size(), size_t(8));
-        QCOMPARE(d->ranks[0].rank, 1);
+// Golden: a GPU rank of a 2-rank job, the shape real traces have. Host thread (pid 100): steps
+// 1 = [1000, 2000), 2 = [2000, 3000) µs. Runtime calls (cat cuda_runtime, "correlation") launch
+// the device work; one kernel is linked by its ac2g flow only; one has no launch record; one is
+// launched after the last step. GPU: stream 7 compute, stream 9 copies, stream 20 NCCL.
+//
+//   launched at   correlation  device work                         stream  step (by launch)
+//   1100          11           gemm_a      [1150, 1600)            7       1
+//   1200          12           memcpy HtoD [1250, 1300) 64 KiB     9       1
+//   1800          13           gemm_b      [1900, 2300)            7       1 (outlives the step)
+//   1860          14           nccl AR     [2000, 2400)            20      1
+//   2100 (flow)   21           gemm_c      [2400, 2700)            7       2
+//   2500          22           nccl AR     [2600, 2900)            20      2
+//   2550          23           memset      [2650, 2660)            9       2
+//   none          99           orphan      [3100, 3200)            7       - (no launch record)
+//   3500          31           late        [3600, 3700)            7       - (outside every step)
+//
+// Step 1: W = [1150, 2400) = 1250. C = [1150,1600) + [1900,2300) = 850; M = [2000,2400) = 400;
+//   Mem = [1250,1300) = 50, under gemm_a. overlapped [2000,2300) = 300, exposed [2300,2400) =
+//   100, compute-only 850 - 300 = 550, memory-only 0, idle [1600,1900) = 300:
+//   550 + 300 + 100 + 0 + 300 = 1250. Overlap ratio 300 / 400 = 0.75.
+//   (By host time the window [1000,2000) would hold gemm_a, the copy and 100 of gemm_b, and no
+//   communication at all: ratio undefined.)
+// Step 2: W = [2400, 2900) = 500. C = 300, M = 300, overlapped [2600,2700) = 100, exposed 200,
+//   compute-only 200, memset under both: memory-only 0, idle 0. Ratio 100 / 300 = 1/3.
+// Run (warm-up 0: both steps steady): overlap (300 + 100) / (400 + 300) = 4/7.
+std::string goldenGpuTrace(int rank, double shift = 0)
+{
+    const double t0 = 1.7e12 + shift;
+    auto rt = [&](double ts, int corr) {
+        return xEvent("cuda_runtime", corr == 0 ? "cudaLaunchKernel" : "cudaLaunchKernel", t0 + ts, 5, "100", "100",
+                      "\"correlation\": " + std::to_string(corr) + ", \"cbid\": 211");
+    };
+    auto k = [&](const std::string& cat, const std::string& name, double ts, double dur, int stream, int corr,
+                 const std::string& extra = {}) {
+        return xEvent(cat, name, t0 + ts, dur, "0", std::to_string(stream),
+                      "\"device\": 0, \"stream\": " + std::to_string(stream) + ", \"correlation\": " + std::to_string(corr)
+                          + extra);
+    };
+    const std::string nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)";
+    std::vector<std::string> ev = {
+        xEvent("user_annotation", "ProfilerStep#1", t0 + 1000, 1000, "100", "100"),
+        xEvent("user_annotation", "ProfilerStep#2", t0 + 2000, 1000, "100", "100"),
+        rt(1100, 11), rt(1200, 12), rt(1800, 13), rt(1860, 14), rt(2500, 22), rt(2550, 23), rt(3500, 31),
+        "{\"ph\": \"s\", \"cat\": \"ac2g\", \"id\": 21, \"name\": \"ac2g\", \"pid\": 100, \"tid\": 100, \"ts\": "
+            + std::to_string(static_cast<int64_t>(t0 + 2100)) + "}",
+        k("kernel", "gemm_a", 1150, 450, 7, 11),
+        k("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 1250, 50, 9, 12, ", \"bytes\": 65536"),
+        k("kernel", "gemm_b", 1900, 400, 7, 13),
+        k("kernel", nccl, 2000, 400, 20, 14),
+        k("kernel", "gemm_c", 2400, 300, 7, 21),
+        k("kernel", nccl, 2600, 300, 20, 22),
+        k("gpu_memset", "Memset (Device)", 2650, 10, 9, 23, ", \"bytes\": 4096"),
+        k("kernel", "orphan", 3100, 100, 7, 99),
+        k("kernel", "late", 3600, 100, 7, 31),
+    };
+    return objectTrace(ev, "\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": " + std::to_string(rank)
+                               + ", \"world_size\": 2}");
+}
+
+TEST(KinetoImport, GoldenDeviceWorkByLaunchingStep)
+{
+    ImportOptions options;
+    options.warmupSteps = 0;
+    auto run = importTraceBytes(goldenGpuTrace(0), options);
+    ASSERT_TRUE(run.has_value()) << run.error().message;
+    const auto a = analyze(*run);
+    ASSERT_EQ(a.steps.size(), 2u);
+    const StepBreakdown& s1 = a.steps[0];
+    EXPECT_EQ(s1.window, StepWindow::Device);
+    EXPECT_EQ(s1.start, 1'700'000'001'150'000LL);
+    EXPECT_EQ(s1.wall, 1'250'000);
+    EXPECT_EQ(s1.compute, 850'000);
+    EXPECT_EQ(s1.communication, 400'000);
+    EXPECT_EQ(s1.memory, 50'000);
+    EXPECT_EQ(s1.overlapped, 300'000);
+    EXPECT_EQ(s1.exposed, 100'000);
+    EXPECT_EQ(s1.computeOnly, 550'000);
+    EXPECT_EQ(s1.memoryOnly, 0);
+    EXPECT_EQ(s1.idle, 300'000);
+    EXPECT_DOUBLE_EQ(s1.overlapRatio, 0.75);
+    const StepBreakdown& s2 = a.steps[1];
+    EXPECT_EQ(s2.wall, 500'000);
+    EXPECT_EQ(s2.overlapped, 100'000);
+    EXPECT_EQ(s2.exposed, 200'000);
+    EXPECT_EQ(s2.computeOnly, 200'000);
+    EXPECT_EQ(s2.memoryOnly, 0);
+    EXPECT_EQ(s2.idle, 0);
+    EXPECT_DOUBLE_EQ(s2.overlapRatio, 1.0 / 3.0);
+    EXPECT_DOUBLE_EQ(a.summary.overlapRatio, 4.0 / 7.0);
+    // Nothing is dropped silently: one kernel without a launch record, one launched after the
+    // last step; both are counted and belong to no step.
+    EXPECT_EQ(diagCount(*run, "device span without launch record"), 1);
+    EXPECT_EQ(diagCount(*run, "device span launched outside every step"), 1);
+    EXPECT_EQ(findSpan(*run, "orphan")->step, kNoStep);
+    EXPECT_EQ(findSpan(*run, "late")->step, kNoStep);
+    EXPECT_EQ(a.summary.deviceSpansWithoutStep, 2);
+    // Both all-reduce kernels are bucket 0 of their launching step.
+    for (const Span& s : run->spans)
+        if (s.kind == SpanKind::CommKernel)
+            EXPECT_EQ(s.bucket, 0);
+}
+
+TEST(KinetoImport, GoldenTwoGpuRanksSkew)
+{
+    // The golden rank twice, rank 1 shifted 40 µs later: every launch of rank 1 is 40 µs late,
+    // the kernels too. Both all-reduces: skew 40 µs, late rank 1, wait 40 µs (the one other
+    // rank); the steps' windows are 1250 and 500 µs: mean step 875 µs, wait 40 / 875 = 4.6% <
+    // 5%: rank 1 is the late rank in both steps, and no straggler.
+    TempDir dir;
+    writeFile(dir.file("r0.json"), goldenGpuTrace(0));
+    writeFile(dir.file("r1.json"), goldenGpuTrace(1, 40));
+    ImportOptions options;
+    options.warmupSteps = 0;
+    auto run = importTracesToRun({dir.file("r0.json"), dir.file("r1.json")}, options);
+    ASSERT_TRUE(run.has_value()) << run.error().message;
+    const auto rep = stragglers(*run);
+    ASSERT_EQ(rep.skews.size(), 2u);
+    for (const BucketSkew& sk : rep.skews) {
+        EXPECT_EQ(sk.skew, 40'000);
+        EXPECT_EQ(sk.lateRank, 1);
+        EXPECT_EQ(sk.waitCaused, 40'000);
     }
+    EXPECT_EQ(rep.evidence.stepsLate, 2);
+    EXPECT_NEAR(rep.evidence.waitFraction, 40.0 / 875.0, 1e-12);
+    EXPECT_TRUE(rep.stragglers.empty());
+}
 
-    void relativeTimestampsWithBaseAndFractions()
-    {
-        // Newer Kineto: ts in µs relative to baseTimeNanoseconds, written after traceEvents,
-        // with fractional µs.
-        const std::vector<std::string> events = {
-            xEvent("user_annotation", "ProfilerStep#0", 0.5, 100.25, "1", "1"),
-            "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::add\", \"pid\": 1, \"tid\": 1, \"ts\": 12.3456, \"dur\": 0.0004}",
-        };
-        auto run = importTraceBytes(objectTrace(events, {}, "\"baseTimeNanoseconds\": 1700000000000000000"));
-        QVERIFY(run);
-        QCOMPARE(run->steps.size(), size_t(1));
-        QCOMPARE(run->steps[0].start, TimeNs(1'700'000'000'000'000'500LL));
-        QCOMPARE(run->steps[0].end, TimeNs(1'700'000'000'000'100'750LL));
-        const Span* add = findSpan(*run, "aten::add");
-        QVERIFY(add);
-        QCOMPARE(add->start, TimeNs(1'700'000'000'000'012'346LL)); // 12.3456 µs rounds to 12346 ns
-        QCOMPARE(add->duration(), TimeNs(0));
-        QCOMPARE(add->step, 0);
-        QCOMPARE(diagCount(*run, "relative timestamps"), int64_t(0));
-        // Absolute µs with a fraction keeps sub-µs digits a double would lose.
-        auto abs = importTraceBytes(
-            arrayTrace({"{\"ph\": \"X\", \"name\": \"x\", \"pid\": 1, \"tid\": 1, \"ts\": 1700000000123456.789, \"dur\": 1}"}));
-        QVERIFY(abs);
-        QCOMPARE(abs->spans[0].start, TimeNs(1'700'000'000'123'456'789LL));
+TEST(KinetoImport, BareArrayFormAndGzipGiveTheSameRun)
+{
+    const auto events = gpuRankEvents(1.7e12);
+    auto a = importTraceBytes(arrayTrace(events));
+    auto b = importTraceBytes(objectTrace(events));
+    auto c = importTraceBytes(gzipBytes(objectTrace(events)));
+    ASSERT_TRUE(a && b && c);
+    EXPECT_EQ(a->spans.size(), b->spans.size());
+    EXPECT_EQ(c->spans.size(), b->spans.size());
+    EXPECT_EQ(a->spans.size(), 9u); // python_function skipped
+    for (size_t i = 0; i < a->spans.size(); ++i) {
+        EXPECT_EQ(a->spans[i].start, c->spans[i].start);
+        EXPECT_EQ(a->spans[i].kind, c->spans[i].kind);
+        EXPECT_EQ(a->spans[i].step, c->spans[i].step);
     }
+    EXPECT_EQ(a->ranks[0].rank, 0); // no distributedInfo: file order
+    // The gzip file on disk, through the file path API.
+    TempDir dir;
+    const std::string gz = dir.file("rank0.json.gz");
+    ASSERT_TRUE(writeGzip(gz, objectTrace(events, kDist1)));
+    EXPECT_EQ(*detectTraceFormat(gz), TraceFormat::KinetoJsonGz);
+    auto d = importTracesToRun({gz});
+    ASSERT_TRUE(d.has_value()) << d.error().message;
+    EXPECT_EQ(d->spans.size(), 9u);
+    EXPECT_EQ(d->ranks[0].rank, 1);
+}
 
-    void twoRanksIntoOneRun()
-    {
-        QTemporaryDir dir;
-        const std::string r0 = dir.filePath("r0.json").toStdString();
-        const std::string r1 = dir.filePath("r1.json").toStdString();
-        writeFile(r0, objectTrace(gpuRankEvents(1.7e12), "\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 0, \"world_size\": 2}"));
-        writeFile(r1, objectTrace(gpuRankEvents(1.7e12 + 30), kDist1));
-        // Files in reverse order: ranks still come from distributedInfo.
-        ImportStats stats;
-        auto run = importTracesToRun({r1, r0}, {}, {}, &stats);
-        QVERIFY2(run.has_value(), run ? "" : run.error().message.c_str());
-        QCOMPARE(run->ranks.size(), size_t(2));
-        QCOMPARE(run->ranks[0].rank, 0);
-        QCOMPARE(run->ranks[1].rank, 1);
-        QCOMPARE(run->config.worldSize, 2);
-        QCOMPARE(run->steps.size(), size_t(4));
-        QCOMPARE(stats.ranks, 2);
-        QCOMPARE(stats.lanes, int64_t(6));
-        for (const Lane& l : run->lanes)
-            QCOMPARE(l.id.v, static_cast<uint32_t>(&l - run->lanes.data()));
-        // Stragglers/skew see both ranks' bucket 0 launches 30 µs apart.
-        const auto report = stragglers(*run);
-        QVERIFY(!report.skews.empty());
-        QCOMPARE(report.skews[0].skew, TimeNs(30'000));
-        QCOMPARE(report.skews[0].lateRank, 1);
-        // The same rank twice is an error naming both files; --rank fixes it.
-        auto dup = importTracesToRun({r1, r1});
-        QVERIFY(!dup);
-        QVERIFY(dup.error().message.find("both rank 1") != std::string::npos);
-        ImportOptions options;
-        options.rank = 4;
-        options.worldSize = 8;
-        auto forced = importTracesToRun({r1, r1}, options);
-        QVERIFY(forced);
-        QCOMPARE(forced->ranks[0].rank, 4);
-        QCOMPARE(forced->ranks[1].rank, 5);
-        QCOMPARE(forced->config.worldSize, 8);
-    }
+TEST(KinetoImport, RelativeTimestampsWithBaseAndFractions)
+{
+    // Newer Kineto: ts in µs relative to baseTimeNanoseconds, written after traceEvents,
+    // with fractional µs. The runtime call and kernel are shifted alike: the kernel stays in step 0.
+    const std::vector<std::string> events = {
+        xEvent("user_annotation", "ProfilerStep#0", 0.5, 100.25, "1", "1"),
+        "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::add\", \"pid\": 1, \"tid\": 1, \"ts\": 12.3456, \"dur\": 0.0004}",
+        xEvent("cuda_runtime", "cudaLaunchKernel", 20, 1, "1", "1", "\"correlation\": 7"),
+        xEvent("kernel", "add_kernel", 150, 10, "0", "7", "\"device\": 0, \"stream\": 7, \"correlation\": 7"),
+    };
+    auto run = importTraceBytes(objectTrace(events, {}, "\"baseTimeNanoseconds\": 1700000000000000000"));
+    ASSERT_TRUE(run);
+    ASSERT_EQ(run->steps.size(), 1u);
+    EXPECT_EQ(run->steps[0].start, 1'700'000'000'000'000'500LL);
+    EXPECT_EQ(run->steps[0].end, 1'700'000'000'000'100'750LL);
+    const Span* add = findSpan(*run, "aten::add");
+    ASSERT_TRUE(add);
+    EXPECT_EQ(add->start, 1'700'000'000'000'012'346LL); // 12.3456 µs rounds to 12346 ns
+    EXPECT_EQ(add->duration(), 0);
+    EXPECT_EQ(add->step, 0);
+    EXPECT_EQ(findSpan(*run, "add_kernel")->step, 0); // launched at 20 µs, runs after the step
+    EXPECT_EQ(diagCount(*run, "relative timestamps"), 0);
+    // Absolute µs with a fraction keeps sub-µs digits a double would lose.
+    auto abs = importTraceBytes(
+        arrayTrace({"{\"ph\": \"X\", \"name\": \"x\", \"pid\": 1, \"tid\": 1, \"ts\": 1700000000123456.789, \"dur\": 1}"}));
+    ASSERT_TRUE(abs);
+    EXPECT_EQ(abs->spans[0].start, 1'700'000'000'123'456'789LL);
+}
 
-    void commByExternalId()
-    {
-        // A kernel with an unusual name is communication because its External id is the one of
-        // a CPU op that carries collective metadata; bytes come from that op (512 Half = 1024 B).
-        const std::vector<std::string> events = {
-            xEvent("user_annotation", "ProfilerStep#1", 0, 1000, "1", "1"),
-            xEvent("cpu_op", "c10d::allreduce_", 100, 30, "1", "1",
-                   "\"External id\": 42, \"Collective name\": \"allreduce\", \"In msg nelems\": 512, \"dtype\": \"Half\""),
-            xEvent("cpu_op", "aten::mm", 50, 30, "1", "1", "\"External id\": 43"),
-            xEvent("kernel", "custom_ring_allreduce_kernel", 120, 300, "0", "9", "\"device\": 0, \"stream\": 9, \"External id\": 42"),
-            xEvent("kernel", "sm80_gemm", 60, 100, "0", "7", "\"device\": 0, \"stream\": 7, \"External id\": 43"),
-        };
-        auto run = importTraceBytes(arrayTrace(events));
-        QVERIFY(run);
-        const Span* comm = findSpan(*run, "custom_ring_allreduce_kernel");
-        QVERIFY(comm);
-        QCOMPARE(comm->kind, SpanKind::CommKernel);
-        QCOMPARE(comm->bytes, int64_t(1024));
-        QCOMPARE(comm->bucket, 0);
-        QCOMPARE(findSpan(*run, "sm80_gemm")->kind, SpanKind::Kernel);
-        QCOMPARE(findSpan(*run, "c10d::allreduce_")->kind, SpanKind::Comm);
-        QCOMPARE(findSpan(*run, "c10d::allreduce_")->bucket, kNoBucket); // kernels are the bucket family
-    }
+TEST(KinetoImport, TwoRanksIntoOneRun)
+{
+    TempDir dir;
+    const std::string r0 = dir.file("r0.json");
+    const std::string r1 = dir.file("r1.json");
+    writeFile(r0, objectTrace(gpuRankEvents(1.7e12), "\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 0, \"world_size\": 2}"));
+    writeFile(r1, objectTrace(gpuRankEvents(1.7e12 + 30), kDist1));
+    // Files in reverse order: ranks still come from distributedInfo.
+    ImportStats stats;
+    auto run = importTracesToRun({r1, r0}, {}, {}, &stats);
+    ASSERT_TRUE(run.has_value()) << run.error().message;
+    ASSERT_EQ(run->ranks.size(), 2u);
+    EXPECT_EQ(run->ranks[0].rank, 0);
+    EXPECT_EQ(run->ranks[1].rank, 1);
+    EXPECT_EQ(run->config.worldSize, 2);
+    EXPECT_EQ(run->steps.size(), 4u);
+    EXPECT_EQ(stats.ranks, 2);
+    EXPECT_EQ(stats.lanes, 6);
+    for (const Lane& l : run->lanes)
+        EXPECT_EQ(l.id.v, static_cast<uint32_t>(&l - run->lanes.data()));
+    // Stragglers/skew see both ranks' bucket 0 launches 30 µs apart.
+    const auto report = stragglers(*run);
+    ASSERT_FALSE(report.skews.empty());
+    EXPECT_EQ(report.skews[0].skew, 30'000);
+    EXPECT_EQ(report.skews[0].lateRank, 1);
+    // The same rank twice is an error naming both files; --rank fixes it.
+    auto dup = importTracesToRun({r1, r1});
+    ASSERT_FALSE(dup);
+    EXPECT_NE(dup.error().message.find("both rank 1"), std::string::npos);
+    ImportOptions options;
+    options.rank = 4;
+    options.worldSize = 8;
+    auto forced = importTracesToRun({r1, r1}, options);
+    ASSERT_TRUE(forced);
+    EXPECT_EQ(forced->ranks[0].rank, 4);
+    EXPECT_EQ(forced->ranks[1].rank, 5);
+    EXPECT_EQ(forced->config.worldSize, 8);
+}
 
-    void commByNameFallback()
-    {
-        const std::vector<std::string> events = {
-            xEvent("user_annotation", "ProfilerStep#0", 0, 1000, "1", "1"),
-            xEvent("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 100, 200, "0", "13"),
-            xEvent("kernel", "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*)", 400, 50, "0", "13"),
-            xEvent("kernel", "elementwise_kernel", 100, 100, "0", "7"),
-        };
-        auto run = importTraceBytes(arrayTrace(events));
-        QVERIFY(run);
-        QCOMPARE(countKind(*run, SpanKind::CommKernel), 2);
-        QCOMPARE(countKind(*run, SpanKind::Kernel), 1);
-        QCOMPARE(findSpan(*run, "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)")->bucket, 0);
-        QCOMPARE(findSpan(*run, "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*)")->bucket, kNoBucket);
-        // GPU lanes by (pid, tid) when args carry no device/stream.
-        int gpu = 0;
-        for (const Lane& l : run->lanes)
-            gpu += l.kind == LaneKind::GpuStream;
-        QCOMPARE(gpu, 2);
-        const auto b = stepBreakdown(*run);
-        QCOMPARE(b.size(), size_t(1));
-        QCOMPARE(b[0].communication, TimeNs(250'000));
-        QCOMPARE(b[0].overlapped, TimeNs(100'000));
-    }
+TEST(KinetoImport, CommByExternalId)
+{
+    // A kernel with an unusual name is communication because its External id is the one of
+    // a CPU op that carries collective metadata; bytes come from that op (512 Half = 1024 B).
+    const std::vector<std::string> events = {
+        xEvent("user_annotation", "ProfilerStep#1", 0, 1000, "1", "1"),
+        xEvent("cpu_op", "c10d::allreduce_", 100, 30, "1", "1",
+               "\"External id\": 42, \"Collective name\": \"allreduce\", \"In msg nelems\": 512, \"dtype\": \"Half\""),
+        xEvent("cpu_op", "aten::mm", 50, 30, "1", "1", "\"External id\": 43"),
+        xEvent("kernel", "custom_ring_allreduce_kernel", 120, 300, "0", "9", "\"device\": 0, \"stream\": 9, \"External id\": 42"),
+        xEvent("kernel", "sm80_gemm", 60, 100, "0", "7", "\"device\": 0, \"stream\": 7, \"External id\": 43"),
+    };
+    auto run = importTraceBytes(arrayTrace(events));
+    ASSERT_TRUE(run);
+    const Span* comm = findSpan(*run, "custom_ring_allreduce_kernel");
+    ASSERT_TRUE(comm);
+    EXPECT_EQ(comm->kind, SpanKind::CommKernel);
+    EXPECT_EQ(comm->bytes, 1024);
+    EXPECT_EQ(comm->bucket, 0);
+    EXPECT_EQ(comm->step, 1); // launched by c10d::allreduce_ (External id 42) in step 1
+    EXPECT_EQ(findSpan(*run, "sm80_gemm")->kind, SpanKind::Kernel);
+    EXPECT_EQ(findSpan(*run, "c10d::allreduce_")->kind, SpanKind::Comm);
+    EXPECT_EQ(findSpan(*run, "c10d::allreduce_")->bucket, kNoBucket); // kernels are the bucket family
+}
 
-    void glooCpuOnlyTrace()
-    {
-        // The legacy export of a CPU-only torch build (what Debian's torch 1.13 writes): a bare
-        // array, no "cat", pid "CPU functions". c10d::allreduce_ enqueues on the main thread,
-        // gloo:all_reduce runs on a worker thread; record_param_comms carries the size.
-        auto ev = [](const std::string& name, double ts, double dur, int tid, const std::string& args = {}) {
-            return xEvent("", name, ts, dur, "\"CPU functions\"", std::to_string(tid), args);
-        };
-        const std::vector<std::string> events = {
-            ev("ProfilerStep#0", 0, 1000, 1),
-            ev("DistributedDataParallel.forward", 10, 190, 1),
-            ev("aten::mm", 300, 500, 1),
-            ev("c10d::allreduce_", 400, 10, 1),
-            ev("record_param_comms", 401, 5, 1, "\"In msg nelems\": 1000, \"dtype\": \"Float\", \"Collective name\": \"allreduce\""),
-            ev("gloo:all_reduce", 410, 300, 2),
-            ev("c10d::allreduce_", 810, 10, 1),
-            ev("gloo:all_reduce", 820, 100, 3),
-            ev("Optimizer.step#SGD.step", 930, 50, 1),
-            ev("ProfilerStep#1", 1000, 1000, 1),
-        };
-        auto run = importTraceBytes(arrayTrace(events));
-        QVERIFY2(run.has_value(), run ? "" : run.error().message.c_str());
-        QCOMPARE(run->config.device, std::string("cpu"));
-        QCOMPARE(run->config.backend, std::string("gloo"));
-        QCOMPARE(diagCount(*run, "relative timestamps"), int64_t(1)); // ts from the profiler start
-        QCOMPARE(countKind(*run, SpanKind::Comm), 5);
-        QCOMPARE(countKind(*run, SpanKind::Forward), 1);
-        QCOMPARE(countKind(*run, SpanKind::Optimizer), 1);
-        QCOMPARE(run->steps.size(), size_t(2));
-        // Buckets: the gloo worker spans (most all-reduce time) numbered in order; the first one
-        // borrows record_param_comms' 4000 bytes.
-        std::vector<const Span*> gloo;
-        for (const Span& s : run->spans)
-            if (run->strings.text(s.name) == "gloo:all_reduce")
-                gloo.push_back(&s);
-        QCOMPARE(gloo.size(), size_t(2));
-        std::sort(gloo.begin(), gloo.end(), [](auto a, auto b) { return a->start < b->start; });
-        QCOMPARE(gloo[0]->bucket, 0);
-        QCOMPARE(gloo[1]->bucket, 1);
-        QCOMPARE(gloo[0]->bytes, int64_t(4000));
-        QCOMPARE(findSpan(*run, "c10d::allreduce_")->bucket, kNoBucket);
-        // Host rule: C = forward, mm, optimizer on thread 1 = [10,200] + [300,800] + [930,980];
-        // M = [400,410]+[401,406]+[410,710]+[810,820]+[820,920] = [400,710] + [810,920].
-        const auto b = stepBreakdown(*run);
-        QCOMPARE(b.size(), size_t(2));
-        QCOMPARE(b[0].compute, TimeNs((190 + 500 + 50) * 1000));
-        QCOMPARE(b[0].communication, TimeNs((310 + 110) * 1000));
-        QCOMPARE(b[0].overlapped, TimeNs(310 * 1000)); // [400,710] lies inside aten::mm
-        QVERIFY(std::abs(b[0].overlapRatio - 310.0 / 420.0) < 1e-9);
-        const auto buckets = bucketStats(*run);
-        QCOMPARE(buckets.size(), size_t(2));
-        QCOMPARE(buckets[0].bytes, int64_t(4000));
-    }
+TEST(KinetoImport, CommByNameFallbackAndKernelsWithoutLaunchRecords)
+{
+    // No correlation, no External id: the NCCL kernels are found by name, but nothing says which
+    // step launched the kernels: they belong to no step and are counted (3 kernels).
+    const std::vector<std::string> events = {
+        xEvent("user_annotation", "ProfilerStep#0", 0, 1000, "1", "1"),
+        xEvent("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 100, 200, "0", "13"),
+        xEvent("kernel", "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*)", 400, 50, "0", "13"),
+        xEvent("kernel", "elementwise_kernel", 100, 100, "0", "7"),
+    };
+    auto run = importTraceBytes(arrayTrace(events));
+    ASSERT_TRUE(run);
+    EXPECT_EQ(countKind(*run, SpanKind::CommKernel), 2);
+    EXPECT_EQ(countKind(*run, SpanKind::Kernel), 1);
+    const Diagnostic* d = findDiag(*run, "device span without launch record");
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->count, 3);
+    EXPECT_NE(d->message.find("comm_kernel 2"), std::string::npos) << d->message;
+    EXPECT_NE(d->message.find("kernel 1"), std::string::npos) << d->message;
+    // GPU lanes by (pid, tid) when args carry no device/stream.
+    int gpu = 0;
+    for (const Lane& l : run->lanes)
+        gpu += l.kind == LaneKind::GpuStream;
+    EXPECT_EQ(gpu, 2);
+    const auto b = stepBreakdown(*run);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(b[0].window, StepWindow::NoDeviceWork);
+}
 
-    void beginEndPairs()
-    {
-        const std::vector<std::string> events = {
-            "{\"ph\": \"B\", \"name\": \"outer\", \"pid\": 1, \"tid\": 1, \"ts\": 10}",
-            "{\"ph\": \"B\", \"name\": \"inner\", \"pid\": 1, \"tid\": 1, \"ts\": 20}",
-            "{\"ph\": \"E\", \"pid\": 1, \"tid\": 1, \"ts\": 30}",
-            "{\"ph\": \"E\", \"pid\": 1, \"tid\": 1, \"ts\": 50}",
-            "{\"ph\": \"E\", \"pid\": 1, \"tid\": 1, \"ts\": 60}",
-            "{\"ph\": \"B\", \"name\": \"never ends\", \"pid\": 1, \"tid\": 2, \"ts\": 70}",
-        };
-        auto run = importTraceBytes(arrayTrace(events));
-        QVERIFY(run);
-        QCOMPARE(run->spans.size(), size_t(2));
-        QCOMPARE(findSpan(*run, "outer")->duration(), TimeNs(40'000));
-        QCOMPARE(findSpan(*run, "inner")->duration(), TimeNs(10'000));
-        QCOMPARE(diagCount(*run, "unmatched B/E"), int64_t(2));
-    }
-};
+TEST(KinetoImport, GlooCpuOnlyTrace)
+{
+    // The legacy export of a CPU-only torch build (what Debian's torch 1.13 writes): a bare
+    // array, no "cat", pid "CPU functions". c10d::allreduce_ enqueues on the main thread,
+    // gloo:all_reduce runs on a worker thread; record_param_comms carries the size.
+    auto ev = [](const std::string& name, double ts, double dur, int tid, const std::string& args = {}) {
+        return xEvent("", name, ts, dur, "\"CPU functions\"", std::to_string(tid), args);
+    };
+    const std::vector<std::string> events = {
+        ev("ProfilerStep#0", 0, 1000, 1),
+        ev("DistributedDataParallel.forward", 10, 190, 1),
+        ev("aten::mm", 300, 500, 1),
+        ev("c10d::allreduce_", 400, 10, 1),
+        ev("record_param_comms", 401, 5, 1, "\"In msg nelems\": 1000, \"dtype\": \"Float\", \"Collective name\": \"allreduce\""),
+        ev("gloo:all_reduce", 410, 300, 2),
+        ev("c10d::allreduce_", 810, 10, 1),
+        ev("gloo:all_reduce", 820, 100, 3),
+        ev("Optimizer.step#SGD.step", 930, 50, 1),
+        ev("ProfilerStep#1", 1000, 1000, 1),
+    };
+    ImportOptions options;
+    options.worldSize = 2; // one rank of a 2-rank job (a 1-rank run has no overlap ratio)
+    auto run = importTraceBytes(arrayTrace(events), options);
+    ASSERT_TRUE(run.has_value()) << run.error().message;
+    EXPECT_EQ(run->config.device, "cpu");
+    EXPECT_EQ(run->config.backend, "gloo");
+    EXPECT_EQ(diagCount(*run, "relative timestamps"), 1); // ts from the profiler start
+    EXPECT_EQ(countKind(*run, SpanKind::Comm), 5);
+    EXPECT_EQ(countKind(*run, SpanKind::Forward), 1);
+    EXPECT_EQ(countKind(*run, SpanKind::Optimizer), 1);
+    EXPECT_EQ(run->steps.size(), 2u);
+    // Buckets: the gloo worker spans (most all-reduce time) numbered in order; the first one
+    // borrows record_param_comms' 4000 bytes.
+    std::vector<const Span*> gloo;
+    for (const Span& s : run->spans)
+        if (run->strings.text(s.name) == "gloo:all_reduce")
+            gloo.push_back(&s);
+    ASSERT_EQ(gloo.size(), 2u);
+    std::sort(gloo.begin(), gloo.end(), [](auto a, auto b) { return a->start < b->start; });
+    EXPECT_EQ(gloo[0]->bucket, 0);
+    EXPECT_EQ(gloo[1]->bucket, 1);
+    EXPECT_EQ(gloo[0]->bytes, 4000);
+    EXPECT_EQ(findSpan(*run, "c10d::allreduce_")->bucket, kNoBucket);
+    // Host rule: C = forward, mm, optimizer on thread 1 = [10,200] + [300,800] + [930,980];
+    // M = [400,410]+[401,406]+[410,710]+[810,820]+[820,920] = [400,710] + [810,920].
+    const auto b = stepBreakdown(*run);
+    ASSERT_EQ(b.size(), 2u);
+    EXPECT_EQ(b[0].compute, (190 + 500 + 50) * 1000);
+    EXPECT_EQ(b[0].communication, (310 + 110) * 1000);
+    EXPECT_EQ(b[0].overlapped, 310 * 1000); // [400,710] lies inside aten::mm
+    EXPECT_NEAR(b[0].overlapRatio, 310.0 / 420.0, 1e-9);
+    const auto buckets = bucketStats(*run);
+    ASSERT_EQ(buckets.size(), 2u);
+    EXPECT_EQ(buckets[0].bytes, 4000);
+}
 
-QTEST_GUILESS_MAIN(TestKinetoImport)
-#include "test_kineto_import.moc"
+TEST(KinetoImport, BeginEndPairs)
+{
+    const std::vector<std::string> events = {
+        "{\"ph\": \"B\", \"name\": \"outer\", \"pid\": 1, \"tid\": 1, \"ts\": 10}",
+        "{\"ph\": \"B\", \"name\": \"inner\", \"pid\": 1, \"tid\": 1, \"ts\": 20}",
+        "{\"ph\": \"E\", \"pid\": 1, \"tid\": 1, \"ts\": 30}",
+        "{\"ph\": \"E\", \"pid\": 1, \"tid\": 1, \"ts\": 50}",
+        "{\"ph\": \"E\", \"pid\": 1, \"tid\": 1, \"ts\": 60}",
+        "{\"ph\": \"B\", \"name\": \"never ends\", \"pid\": 1, \"tid\": 2, \"ts\": 70}",
+    };
+    auto run = importTraceBytes(arrayTrace(events));
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->spans.size(), 2u);
+    EXPECT_EQ(findSpan(*run, "outer")->duration(), 40'000);
+    EXPECT_EQ(findSpan(*run, "inner")->duration(), 10'000);
+    EXPECT_EQ(diagCount(*run, "unmatched B/E"), 2);
+}
+
+TEST(KinetoImport, WarmupIsTheFirstNStepsOfTheTrace)
+{
+    // Steps numbered 7, 9, 10, 12 (a profiler schedule that skipped some): --warmup 2 leaves out
+    // 7 and 9, so the first steady step is 10; --warmup 4 leaves no steady step (the report says
+    // so and uses all four); the default leaves out the first.
+    std::vector<std::string> events;
+    int k = 0;
+    for (int step : {7, 9, 10, 12})
+        events.push_back(xEvent("user_annotation", "ProfilerStep#" + std::to_string(step), 1000.0 * k++, 1000, "1", "1"));
+    ImportOptions two;
+    two.warmupSteps = 2;
+    auto run = importTraceBytes(arrayTrace(events), two);
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->config.warmupSteps, 10);
+    EXPECT_EQ(steadySteps(*run).steps, (std::vector<int32_t>{10, 12}));
+    ImportOptions four;
+    four.warmupSteps = 4;
+    run = importTraceBytes(arrayTrace(events), four);
+    ASSERT_TRUE(run);
+    const SteadySteps s = steadySteps(*run);
+    EXPECT_TRUE(s.fallback);
+    EXPECT_EQ(s.steps.size(), 4u);
+    run = importTraceBytes(arrayTrace(events));
+    EXPECT_EQ(steadySteps(*run).steps, (std::vector<int32_t>{9, 10, 12}));
+}

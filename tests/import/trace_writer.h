@@ -88,9 +88,11 @@ inline std::string arrayTrace(const std::vector<std::string>& events) { return "
 // deviceId, contextId, streamId, correlationId, globalPid, demangledName, shortName, gridX);
 // CUPTI_ACTIVITY_KIND_MEMCPY(start, end, deviceId, contextId, streamId, correlationId, globalPid,
 // bytes, copyKind); CUPTI_ACTIVITY_KIND_MEMSET(start, end, deviceId, contextId, streamId,
-// correlationId, globalPid, value, bytes); NVTX_EVENTS(start, end, eventType, rangeId, category,
-// color, text, globalTid, endGlobalTid, textId, domainId); TARGET_INFO_SESSION_START_TIME(
-// utcEpochNs, utcTime, localTime). Times are ns since the session start.
+// correlationId, globalPid, value, bytes); CUPTI_ACTIVITY_KIND_RUNTIME(start, end, eventClass,
+// globalTid, correlationId, nameId, returnValue); NVTX_EVENTS(start, end, eventType, rangeId,
+// category, color, text, globalTid, endGlobalTid, textId, domainId);
+// TARGET_INFO_SESSION_START_TIME(utcEpochNs, utcTime, localTime). Times are ns since the
+// session start. A device row's correlationId names the runtime call that launched it.
 class NsysWriter {
 public:
     explicit NsysWriter(const std::string& path)
@@ -111,6 +113,8 @@ public:
         exec("CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId "
              "INTEGER, category INTEGER, color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId "
              "INTEGER REFERENCES StringIds(id), domainId INTEGER)");
+        exec("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass "
+             "INTEGER, globalTid INTEGER, correlationId INTEGER, nameId INTEGER, returnValue INTEGER)");
         exec("CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT)");
         exec("BEGIN");
     }
@@ -134,22 +138,31 @@ public:
     {
         exec("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (" + std::to_string(utcNs) + ", '', '')");
     }
-    void kernel(int64_t start, int64_t end, int device, int stream, const std::string& name)
+    // Device rows; `correlation` names the runtime call that launched them (0: none).
+    void kernel(int64_t start, int64_t end, int device, int stream, const std::string& name, int64_t correlation = 0)
     {
         const int64_t id = string(name);
         exec("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (" + std::to_string(start) + "," + std::to_string(end) + ","
-             + std::to_string(device) + ",1," + std::to_string(stream) + ",0,0," + std::to_string(id) + ","
-             + std::to_string(id) + ",1)");
+             + std::to_string(device) + ",1," + std::to_string(stream) + "," + std::to_string(correlation) + ",0,"
+             + std::to_string(id) + "," + std::to_string(id) + ",1)");
     }
-    void memcpy(int64_t start, int64_t end, int device, int stream, int64_t bytes)
+    void memcpy(int64_t start, int64_t end, int device, int stream, int64_t bytes, int64_t correlation = 0)
     {
         exec("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (" + std::to_string(start) + "," + std::to_string(end) + ","
-             + std::to_string(device) + ",1," + std::to_string(stream) + ",0,0," + std::to_string(bytes) + ",1)");
+             + std::to_string(device) + ",1," + std::to_string(stream) + "," + std::to_string(correlation) + ",0,"
+             + std::to_string(bytes) + ",1)");
     }
-    void memset(int64_t start, int64_t end, int device, int stream, int64_t bytes)
+    void memset(int64_t start, int64_t end, int device, int stream, int64_t bytes, int64_t correlation = 0)
     {
         exec("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (" + std::to_string(start) + "," + std::to_string(end) + ","
-             + std::to_string(device) + ",1," + std::to_string(stream) + ",0,0,0," + std::to_string(bytes) + ")");
+             + std::to_string(device) + ",1," + std::to_string(stream) + "," + std::to_string(correlation) + ",0,0,"
+             + std::to_string(bytes) + ")");
+    }
+    // A CUDA runtime call on the host (cudaLaunchKernel, cudaMemcpyAsync, ...).
+    void runtime(int64_t start, int64_t end, int64_t correlation, int64_t globalTid)
+    {
+        exec("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (" + std::to_string(start) + "," + std::to_string(end)
+             + ",1," + std::to_string(globalTid) + "," + std::to_string(correlation) + ",0,0)");
     }
     // NVTX push/pop range (eventType 59); text inline, or through StringIds when byId.
     void range(int64_t start, int64_t end, const std::string& text, int64_t globalTid, bool byId = false)

@@ -3,6 +3,9 @@
 // runs, keyboard shortcuts, and `lockstep-ui --screenshot` for every view (the real binary).
 #include "charts_page.h"
 #include "compare_page.h"
+#include "format.h"
+#include "ranks_page.h"
+#include "summary_panel.h"
 #include "launch_panel.h"
 #include "main_window.h"
 #include "run_browser_page.h"
@@ -10,6 +13,8 @@
 #include "timeline_page.h"
 #include "ui_test_support.h"
 
+#include "timeline/rank_heatmap.h"
+#include "timeline/timeline_palette.h"
 #include "timeline/timeline_widget.h"
 
 #include <QAction>
@@ -25,8 +30,11 @@
 #include <QSettings>
 #include <QLineEdit>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
+#include <QSpinBox>
+#include <QLabel>
 #include <QStandardPaths>
 #include <QTableView>
 #include <QTemporaryDir>
@@ -52,6 +60,10 @@ private slots:
     void screenshotEachView_data();
     void screenshotEachView();
     void screenshotErrors();
+    void helpWithoutDisplay();
+    void timelinePageSearchSummaryAndRanks();
+    void closeRun();
+    void liveRunGrowsOnTheTimeline();
 
 private:
     MainWindow::Options options() const;
@@ -91,7 +103,7 @@ void TestUiApp::opensValidRun()
     QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 20000);
     QCOMPARE(int(w.openRuns().size()), 1);
     QVERIFY(w.currentRun());
-    QCOMPARE(w.currentRun()->summary.worldSize, 2);
+    QCOMPARE(w.currentRun()->summary().worldSize, 2);
     QCOMPARE(w.currentPage(), int(MainWindow::TimelinePageIndex));
     QCOMPARE(w.timelinePage()->timeline()->runs().size(), size_t(1));
     QVERIFY(w.timelinePage()->timeline()->rowCount() >= 2); // at least one row per rank
@@ -181,10 +193,11 @@ void TestUiApp::chartsRenderAndExport()
         const QImage img = charts->renderChart(ChartsPage::ChartId(id), QSize(640, 400));
         QVERIFY2(uitest::distinctColors(img) > 20, qPrintable(QString("chart %1 looks blank").arg(id)));
     }
-    // Breakdown: four stacked sets (compute only, overlapped, exposed, idle), one bar per step.
+    // Breakdown: five stacked sets (compute only, overlapped, exposed, memory only, idle: core's
+    // five parts), one bar per step.
     auto* bars = qobject_cast<QAbstractBarSeries*>(charts->chart(ChartsPage::Breakdown)->series().first());
     QVERIFY(bars);
-    QCOMPARE(bars->count(), 4);
+    QCOMPARE(bars->count(), 5);
     QCOMPARE(bars->barSets().first()->count(), 10);
     charts->setRank(1);
     QVERIFY(charts->chart(ChartsPage::Breakdown)->title().contains("rank 1"));
@@ -220,7 +233,8 @@ void TestUiApp::compareTwoRuns()
     QCOMPARE(model->columnCount(), 4);
     QCOMPARE(model->rowCount(), int(CompareModel::MetricCount));
     const QString diff = model->index(CompareModel::Comm, 3).data().toString();
-    QVERIFY2(diff.endsWith("%") && diff.startsWith("+"), qPrintable(diff)); // beta communicates more
+    // Beta communicates more: the difference in ms, and in percent beside it.
+    QVERIFY2(diff.startsWith("+") && diff.contains(" ms (+") && diff.endsWith("%)"), qPrintable(diff));
     QVERIFY(model->index(CompareModel::Comm, 3).data(Qt::ForegroundRole).isValid());
     QCOMPARE(model->index(CompareModel::Stragglers, 2).data().toString(), QString("rank 1"));
     // Unchecking one leaves a single run: no difference columns.
@@ -247,8 +261,21 @@ void TestUiApp::shortcutsAndPages()
     for (QAction* a : w.findChildren<QAction*>())
         if (!a->shortcut().isEmpty())
             menuKeys << a->shortcut().toString();
-    for (const QString& k : {"Ctrl+O", "Ctrl+1", "Ctrl+5", "F", "Ctrl+E", "F1", "Ctrl+R"})
+    for (const QString& k : {"Ctrl+O", "Ctrl+1", "Ctrl+6", "F", "Ctrl+E", "F1", "Ctrl+R", "Ctrl+W", "Ctrl+F"})
         QVERIFY2(menuKeys.contains(k), qPrintable(k));
+    // Help > Shortcuts lists every key the menus carry (the page keys as one "Ctrl+1 … Ctrl+6"
+    // row) and the timeline's keys and gestures.
+    QStringList listed;
+    for (const auto& [keys, what] : list)
+        listed << keys;
+    for (const QString& k : menuKeys) {
+        if (QRegularExpression("^Ctrl\\+[1-6]$").match(k).hasMatch())
+            continue;
+        QVERIFY2(listed.contains(k), qPrintable(k + " is not in Help > Shortcuts"));
+    }
+    for (const QString& k : {"Ctrl+1 … Ctrl+6", "W / S", "A / D", "C / E", "Esc", "0 … 9", "← / →", "↑ / ↓", "Shift+drag",
+                             "Shift+wheel", "Click a rank name", "Click a heatmap cell", "Double-click"})
+        QVERIFY2(listed.contains(k), qPrintable(k));
 }
 
 void TestUiApp::failedRunWithoutSteps()
@@ -368,8 +395,8 @@ void TestUiApp::importTrace()
 void TestUiApp::screenshotEachView_data()
 {
     QTest::addColumn<QString>("view");
-    for (const char* v : {"timeline", "charts", "compare", "browser", "launch"})
-        QTest::newRow(v) << QString(v);
+    for (const QString& v : screenshotViews())
+        QTest::newRow(qPrintable(v)) << v;
 }
 
 void TestUiApp::screenshotEachView()
@@ -388,6 +415,23 @@ void TestUiApp::screenshotEachView()
     QCOMPARE(img.size(), QSize(1200, 760));
     QVERIFY(imageHasContent(img, 16));
     QVERIFY(uitest::distinctColors(img) > 16);
+    // What each view is for is in the picture: the summary's five-part bar (overlapped and
+    // exposed communication), the heatmap's ramp, the timeline's bucket colours.
+    auto has = [&](QColor c) {
+        for (int y = 0; y < img.height(); ++y)
+            for (int x = 0; x < img.width(); ++x)
+                if (img.pixel(x, y) == c.rgb())
+                    return true;
+        return false;
+    };
+    if (view == "summary") {
+        QVERIFY(has(palette::overlappedColor()));
+        QVERIFY(has(palette::exposedColor()));
+    } else if (view == "ranks") {
+        QVERIFY(has(palette::heatRamp(0.0)) || has(palette::heatRamp(1.0)));
+    } else if (view == "timeline") {
+        QVERIFY(has(palette::bucketColor(0)));
+    }
 }
 
 void TestUiApp::screenshotErrors()
@@ -407,6 +451,139 @@ void TestUiApp::screenshotErrors()
     auto [rc3, err3] = run({"--screenshot", m_dir.filePath("x.png"), "--view", "compare", m_runA});
     QVERIFY(rc3 != 0);
     QVERIFY(!QFile::exists(m_dir.filePath("x.png")));
+}
+
+void TestUiApp::helpWithoutDisplay()
+{
+    // No display at all (no X, no Wayland, no platform chosen): --help and --version still work.
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    for (const char* v : {"QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"})
+        env.remove(v);
+    p.setProcessEnvironment(env);
+    p.start(LOCKSTEP_UI_EXE, {"--help"});
+    QVERIFY(p.waitForFinished(30000));
+    QCOMPARE(p.exitCode(), 0);
+    const QString out = QString::fromUtf8(p.readAllStandardOutput());
+    QVERIFY2(out.contains("--screenshot") && out.contains("summary") && out.contains("ranks"), qPrintable(out));
+    p.start(LOCKSTEP_UI_EXE, {"--version"});
+    QVERIFY(p.waitForFinished(30000));
+    QCOMPARE(p.exitCode(), 0);
+    QVERIFY(QString::fromUtf8(p.readAllStandardOutput()).contains("0.1.0"));
+}
+
+void TestUiApp::timelinePageSearchSummaryAndRanks()
+{
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    w.resize(1400, 860);
+    QString error;
+    QVERIFY2(w.openFilesBlocking({m_runB}, &error), qPrintable(error));
+    w.showPage(MainWindow::TimelinePageIndex);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    TimelinePage* page = w.timelinePage();
+    // The summary beside the timeline is the run's (core's numbers).
+    QVERIFY(page->summaryPanel()->summaryText().contains(formatMs(w.currentRun()->summary().stepTimeMs)));
+    // Ctrl+F on the Timeline page searches span names; Enter goes to the first match.
+    QTest::keyClick(&w, Qt::Key_F, Qt::ControlModifier);
+    QVERIFY(page->searchEdit()->hasFocus());
+    QTest::keyClicks(page->searchEdit(), "forward");
+    QTest::keyClick(page->searchEdit(), Qt::Key_Return);
+    const int matches = int(page->timeline()->searchMatches().size());
+    QVERIFY(matches > 0);
+    QCOMPARE(page->searchCount()->text(), QStringLiteral("1 of %1").arg(matches));
+    QCOMPARE(page->timeline()->selection(), page->timeline()->searchMatches().front());
+    QTest::keyClick(page->searchEdit(), Qt::Key_Escape);
+    QVERIFY(page->searchEdit()->text().isEmpty());
+    // Elsewhere Ctrl+F filters the runs.
+    w.showPage(MainWindow::ChartsPageIndex);
+    QTest::keyClick(&w, Qt::Key_F, Qt::ControlModifier);
+    QCOMPARE(w.currentPage(), int(MainWindow::RunsPage));
+    w.showPage(MainWindow::TimelinePageIndex);
+    // A row of the bucket table selects that bucket of the chosen step, linked on every rank.
+    page->stepBox()->setValue(5);
+    const QModelIndex row = page->summaryPanel()->bucketProxy()->index(2, 0);
+    const int bucket = row.data(BucketTableModel::BucketRole).toInt();
+    emit page->summaryPanel()->bucketTable()->clicked(row);
+    const auto& linked = page->timeline()->linkedBucket();
+    QVERIFY(linked.valid());
+    QCOMPARE(linked.bucket, bucket);
+    QCOMPARE(linked.step, 5);
+    QCOMPARE(int(linked.spans.size()), w.currentRun()->summary().worldSize); // on every rank
+    // Digit keys in the timeline update the step box.
+    page->timeline()->setFocus();
+    QTest::keyClick(page->timeline(), Qt::Key_6);
+    QCOMPARE(page->stepBox()->value(), 6);
+    // The Ranks page: a heatmap click shows that rank and step in the timeline.
+    w.showPage(MainWindow::RanksPageIndex);
+    RankHeatmap* heat = w.ranksPage()->heatmap();
+    QApplication::processEvents();
+    const QRect plot = heat->plotRect();
+    // Beta has 2 ranks and 10 steps: rank 1 is the lower half, step 3 the fourth tenth.
+    const QPoint cell(plot.left() + plot.width() * 35 / 100, plot.top() + plot.height() * 3 / 4);
+    const RankHeatmap::Cell c = heat->cellAt(cell);
+    QCOMPARE(c.rank, 1);
+    QCOMPARE(c.step, 3);
+    QTest::mouseClick(heat, Qt::LeftButton, Qt::NoModifier, cell);
+    QCOMPARE(w.currentPage(), int(MainWindow::TimelinePageIndex));
+    QCOMPARE(page->stepBox()->value(), 3);
+    const auto r3 = *page->timeline()->stepRange(3);
+    const auto [t0, t1] = page->timeline()->viewRange();
+    QVERIFY(t0 <= r3.first && r3.second <= t1);
+}
+
+void TestUiApp::closeRun()
+{
+    MainWindow w(options());
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QString error;
+    QVERIFY(w.openFilesBlocking({m_runA, m_runB}, &error));
+    QCOMPARE(w.currentRun()->label, QString("beta"));
+    QTest::keyClick(&w, Qt::Key_W, Qt::ControlModifier);
+    QCOMPARE(int(w.openRuns().size()), 1);
+    QCOMPARE(w.currentRun()->label, QString("alpha"));
+    QCOMPARE(w.timelinePage()->run(), w.currentRun());
+    w.closeCurrentRun();
+    QVERIFY(w.openRuns().empty());
+    QVERIFY(!w.currentRun());
+    QCOMPARE(w.timelinePage()->timeline()->rowCount(), 0);
+    QCOMPARE(w.comparePage()->comparedRuns().size(), size_t(0));
+}
+
+void TestUiApp::liveRunGrowsOnTheTimeline()
+{
+    // A run still being written (status "running"): opened, it is followed, and its new steps
+    // show on the Timeline page without the user doing anything; once it completes, following
+    // stops.
+    const QString path = m_dir.filePath("growing.db");
+    auto write = [&](int steps, core::RunStatus status) {
+        core::SyntheticParams p;
+        p.worldSize = 2;
+        p.steps = steps;
+        core::Run run = core::makeSyntheticRun(p);
+        run.config.name = "growing";
+        run.config.status = status;
+        return core::saveRun(run, path.toStdString(), core::RunWriter::Mode::Overwrite).has_value();
+    };
+    QVERIFY(write(3, core::RunStatus::Running));
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    QSignalSpy opened(&w, &MainWindow::runOpened);
+    w.openFiles({path});
+    QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 20000);
+    QCOMPARE(w.liveRuns(), QStringList{QFileInfo(path).absoluteFilePath()});
+    QCOMPARE(w.timelinePage()->run()->summary().steps, 3);
+    QTest::qWait(1100); // a new modification time
+    QVERIFY(write(7, core::RunStatus::Running));
+    QTRY_COMPARE_WITH_TIMEOUT(w.timelinePage()->run()->summary().steps, 7, 20000);
+    QCOMPARE(w.timelinePage()->timeline()->runModel(0)->steps().size(), size_t(7));
+    QTest::qWait(1100);
+    QVERIFY(write(9, core::RunStatus::Completed));
+    QTRY_VERIFY_WITH_TIMEOUT(w.liveRuns().isEmpty(), 20000);
+    QCOMPARE(w.timelinePage()->run()->summary().steps, 9);
+    QFile::remove(path);
 }
 
 QTEST_MAIN(TestUiApp)

@@ -1,14 +1,21 @@
 // The UI's item models over real run files: the run browser (scan of a workspace with two runs
-// and a foreign file, sorting, filtering, error rows) and the compare metrics model (values and
-// differences), each checked by QAbstractItemModelTester; plus the launch panel's pure parts
-// (argument lists, progress lines, shard discovery).
+// and a foreign file, sorting, filtering, error rows, unique names), the compare metrics model
+// (values, differences, baseline), the summary's bucket table and the Ranks page's rank table,
+// each checked by QAbstractItemModelTester; the loader's cancellation; plus the launch panel's
+// pure parts (argument lists, progress lines, shard discovery).
 #include "compare_model.h"
+#include "format.h"
 #include "launch_panel.h"
+#include "ranks_page.h"
+#include "summary_panel.h"
+#include "timeline/timeline_model.h"
 #include "run_browser_model.h"
 #include "run_loader.h"
 #include "ui_test_support.h"
 
 #include <QAbstractItemModelTester>
+#include <QImage>
+#include <QTableView>
 #include <QDir>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
@@ -30,6 +37,11 @@ private slots:
     void browserSortAndFilter();
     void compareModelDifferences();
     void loaderReportsResultsAndErrors();
+    void loaderCancelsSupersededLoads();
+    void browserNamesAreUniqueAndColumnsFilled();
+    void summaryPanelAndBucketTable();
+    void rankTable();
+    void hugeWorldSizeOpensWithoutRunawayMemory();
     void launchArguments();
     void liveFilesFindShards();
 
@@ -142,30 +154,46 @@ void TestUiModels::compareModelDifferences()
     QVERIFY(a && b);
     CompareModel model;
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    model.setRuns({(*a)->summary, (*b)->summary}, {"alpha", "beta"});
+    model.setRuns({(*a)->summary(), (*b)->summary()}, {"alpha", "beta"});
     QCOMPARE(model.rowCount(), int(CompareModel::MetricCount));
     QCOMPARE(model.columnCount(), 4); // metric, alpha, beta, Δ
-    QCOMPARE(model.headerData(1, Qt::Horizontal).toString(), QString("alpha"));
+    QCOMPARE(model.headerData(1, Qt::Horizontal).toString(), QString("alpha (baseline)"));
     QCOMPARE(model.headerData(2, Qt::Horizontal).toString(), QString("beta"));
     QVERIFY(model.headerData(3, Qt::Horizontal).toString().startsWith(QStringLiteral("Δ")));
 
     const double stepA = model.index(CompareModel::StepTime, 1).data(CompareModel::ValueRole).toDouble();
     const double stepB = model.index(CompareModel::StepTime, 2).data(CompareModel::ValueRole).toDouble();
-    QCOMPARE(stepA, (*a)->summary.stepTimeMs);
-    QCOMPARE(stepB, (*b)->summary.stepTimeMs);
+    QCOMPARE(stepA, (*a)->summary().stepTimeMs);
+    QCOMPARE(stepB, (*b)->summary().stepTimeMs);
     const double diff = model.index(CompareModel::StepTime, 3).data(CompareModel::ValueRole).toDouble();
     QVERIFY(std::abs(diff - (stepB - stepA) / stepA) < 1e-9);
+    // The difference in ms beside the percentage: "+x ms (+y %)" with x = stepB - stepA.
     const QString text = model.index(CompareModel::StepTime, 3).data().toString();
-    QVERIFY2(text.endsWith("%"), qPrintable(text));
+    QVERIFY2(text.endsWith("%)"), qPrintable(text));
+    QVERIFY2(text.startsWith(ui::formatSignedMs(stepB - stepA)), qPrintable(text));
     // Beta communicates more: its comm difference is positive and red (worse).
     const double commDiff = model.index(CompareModel::Comm, 3).data(CompareModel::ValueRole).toDouble();
     QVERIFY(commDiff > 0.005);
     const auto brush = model.index(CompareModel::Comm, 3).data(Qt::ForegroundRole).value<QBrush>();
     QVERIFY(brush.color().red() > brush.color().green());
+    // Beta as the baseline: alpha's difference is the opposite sign, and the columns move
+    // (metric, alpha, Δ alpha, beta (baseline)).
+    model.setBaseline(1);
+    QCOMPARE(model.columnCount(), 4);
+    QCOMPARE(model.valueColumn(0), 1);
+    QCOMPARE(model.diffColumn(0), 2);
+    QCOMPARE(model.valueColumn(1), 3);
+    QCOMPARE(model.diffColumn(1), -1);
+    QCOMPARE(model.headerData(3, Qt::Horizontal).toString(), QString("beta (baseline)"));
+    QVERIFY(std::abs(model.index(CompareModel::StepTime, 2).data(CompareModel::ValueRole).toDouble() - (stepA - stepB) / stepB) < 1e-9);
+    model.setBaseline(0);
     // Three runs: two diff columns.
-    model.setRuns({(*a)->summary, (*b)->summary, (*a)->summary}, {"alpha", "beta", "alpha again"});
+    model.setRuns({(*a)->summary(), (*b)->summary(), (*a)->summary()}, {"alpha", "beta", "alpha again"});
     QCOMPARE(model.columnCount(), 6);
     QCOMPARE(model.index(CompareModel::StepTime, 5).data(CompareModel::ValueRole).toDouble(), 0.0);
+    model.setBaseline(2);
+    QCOMPARE(model.diffColumn(2), -1);
+    QCOMPARE(model.index(CompareModel::StepTime, model.diffColumn(0)).data(CompareModel::ValueRole).toDouble(), 0.0);
     model.setRuns({}, {});
     QCOMPARE(model.rowCount(), 0);
 }
@@ -181,8 +209,8 @@ void TestUiModels::loaderReportsResultsAndErrors()
     QCOMPARE(ok.count(), 1);
     QCOMPARE(failed.count(), 1);
     const auto run = ok.at(0).at(1).value<LoadedRunPtr>();
-    QCOMPARE(run->summary.worldSize, 2);
-    QVERIFY(!run->breakdown.empty());
+    QCOMPARE(run->summary().worldSize, 2);
+    QVERIFY(!run->analysis->steps.empty());
     QCOMPARE(failed.at(0).at(0).toString(), m_foreign);
     QVERIFY(!failed.at(0).at(1).toString().isEmpty());
 
@@ -192,7 +220,7 @@ void TestUiModels::loaderReportsResultsAndErrors()
     loader.load(QStringList{m_runB}, "live");
     QTRY_COMPARE_WITH_TIMEOUT(loader.pendingJobs(), 0, 20000);
     QCOMPARE(ok.count(), 1);
-    QCOMPARE(ok.at(0).at(1).value<LoadedRunPtr>()->summary.worldSize, 4);
+    QCOMPARE(ok.at(0).at(1).value<LoadedRunPtr>()->summary().worldSize, 4);
 
     // Shards: two files holding different ranks of one run, read as one run by core's stitching
     // rule (core::loadShards, the rule of `lockstep merge`).
@@ -240,13 +268,206 @@ void TestUiModels::loaderReportsResultsAndErrors()
     QVERIFY2(both, both ? "" : both.error().message.c_str());
     QCOMPARE((*both)->run->lanes.size(), whole.lanes.size());
     QCOMPARE((*both)->run->spans.size(), whole.spans.size());
-    QCOMPARE((*both)->summary.worldSize, 4);
+    QCOMPARE((*both)->summary().worldSize, 4);
     // The same ranks in two files are not shards of one run: refused, naming the rank.
     auto twice = loadAndAnalyze(QStringList{s0, s0});
     QVERIFY(!twice);
     QVERIFY(twice.error().message.find("rank 0") != std::string::npos);
     QFile::remove(s0);
     QFile::remove(s1);
+}
+
+void TestUiModels::loaderCancelsSupersededLoads()
+{
+    // A stop requested before the work starts: the load gives up and says why.
+    std::stop_source stop;
+    stop.request_stop();
+    auto cancelled = loadAndAnalyze(QStringList{m_runA}, stop.get_token());
+    QVERIFY(!cancelled);
+    QVERIFY2(QString::fromStdString(cancelled.error().message).contains("cancelled"), cancelled.error().message.c_str());
+    // A second request for one key while the first still runs: the first is told to stop (its
+    // token), only the second answers. A 300 k-span run takes long enough to still be running.
+    const QString big = m_dir.filePath("big.db");
+    {
+        core::Run run = core::makeSyntheticRunWithSpans(300'000, 2);
+        run.config.name = "big";
+        QVERIFY(core::saveRun(run, big.toStdString(), core::RunWriter::Mode::Overwrite));
+    }
+    RunLoader loader;
+    QSignalSpy ok(&loader, &RunLoader::runLoaded);
+    QSignalSpy failed(&loader, &RunLoader::loadFailed);
+    loader.load(QStringList{big}, "same");
+    loader.load(QStringList{m_runA}, "same");
+    QCOMPARE(loader.cancelledJobs(), quint64(1));
+    QTRY_COMPARE_WITH_TIMEOUT(loader.pendingJobs(), 0, 60000);
+    QCOMPARE(ok.count(), 1);
+    QCOMPARE(failed.count(), 0); // the cancelled job's "cancelled" is dropped with it
+    QCOMPARE(ok.at(0).at(1).value<LoadedRunPtr>()->label, QString("alpha"));
+    QVERIFY(ok.at(0).at(1).value<LoadedRunPtr>()->timeline); // built in the worker thread
+    QFile::remove(big);
+}
+
+void TestUiModels::browserNamesAreUniqueAndColumnsFilled()
+{
+    // Two runs that call themselves "alpha", in two folders, one of them with the same file name.
+    QTemporaryDir ws;
+    QDir(ws.path()).mkpath("sweep");
+    const QString a1 = ws.filePath("alpha.db"), a2 = ws.filePath("sweep/alpha.db"), a3 = ws.filePath("sweep/other.db");
+    QCOMPARE(uitest::makeRunFile(a1, 2, 8, 4, 0.3, 25, "alpha"), QString());
+    QCOMPARE(uitest::makeRunFile(a2, 2, 8, 4, 0.3, 25, "alpha"), QString());
+    QCOMPARE(uitest::makeRunFile(a3, 4, 8, 4, 0.3, 25, "alpha", 1), QString());
+    WorkspaceScanner scanner;
+    RunBrowserModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setEntries(scanner.scanBlocking(ws.path()), ws.path());
+    QCOMPARE(model.rowCount(), 3);
+    QSet<QString> names;
+    for (int r = 0; r < 3; ++r)
+        names.insert(model.index(r, RunBrowserModel::Name).data().toString());
+    QCOMPARE(names.size(), 3); // every row's name is unique
+    for (int r = 0; r < 3; ++r) {
+        const QString path = model.index(r, 0).data(RunBrowserModel::PathRole).toString();
+        const QString name = model.index(r, RunBrowserModel::Name).data().toString();
+        QVERIFY2(name.startsWith("alpha"), qPrintable(name));
+        QCOMPARE(model.index(r, RunBrowserModel::Folder).data().toString(), path.contains("/sweep/") ? QString("sweep") : QString("./"));
+        QCOMPARE(model.index(r, RunBrowserModel::Steps).data().toString(), QString("8 (5 steady)"));
+        QVERIFY(model.index(r, RunBrowserModel::Throughput).data().toString().endsWith("/s"));
+        QVERIFY(model.index(r, RunBrowserModel::ModelSize).data().toString().contains("buckets=4"));
+        // Core's verdict, as the report says it.
+        const auto summary = core::summarize(*core::loadRun(path.toStdString()));
+        QCOMPARE(model.index(r, RunBrowserModel::Straggler).data().toString(),
+                 summary.stragglers.empty() ? QString("none") : QString("rank %1").arg(summary.stragglers.front()));
+    }
+    // A 100 000-character run name is cut for display.
+    const QString longName = ws.filePath("long.db");
+    QCOMPARE(uitest::makeRunFile(longName, 2, 4, 2, 0.3, 25, QString(100'000, QChar('x'))), QString());
+    model.setEntries(scanner.scanBlocking(ws.path()), ws.path());
+    for (int r = 0; r < model.rowCount(); ++r)
+        QVERIFY(model.index(r, RunBrowserModel::Name).data().toString().size() <= 2 * ui::kMaxDisplayChars);
+}
+
+void TestUiModels::summaryPanelAndBucketTable()
+{
+    auto loaded = loadAndAnalyze(m_runB); // 4 ranks, 6 buckets, rank 1 launches 3 ms late
+    QVERIFY(loaded);
+    const core::RunSummary& s = (*loaded)->summary();
+    SummaryPanel panel;
+    QAbstractItemModelTester tester(panel.bucketModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    panel.setRun(*loaded);
+    const QString text = panel.summaryText();
+    // Every number is core's: step time, the five parts, overlap.
+    QVERIFY2(text.contains(ui::formatMs(s.stepTimeMs)), qPrintable(text));
+    for (double part : {s.computeOnlyMs, s.overlappedMs, s.exposedCommMs, s.memoryOnlyMs, s.idleMs})
+        QVERIFY2(text.contains(ui::formatMs(part)), qPrintable(ui::formatMs(part) + " in " + text));
+    QVERIFY(text.contains(ui::formatPercent(s.overlapRatio)));
+    // The straggler verdict with its evidence (steps late, the wait it caused).
+    const core::StragglerEvidence& e = s.straggler;
+    if (e.straggler) {
+        QVERIFY2(text.contains(QString("rank %1").arg(e.candidate)), qPrintable(text));
+        QVERIFY(text.contains(QString("late in %1 of %2 steady steps").arg(e.stepsLate).arg(e.steadySteps)));
+        QVERIFY(text.contains(ui::formatDuration(e.meanWaitNs)));
+    } else {
+        QVERIFY2(text.contains("Straggler: none"), qPrintable(text));
+    }
+    // The bucket table: one row per bucket of core's summary, sortable, rows name their bucket.
+    BucketTableModel* model = panel.bucketModel();
+    QCOMPARE(model->rowCount(), int(s.buckets.size()));
+    QCOMPARE(model->rowCount(), 6);
+    for (int r = 0; r < model->rowCount(); ++r) {
+        const core::BucketSummary& b = s.buckets[size_t(r)];
+        QCOMPARE(model->index(r, BucketTableModel::Bytes).data().toString(), ui::formatBytes(double(b.bytes)));
+        QCOMPARE(model->index(r, BucketTableModel::Duration).data().toString(), ui::formatMs(b.meanDurationMs));
+        QCOMPARE(model->index(r, BucketTableModel::LateRank).data().toInt(), b.lateRank);
+    }
+    panel.bucketTable()->sortByColumn(BucketTableModel::Duration, Qt::DescendingOrder);
+    double longest = 0;
+    for (const auto& b : s.buckets)
+        longest = std::max(longest, b.meanDurationMs);
+    const QModelIndex top = panel.bucketProxy()->index(0, BucketTableModel::Duration);
+    QCOMPARE(top.data(BucketTableModel::SortRole).toDouble(), longest);
+    QSignalSpy activated(&panel, &SummaryPanel::bucketActivated);
+    emit panel.bucketTable()->clicked(top);
+    QCOMPARE(activated.count(), 1);
+    QCOMPARE(activated.at(0).at(0).toInt(), top.data(BucketTableModel::BucketRole).toInt());
+    panel.setRun(nullptr);
+    QCOMPARE(model->rowCount(), 0);
+}
+
+void TestUiModels::rankTable()
+{
+    auto loaded = loadAndAnalyze(m_runB);
+    QVERIFY(loaded);
+    RankTableModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setRun(*loaded);
+    const auto& ranks = (*loaded)->analysis->ranks;
+    QCOMPARE(model.rowCount(), 4);
+    QSortFilterProxyModel proxy;
+    proxy.setSourceModel(&model);
+    proxy.setSortRole(RankTableModel::SortRole);
+    proxy.sort(RankTableModel::WaitCaused, Qt::DescendingOrder);
+    // Core's per-rank mean wait caused: the rank that caused the most is on top.
+    const auto most = std::max_element(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) {
+        return a.meanWaitCausedMs < b.meanWaitCausedMs;
+    });
+    QCOMPARE(proxy.index(0, 0).data(RankTableModel::RankRole).toInt(), most->rank);
+    QCOMPARE(most->rank, 1); // the rank that launches late
+    QCOMPARE(proxy.index(0, RankTableModel::WaitCaused).data().toString(), ui::formatMs(most->meanWaitCausedMs));
+    model.setRun(nullptr);
+    QCOMPARE(model.rowCount(), 0);
+}
+
+namespace {
+// Peak resident memory of this process so far (VmHWM), MiB.
+double peakRssMib()
+{
+    QFile f("/proc/self/status");
+    if (!f.open(QIODevice::ReadOnly))
+        return -1;
+    for (const QByteArray& line : f.readAll().split('\n'))
+        if (line.startsWith("VmHWM:"))
+            return line.mid(6).trimmed().split(' ').front().toDouble() / 1024.0;
+    return -1;
+}
+} // namespace
+
+void TestUiModels::hugeWorldSizeOpensWithoutRunawayMemory()
+{
+    // A run that claims two billion ranks and numbers its second rank 1 999 999 999 (a corrupt
+    // or hostile file): every page sizes by the ranks present, never by the claimed world size.
+    core::SyntheticParams p;
+    p.worldSize = 2;
+    p.steps = 6;
+    core::Run run = core::makeSyntheticRun(p);
+    run.config.worldSize = 2'000'000'000;
+    constexpr int32_t kFar = 1'999'999'999;
+    for (core::Lane& l : run.lanes)
+        if (l.rank == 1)
+            l.rank = kFar;
+    for (core::Step& s : run.steps)
+        if (s.rank == 1)
+            s.rank = kFar;
+    for (core::RankInfo& r : run.ranks)
+        if (r.rank == 1)
+            r.rank = kFar;
+    run.normalize();
+    const QString path = m_dir.filePath("huge-world.db");
+    QVERIFY(core::saveRun(run, path.toStdString(), core::RunWriter::Mode::Overwrite));
+    const double before = peakRssMib();
+    auto loaded = loadAndAnalyze(path);
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    SummaryPanel summary;
+    summary.setRun(*loaded);
+    RanksPage ranks;
+    ranks.resize(900, 600);
+    ranks.setRun(*loaded);
+    QCOMPARE(ranks.rankModel()->rowCount(), 2);
+    QCOMPARE(int((*loaded)->timeline->rankStepMatrix().ranks.size()), 2);
+    QImage img(ranks.size(), QImage::Format_RGB32);
+    ranks.render(&img);
+    const double grown = peakRssMib() - before;
+    QVERIFY2(grown < 200, qPrintable(QStringLiteral("peak memory grew by %1 MiB").arg(grown)));
+    QFile::remove(path);
 }
 
 void TestUiModels::launchArguments()

@@ -1,7 +1,7 @@
 // Replay controller, its bar and the bucket status list (see replay.h).
 #include "replay.h"
 
-#include "time_axis.h"
+#include "format.h"
 #include "timeline_palette.h"
 #include "timeline_widget.h"
 
@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace lockstep::ui {
@@ -77,7 +78,9 @@ void ReplayController::setSpeed(double speed)
 
 void ReplayController::play()
 {
-    if (m_t1 <= m_t0)
+    // A freshly opened run has no step chosen yet: replay the first steady step (the one the
+    // runs are aligned on), or the step set before.
+    if (m_t1 <= m_t0 && !(m_timeline && setStep(m_step >= 0 ? m_step : m_timeline->alignStepOverride() >= 0 ? m_timeline->alignStepOverride() : firstSteadyStep())))
         return;
     if (!m_cursor || *m_cursor >= m_t1)
         setCursor(m_t0); // at the end: play again from the start
@@ -105,9 +108,19 @@ void ReplayController::togglePlaying()
 void ReplayController::stop()
 {
     pause();
+    m_carry = 0;
+    if (!m_cursor)
+        return;
     m_cursor.reset();
     if (m_timeline)
         m_timeline->setReplayCursor(std::nullopt);
+    emit cursorCleared();
+}
+
+int ReplayController::firstSteadyStep() const
+{
+    const TimelineRunModel* m = m_timeline ? m_timeline->runModel(0) : nullptr;
+    return m ? m->alignStep() : 0;
 }
 
 void ReplayController::setCursor(core::TimeNs aligned)
@@ -165,7 +178,10 @@ ReplayBar::ReplayBar(ReplayController* controller, QWidget* parent)
     layout->setContentsMargins(6, 2, 6, 2);
     m_play = new QToolButton(this);
     m_play->setText(tr("Play"));
-    m_play->setToolTip(tr("Play / pause the replay of the step"));
+    m_play->setToolTip(tr("Play / pause the replay of the step (Space)"));
+    m_stop = new QToolButton(this);
+    m_stop->setText(tr("Stop"));
+    m_stop->setToolTip(tr("Stop the replay and remove its cursor"));
     m_speed = new QComboBox(this);
     const std::pair<const char*, double> speeds[] = {
         {"1/10000×", 1e-4}, {"1/1000×", 1e-3}, {"1/100×", 1e-2}, {"1/10×", 1e-1}, {"1×", 1.0}};
@@ -181,12 +197,20 @@ ReplayBar::ReplayBar(ReplayController* controller, QWidget* parent)
     m_time = new QLabel(this);
     m_time->setMinimumWidth(90);
     layout->addWidget(m_play);
+    layout->addWidget(m_stop);
     layout->addWidget(m_speed);
     layout->addWidget(m_step);
     layout->addWidget(m_slider, 1);
     layout->addWidget(m_time);
 
-    connect(m_play, &QToolButton::clicked, controller, &ReplayController::togglePlaying);
+    connect(m_play, &QToolButton::clicked, this, [this] {
+        // Play replays the step in the box; the controller may not have one yet.
+        if (!m_controller->cursor() && m_controller->step() != m_step->value())
+            m_controller->setStep(m_step->value());
+        m_controller->togglePlaying();
+    });
+    connect(m_stop, &QToolButton::clicked, controller, &ReplayController::stop);
+    connect(controller, &ReplayController::cursorCleared, this, &ReplayBar::syncFromController);
     connect(m_speed, &QComboBox::currentIndexChanged, this,
             [this](int i) { m_controller->setSpeed(m_speed->itemData(i).toDouble()); });
     m_controller->setSpeed(m_speed->currentData().toDouble());
@@ -218,6 +242,7 @@ void ReplayBar::syncFromController()
     m_syncing = true;
     if (m_controller->step() >= 0)
         m_step->setValue(m_controller->step());
+    m_stop->setEnabled(m_controller->cursor().has_value());
     m_slider->setValue(int(std::lround(m_controller->fraction() * kSliderSteps)));
     const auto c = m_controller->cursor();
     m_time->setText(c ? QStringLiteral("+%1").arg(formatDuration(double(*c - m_controller->range().first))) : QString());
@@ -235,13 +260,19 @@ BucketStatusModel::BucketStatusModel(QObject* parent)
 void BucketStatusModel::setRun(std::shared_ptr<const core::Run> run)
 {
     m_run = std::move(run);
-    m_origin = m_run ? alignmentOrigin(*m_run) : 0;
+    m_origin = m_run ? core::alignmentOrigin(*m_run) : 0;
     recompute();
 }
 
 void BucketStatusModel::setRank(int rank)
 {
     m_rank = rank;
+    recompute();
+}
+
+void BucketStatusModel::setStep(int32_t step)
+{
+    m_shownStep = step;
     recompute();
 }
 
@@ -253,19 +284,27 @@ void BucketStatusModel::setAlignedTime(std::optional<core::TimeNs> aligned)
 
 void BucketStatusModel::recompute()
 {
-    std::vector<BucketStatus> rows;
+    std::vector<core::BucketStatus> rows;
     m_step = core::kNoStep;
     if (m_run && m_aligned) {
         const core::TimeNs t = *m_aligned + m_origin;
-        m_step = stepAt(*m_run, m_rank, t);
+        m_step = core::stepAt(*m_run, m_rank, t);
         if (m_step != core::kNoStep)
-            rows = bucketStatesAt(*m_run, m_rank, m_step, t);
+            rows = core::bucketStatesAt(*m_run, m_rank, m_step, t);
+    } else if (m_run && m_shownStep != core::kNoStep) {
+        // No replay cursor: the chosen step as it ended (every bucket's launch and completion).
+        auto it = std::find_if(m_run->steps.begin(), m_run->steps.end(),
+                               [&](const core::Step& s) { return s.rank == m_rank && s.step == m_shownStep; });
+        if (it != m_run->steps.end()) {
+            m_step = m_shownStep;
+            rows = core::bucketStatesAt(*m_run, m_rank, m_step, std::numeric_limits<core::TimeNs>::max());
+        }
     }
     // Same bucket set: update cells in place (a replay changes them 60 times a second and a
     // reset would lose the view's scroll position); otherwise reset wholesale.
     const bool sameShape = rows.size() == m_rows.size()
         && std::equal(rows.begin(), rows.end(), m_rows.begin(),
-                      [](const BucketStatus& a, const BucketStatus& b) { return a.bucket == b.bucket; });
+                      [](const core::BucketStatus& a, const core::BucketStatus& b) { return a.bucket == b.bucket; });
     if (sameShape) {
         m_rows = std::move(rows);
         if (!m_rows.empty())
@@ -287,22 +326,22 @@ int BucketStatusModel::columnCount(const QModelIndex& parent) const
     return parent.isValid() ? 0 : ColumnCount;
 }
 
-QColor BucketStatusModel::stateColor(BucketState state)
+QColor BucketStatusModel::stateColor(core::BucketState state)
 {
     switch (state) {
-    case BucketState::Pending: return QColor(0xe9, 0xeb, 0xef);
-    case BucketState::Waiting: return QColor(0xf6, 0xd3, 0x86);
-    case BucketState::InFlight: return QColor(0x9c, 0xc3, 0xec);
-    case BucketState::Done: return QColor(0xaf, 0xd8, 0xa8);
+    case core::BucketState::Pending: return palette::bucketStatePending();
+    case core::BucketState::Waiting: return palette::bucketStateWaiting();
+    case core::BucketState::InFlight: return palette::bucketStateInFlight();
+    case core::BucketState::Done: return palette::bucketStateDone();
     }
-    return QColor();
+    return palette::bucketStatePending();
 }
 
 QVariant BucketStatusModel::data(const QModelIndex& index, int role) const
 {
     if (!index.isValid() || index.row() >= int(m_rows.size()) || index.column() >= ColumnCount)
         return {};
-    const BucketStatus& s = m_rows[size_t(index.row())];
+    const core::BucketStatus& s = m_rows[size_t(index.row())];
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
@@ -310,9 +349,9 @@ QVariant BucketStatusModel::data(const QModelIndex& index, int role) const
         case SizeColumn: return formatBytes(double(s.bytes));
         case GradientsColumn: return QStringLiteral("%1/%2").arg(s.ready).arg(s.total);
         case StateColumn:
-            if (s.state == BucketState::Pending)
+            if (s.state == core::BucketState::Pending)
                 return tr("gradients %1/%2").arg(s.ready).arg(s.total);
-            return QString::fromUtf8(bucketStateName(s.state));
+            return QString::fromUtf8(core::bucketStateName(s.state));
         }
         break;
     case Qt::BackgroundRole:
@@ -322,7 +361,7 @@ QVariant BucketStatusModel::data(const QModelIndex& index, int role) const
     case Qt::ForegroundRole:
         if (index.column() == BucketColumn)
             return palette::textOn(palette::bucketColor(s.bucket));
-        return QColor(0x20, 0x20, 0x20);
+        return palette::textOn(stateColor(s.state));
     case Qt::ToolTipRole:
         if (s.launch >= 0)
             return tr("bucket %1: launched at %2, done at %3 (aligned)")
@@ -413,19 +452,26 @@ void BucketStatusView::setRank(int rank)
 void BucketStatusView::setCursor(std::optional<core::TimeNs> aligned)
 {
     m_model->setAlignedTime(aligned);
-    if (m_model->currentStep() != core::kNoStep)
-        m_caption->setText(tr("Buckets in step %1").arg(m_model->currentStep()));
+    m_caption->setText(m_model->currentStep() == core::kNoStep ? tr("Buckets") : tr("Buckets in step %1").arg(m_model->currentStep()));
+}
+
+void BucketStatusView::setStep(int32_t step)
+{
+    m_model->setStep(step);
+    m_caption->setText(m_model->currentStep() == core::kNoStep ? tr("Buckets") : tr("Buckets in step %1").arg(m_model->currentStep()));
 }
 
 void BucketStatusView::follow(ReplayController* controller)
 {
     connect(controller, &ReplayController::cursorChanged, this, [this](qint64 t) { setCursor(t); });
+    connect(controller, &ReplayController::cursorCleared, this, [this] { setCursor(std::nullopt); });
+    connect(controller, &ReplayController::stepChanged, this, [this](int step) { setStep(step); });
     setCursor(controller->cursor());
 }
 
-std::optional<BucketState> BucketStatusView::stateOf(int bucket) const
+std::optional<core::BucketState> BucketStatusView::stateOf(int bucket) const
 {
-    for (const BucketStatus& s : m_model->statuses())
+    for (const core::BucketStatus& s : m_model->statuses())
         if (s.bucket == bucket)
             return s.state;
     return std::nullopt;

@@ -68,11 +68,13 @@ public:
 
 signals:
     void cursorChanged(qint64 alignedNs);
+    void cursorCleared(); // stop(): no cursor, nothing dimmed
     void playingChanged(bool playing);
     void stepChanged(int step);
 
 private:
     void tick();
+    int firstSteadyStep() const;
 
     QPointer<TimelineWidget> m_timeline;
     QTimer m_timer;
@@ -97,6 +99,7 @@ private:
 
     ReplayController* m_controller;
     QToolButton* m_play = nullptr;
+    QToolButton* m_stop = nullptr;
     QComboBox* m_speed = nullptr;
     QSpinBox* m_step = nullptr;
     QSlider* m_slider = nullptr;
@@ -109,7 +112,7 @@ class BucketStatusModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     enum Column { BucketColumn, SizeColumn, GradientsColumn, StateColumn, ColumnCount };
-    static constexpr int StateRole = Qt::UserRole + 1; // BucketState as int
+    static constexpr int StateRole = Qt::UserRole + 1; // core::BucketState as int
 
     explicit BucketStatusModel(QObject* parent = nullptr);
     void setRun(std::shared_ptr<const core::Run> run);
@@ -117,15 +120,17 @@ public:
     int rank() const { return m_rank; }
     // Aligned time (the timeline's axis); the step is the rank's step at that time.
     void setAlignedTime(std::optional<core::TimeNs> aligned);
+    // Without a time: the buckets of this step as it ended.
+    void setStep(int32_t step);
     int32_t currentStep() const { return m_step; }
-    const std::vector<BucketStatus>& statuses() const { return m_rows; }
+    const std::vector<core::BucketStatus>& statuses() const { return m_rows; }
 
     int rowCount(const QModelIndex& parent = {}) const override;
     int columnCount(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
-    static QColor stateColor(BucketState state);
+    static QColor stateColor(core::BucketState state);
 
 private:
     void recompute();
@@ -134,8 +139,9 @@ private:
     core::TimeNs m_origin = 0;
     int m_rank = 0;
     std::optional<core::TimeNs> m_aligned;
+    int32_t m_shownStep = core::kNoStep;
     int32_t m_step = core::kNoStep;
-    std::vector<BucketStatus> m_rows;
+    std::vector<core::BucketStatus> m_rows;
 };
 
 class BucketStatusView : public QWidget {
@@ -145,11 +151,12 @@ public:
     void setRun(std::shared_ptr<const core::Run> run);
     void setRank(int rank);
     void setCursor(std::optional<core::TimeNs> aligned);
-    // Follows a controller's cursor.
+    void setStep(int32_t step); // the step shown when there is no cursor
+    // Follows a controller's cursor and step.
     void follow(ReplayController* controller);
     BucketStatusModel* model() const { return m_model; }
     // The state of bucket `bucket` at the current cursor; nullopt if unknown.
-    std::optional<BucketState> stateOf(int bucket) const;
+    std::optional<core::BucketState> stateOf(int bucket) const;
 
 private:
     BucketStatusModel* m_model = nullptr;

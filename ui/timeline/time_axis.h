@@ -1,10 +1,8 @@
-// Time ruler arithmetic: "nice" tick spacing (1-2-5 series) and human units (ns, µs, ms, s).
-// Plain functions so the ruler, the tooltips and the details panel print times alike.
+// Time ruler arithmetic: "nice" tick spacing (1-2-5 series) and where the ticks fall. Their
+// labels are written by format.h's formatTickLabel.
 #pragma once
 
 #include "lockstep/core/types.h"
-
-#include <QString>
 
 #include <vector>
 
@@ -21,12 +19,5 @@ struct Tick {
 // Every fifth (or second, for a 2-step) tick is major and carries a label.
 std::vector<Tick> rulerTicks(core::TimeNs t0, core::TimeNs t1, double nsPerPixel, double minPixels,
                              core::TimeNs* stepOut = nullptr);
-
-// "12.5 ms", "830 ns", "-1.2 s". `precision` = significant decimals kept (trailing zeros cut).
-QString formatDuration(double ns, int precision = 3);
-// A ruler label: the unit follows the tick step so labels of one ruler share a unit.
-QString formatTickLabel(core::TimeNs t, core::TimeNs tickStep);
-QString formatBytes(double bytes);
-QString formatBandwidth(double gbPerSecond);
 
 } // namespace lockstep::ui

@@ -1,6 +1,9 @@
 // Colour choices for the timeline (see timeline_palette.h for the reasons).
 #include "timeline_palette.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace lockstep::ui::palette {
 
 QColor spanKindColor(core::SpanKind kind)
@@ -25,11 +28,8 @@ QColor spanKindColor(core::SpanKind kind)
 
 QColor bucketColor(int bucket)
 {
-    // Tableau 10: designed so that any two entries are told apart, also in print.
-    static const QRgb kColors[kBucketColorCount] = {
-        0x4e79a7, 0xf28e2b, 0xe15759, 0x76b7b2, 0x59a14f,
-        0xedc948, 0xb07aa1, 0xff9da7, 0x9c755f, 0xbab0ac,
-    };
+    // Ordered so that neighbours alternate dark and light, blue and yellow.
+    static const QRgb kColors[kBucketColorCount] = {0x2040df, 0xdfdf20, 0x854775, 0xe2ec79, 0x8fafef, 0xdcd7a3};
     if (bucket < 0)
         return spanKindColor(core::SpanKind::Comm);
     return QColor(kColors[bucket % kBucketColorCount]);
@@ -42,21 +42,13 @@ QColor spanColor(const core::Span& span)
     return spanKindColor(span.kind);
 }
 
-QColor overlappedColor() { return QColor(0x4c, 0xa8, 0x5a); }
-QColor exposedColor() { return QColor(0xd6, 0x45, 0x3d); }
-QColor stragglerColor() { return QColor(0xc0, 0x39, 0x2b); }
+QColor overlappedColor() { return QColor(0x00, 0x9e, 0x73); }
+QColor exposedColor() { return QColor(0xd5, 0x5e, 0x00); }
+QColor stragglerColor() { return QColor(0x6a, 0x3d, 0x9a); }
 // Opaque (not alpha) so neighbouring marks at one pixel per step do not stack into stripes.
-QColor stragglerFill() { return QColor(0xe8, 0xb9, 0xb6); }
-QColor foldedCommColor() { return QColor(0x8c, 0x9c, 0xb4); }
-
-QColor foldedColor(QColor base)
-{
-    // Keep the hue so a folded backward still reads as backward, but make it quieter than a
-    // real span: the user should see "there is more here, zoom in".
-    QColor c = base.toHsv();
-    c.setHsv(c.hue(), c.saturation() * 55 / 100, std::min(255, c.value() * 92 / 100 + 10));
-    return c.toRgb();
-}
+QColor stragglerFill() { return QColor(0xdc, 0xd0, 0xea); }
+QColor stragglerText() { return QColor(0x4a, 0x2a, 0x6c); }
+QColor foldedColor() { return QColor(0xb0, 0xb4, 0xba); }
 
 QColor textOn(QColor fill)
 {
@@ -64,13 +56,62 @@ QColor textOn(QColor fill)
     return luma > 0.6 ? QColor(0x20, 0x20, 0x20) : QColor(0xff, 0xff, 0xff);
 }
 
+QColor exposedShare(double f)
+{
+    f = std::clamp(std::isfinite(f) ? f : 0.0, 0.0, 1.0);
+    const QColor g = overlappedColor(), r = exposedColor();
+    return QColor::fromRgbF(float(g.redF() + (r.redF() - g.redF()) * f), float(g.greenF() + (r.greenF() - g.greenF()) * f),
+                            float(g.blueF() + (r.blueF() - g.blueF()) * f));
+}
+
 QColor background() { return QColor(0xfb, 0xfb, 0xfa); }
 QColor gutterBackground() { return QColor(0xf0, 0xf1, 0xf3); }
 QColor rankHeaderBackground() { return QColor(0xe6, 0xe8, 0xec); }
 QColor runHeaderBackground() { return QColor(0xd5, 0xda, 0xe2); }
+QColor headerText() { return QColor(0x20, 0x24, 0x2a); }
+QColor laneText() { return QColor(0x50, 0x56, 0x60); }
 QColor gridLine() { return QColor(0xe4, 0xe4, 0xe4); }
+QColor separatorLine() { return QColor(0xc8, 0xcc, 0xd2); }
 QColor stepLine() { return QColor(0x70, 0x78, 0x84); }
+QColor stripBackground() { return QColor(0xee, 0xef, 0xf1); }
+QColor gradReadyTick() { return QColor(0x2a, 0x2e, 0x36); }
+QColor rulerBackground() { return QColor(0xf4, 0xf5, 0xf7); }
+QColor rulerTick() { return QColor(0x90, 0x96, 0xa0); }
+QColor rulerText() { return QColor(0x30, 0x34, 0x3a); }
+QColor stepLabelText() { return QColor(0x28, 0x50, 0x80); }
 QColor selectionOutline() { return QColor(0x10, 0x10, 0x10); }
+QColor linkedOutline() { return QColor(0x10, 0x10, 0x10); }
+QColor flowArrow() { return QColor(0x22, 0x22, 0x22); }
+QColor searchMatch() { return QColor(0xff, 0x00, 0xa0); }
+QColor measureFill() { return QColor(0x1f, 0x6f, 0xd0, 40); }
+QColor measureEdge() { return QColor(0x1f, 0x6f, 0xd0); }
 QColor replayCursor() { return QColor(0xd0, 0x20, 0x60); }
+QColor replayDim() { return QColor(0xfb, 0xfb, 0xfa, 170); }
+
+QColor bucketStatePending() { return QColor(0xe9, 0xeb, 0xef); }
+QColor bucketStateWaiting() { return QColor(0xf6, 0xd3, 0x86); }
+QColor bucketStateInFlight() { return QColor(0x9c, 0xc3, 0xec); }
+QColor bucketStateDone() { return QColor(0xaf, 0xd8, 0xa8); }
+
+QColor computeOnlyColor() { return QColor(0x7f, 0xa7, 0xd1); }
+QColor memoryOnlyColor() { return QColor(0xc6, 0xa9, 0xd6); }
+QColor idleColor() { return QColor(0xd1, 0xd5, 0xdb); }
+
+QColor heatRamp(double t)
+{
+    // PuBu (ColorBrewer): one hue family whose lightness falls steadily, so the order of values
+    // reads in grey too and for every colour vision.
+    static const QColor kStops[] = {QColor(0xf1, 0xee, 0xf6), QColor(0xa6, 0xbd, 0xdb), QColor(0x36, 0x90, 0xc0),
+                                    QColor(0x03, 0x4e, 0x7b)};
+    constexpr int n = int(std::size(kStops)) - 1;
+    t = std::clamp(std::isfinite(t) ? t : 0.0, 0.0, 1.0) * n;
+    const int i = std::min(n - 1, int(t));
+    const double f = t - i;
+    const QColor a = kStops[i], b = kStops[i + 1];
+    return QColor::fromRgbF(float(a.redF() + (b.redF() - a.redF()) * f), float(a.greenF() + (b.greenF() - a.greenF()) * f),
+                            float(a.blueF() + (b.blueF() - a.blueF()) * f));
+}
+
+QColor heatMissing() { return QColor(0xfb, 0xfb, 0xfa); }
 
 } // namespace lockstep::ui::palette

@@ -86,31 +86,48 @@ Status parseFile(const std::string& path, const ImportOptions& options, Interner
     return fail(unknownFormatMessage(path));
 }
 
-// Which step a span belongs to. Host spans: the step whose window holds their start. Device
-// spans run behind the host that launched them, so a kernel belongs to the last step that
-// started before it, up to the next step's start (or, after the last step, one step length).
-void assignSteps(std::vector<Span>& spans, std::vector<Step>& steps, size_t firstSpan, size_t firstStep)
+// Which step a span belongs to (DESIGN.md). Host spans: the step whose host window holds their
+// start. Device spans (kernels, copies, memsets): the step whose host window holds the call
+// that LAUNCHED them (RankTrace::deviceLaunch), never where their own time falls: a GPU runs
+// behind its host, and step s's last kernels often run in step s+1's window or after the last
+// step ended. A device span without a launch record, or launched outside every step, belongs
+// to no step and is counted (per span kind) in the diagnostics, never dropped silently.
+void assignSteps(std::vector<Span>& spans, std::vector<Step>& steps, size_t firstSpan, size_t firstStep,
+                 const RankTrace& trace, DiagnosticCounter& diagnostics)
 {
     std::sort(steps.begin() + static_cast<ptrdiff_t>(firstStep), steps.end(),
               [](const Step& a, const Step& b) { return a.start < b.start; });
     const auto b = steps.begin() + static_cast<ptrdiff_t>(firstStep);
     const auto e = steps.end();
+    auto stepAt = [&](TimeNs t) {
+        auto it = std::upper_bound(b, e, t, [](TimeNs v, const Step& st) { return v < st.start; });
+        if (it == b)
+            return kNoStep;
+        const Step& st = *(it - 1);
+        return t < st.end || t == st.start ? st.step : kNoStep;
+    };
+    std::vector<char> device;
+    if (!trace.deviceLaunch.empty())
+        device.assign(spans.size() - firstSpan, 0);
+    for (const auto& [local, launch] : trace.deviceLaunch) {
+        if (firstSpan + local >= spans.size())
+            continue;
+        Span& s = spans[firstSpan + local];
+        device[local] = 1;
+        s.step = kNoStep;
+        if (launch == kNoLaunch) {
+            diagnostics.add(DiagnosticKind::DeviceSpanWithoutLaunch, 1, spanKindName(s.kind));
+            continue;
+        }
+        s.step = stepAt(launch);
+        if (s.step == kNoStep && b != e)
+            diagnostics.add(DiagnosticKind::DeviceSpanOutsideSteps, 1, spanKindName(s.kind));
+    }
     if (b == e)
         return;
-    for (size_t i = firstSpan; i < spans.size(); ++i) {
-        Span& s = spans[i];
-        auto it = std::upper_bound(b, e, s.start, [](TimeNs t, const Step& st) { return t < st.start; });
-        if (it == b)
-            continue;
-        const Step& st = *(it - 1);
-        if (s.start < st.end || (s.start == st.start)) {
-            s.step = st.step;
-        } else if (isDeviceKind(s.kind)) {
-            const TimeNs limit = it != e ? it->start : st.end + (st.end - st.start);
-            if (s.start < limit)
-                s.step = st.step;
-        }
-    }
+    for (size_t i = firstSpan; i < spans.size(); ++i)
+        if (device.empty() || !device[i - firstSpan])
+            spans[i].step = stepAt(spans[i].start);
 }
 
 // Numbering all-reduce buckets within each step of one rank.
@@ -179,59 +196,103 @@ void numberBuckets(std::vector<Span>& spans, size_t firstSpan, const std::unorde
     }
 }
 
-Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::string>& names,
-                     const ImportOptions& options, Run run, ImportStats* stats)
+// The run's warm-up threshold from "the first N steps of the trace": RunConfig::warmupSteps is
+// a step number (steps numbered below it are warm-up), so it becomes the number of the
+// (N+1)-th distinct step, or one past the last step when there are not more than N steps (the
+// report then says that no step is past the warm-up).
+int32_t warmupThreshold(const std::vector<Step>& steps, int firstN)
 {
-    // Ranks: the option (first file's rank, then consecutive), else distributedInfo, else order.
-    std::vector<int> ranks(traces.size());
+    std::vector<int32_t> numbers;
+    for (const Step& st : steps)
+        numbers.push_back(st.step);
+    std::sort(numbers.begin(), numbers.end());
+    numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
+    if (numbers.empty())
+        return 0;
+    const size_t n = static_cast<size_t>(std::max(0, firstN));
+    return n < numbers.size() ? numbers[n] : numbers.back() + 1;
+}
+
+Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::string>& names,
+                     const ImportOptions& options, Run run, int64_t truncatedNames, ImportStats* stats)
+{
+    // Ranks: a Lockstep export names its own (one file may hold every rank); other files are
+    // one rank each: the option (first file's rank, then consecutive), else distributedInfo,
+    // else the file's position.
+    std::vector<std::vector<int>> ranks(traces.size());
     std::map<int, size_t> owner;
+    int nextOptionRank = options.rank.value_or(0);
     for (size_t i = 0; i < traces.size(); ++i) {
-        ranks[i] = options.rank ? *options.rank + static_cast<int>(i)
-                                : traces[i].rank.value_or(static_cast<int>(i));
-        if (ranks[i] < 0)
-            return fail("rank must not be negative (" + names[i] + ")");
-        auto [it, fresh] = owner.emplace(ranks[i], i);
-        if (!fresh)
-            return fail(names[it->second] + " and " + names[i] + " are both rank " + std::to_string(ranks[i])
-                        + "; give the ranks with --rank (first file's rank, the next files follow)");
+        if (traces[i].lockstep) {
+            std::set<int> own;
+            for (const RankInfo& r : traces[i].lockstep->ranks)
+                own.insert(r.rank);
+            for (const RawLane& l : traces[i].lanes)
+                own.insert(l.rank.value_or(0));
+            for (const Step& st : traces[i].steps)
+                own.insert(st.rank);
+            ranks[i].assign(own.begin(), own.end());
+        } else {
+            ranks[i].push_back(options.rank ? nextOptionRank++ : traces[i].rank.value_or(static_cast<int>(i)));
+        }
+        for (int r : ranks[i]) {
+            if (r < 0)
+                return fail("rank must not be negative (" + names[i] + ")");
+            auto [it, fresh] = owner.emplace(r, i);
+            if (!fresh)
+                return fail(names[it->second] + " and " + names[i] + " are both rank " + std::to_string(r)
+                            + "; give the ranks with --rank (first file's rank, the next files follow)");
+        }
     }
-    int worldSize = static_cast<int>(traces.size());
+    const int maxRank = owner.empty() ? 0 : owner.rbegin()->first;
+    int worldSize = static_cast<int>(owner.size());
     if (options.worldSize) {
         worldSize = *options.worldSize;
     } else {
-        for (const auto& t : traces)
+        for (const auto& t : traces) {
             if (t.worldSize)
                 worldSize = std::max(worldSize, *t.worldSize);
-        worldSize = std::max(worldSize, owner.rbegin()->first + 1);
+            if (t.lockstep)
+                worldSize = std::max(worldSize, t.lockstep->config.worldSize);
+        }
+        worldSize = std::max(worldSize, maxRank + 1);
     }
     DiagnosticCounter diagnostics;
-    if (worldSize < static_cast<int>(traces.size()) || worldSize <= owner.rbegin()->first)
-        diagnostics.add("rank outside world size", Severity::Warning,
-                        "a rank is not below the world size given for the run");
+    if (worldSize < static_cast<int>(owner.size()) || worldSize <= maxRank)
+        diagnostics.add(DiagnosticKind::RankOutsideWorldSize);
+    if (truncatedNames > 0)
+        diagnostics.add(DiagnosticKind::NameTruncated, truncatedNames);
 
     const StringId allreduce = run.strings.intern("allreduce");
     std::map<int32_t, int64_t> bucketBytes;
+    std::map<int32_t, Bucket> exportedBuckets;
     bool anyGpu = false, anyCommKernel = false, anyGloo = false;
     std::string backend;
     std::string source;
     int64_t events = 0, bytes = 0;
+    const LockstepMeta* meta = nullptr;
     for (size_t f = 0; f < traces.size(); ++f) {
         RankTrace& t = traces[f];
-        const int rank = ranks[f];
+        const int fileRank = ranks[f].front();
         const size_t firstSpan = run.spans.size();
         const size_t firstStep = run.steps.size();
         const auto laneBase = static_cast<uint32_t>(run.lanes.size());
-        int32_t gpuDevice = -1;
+        std::map<int32_t, int32_t> gpuDevice; // rank -> lowest GPU index
         for (auto& raw : t.lanes) {
             Lane lane;
             lane.id = LaneId{static_cast<uint32_t>(run.lanes.size())};
-            lane.rank = rank;
+            lane.rank = raw.rank.value_or(fileRank);
             lane.kind = raw.kind;
             lane.device = raw.device;
             lane.stream = raw.stream;
-            lane.name = std::move(raw.name);
-            if (lane.kind == LaneKind::GpuStream && (gpuDevice < 0 || lane.device < gpuDevice))
-                gpuDevice = std::max(0, lane.device);
+            if (raw.name.size() > kMaxNameBytes)
+                diagnostics.add(DiagnosticKind::NameTruncated);
+            lane.name = std::string(capName(raw.name));
+            if (lane.kind == LaneKind::GpuStream) {
+                auto [it, fresh] = gpuDevice.emplace(lane.rank, std::max(0, lane.device));
+                if (!fresh)
+                    it->second = std::min(it->second, std::max(0, lane.device));
+            }
             run.lanes.push_back(std::move(lane));
         }
         run.spans.reserve(run.spans.size() + t.spans.size());
@@ -243,17 +304,37 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
         }
         std::vector<Span>().swap(t.spans);
         for (Step st : t.steps) {
-            st.rank = rank;
+            if (!t.lockstep)
+                st.rank = fileRank;
             run.steps.push_back(st);
         }
-        assignSteps(run.spans, run.steps, firstSpan, firstStep);
-        numberBuckets(run.spans, firstSpan, t.collective, allreduce, run.strings, bucketBytes);
-        RankInfo info;
-        info.rank = rank;
-        info.pid = t.pid;
-        info.device = gpuDevice >= 0 ? "cuda:" + std::to_string(gpuDevice) : "cpu";
-        anyGpu |= gpuDevice >= 0;
-        run.ranks.push_back(info);
+        for (Instant in : t.instants) {
+            in.lane = LaneId{laneBase + in.lane.v};
+            run.instants.push_back(in);
+        }
+        if (t.lockstep) {
+            // Spans and instants carry their own step and bucket: the run as it was exported.
+            meta = &*t.lockstep;
+            for (const Bucket& bucket : t.lockstep->buckets)
+                exportedBuckets[bucket.index] = bucket;
+        } else {
+            assignSteps(run.spans, run.steps, firstSpan, firstStep, t, diagnostics);
+            numberBuckets(run.spans, firstSpan, t.collective, allreduce, run.strings, bucketBytes);
+        }
+        for (int rank : ranks[f]) {
+            RankInfo info;
+            info.rank = rank;
+            info.pid = t.pid;
+            if (t.lockstep)
+                for (const RankInfo& r : t.lockstep->ranks)
+                    if (r.rank == rank)
+                        info = r;
+            auto gpu = gpuDevice.find(rank);
+            if (info.device.empty())
+                info.device = gpu != gpuDevice.end() ? "cuda:" + std::to_string(gpu->second) : "cpu";
+            anyGpu |= gpu != gpuDevice.end();
+            run.ranks.push_back(info);
+        }
         if (backend.empty())
             backend = t.backend;
         if (source.empty())
@@ -268,26 +349,35 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
         Bucket bucket;
         bucket.index = index;
         bucket.bytes = b;
-        run.buckets.push_back(std::move(bucket));
+        exportedBuckets.emplace(index, bucket);
     }
+    for (auto& [index, bucket] : exportedBuckets)
+        run.buckets.push_back(std::move(bucket));
 
     RunConfig& c = run.config;
-    c.source = source.empty() ? "kineto" : source;
-    c.model = "imported";
-    c.worldSize = worldSize;
-    c.backend = !backend.empty() ? backend : anyCommKernel ? "nccl" : anyGloo ? "gloo" : "";
-    c.device = anyGpu ? "cuda" : "cpu";
-    c.bucketCapBytes = 0; // unknown: not in the trace
-    c.firstBucketCapBytes = 0;
-    int32_t firstStep = INT32_MAX;
     std::map<int32_t, int32_t> stepsPerRank;
-    for (const Step& st : run.steps) {
-        firstStep = std::min(firstStep, st.step);
+    for (const Step& st : run.steps)
         ++stepsPerRank[st.rank];
+    if (meta && traces.size() == 1) {
+        // A Lockstep export: its own configuration (warm-up, batch, caps: every metric needs it).
+        c = meta->config;
+        c.worldSize = worldSize;
+        c.extra["exported_source"] = c.source;
+        c.source = "lockstep-export";
+        if (options.warmupSteps)
+            c.warmupSteps = warmupThreshold(run.steps, *options.warmupSteps);
+    } else {
+        c.source = source.empty() ? "kineto" : source;
+        c.model = "imported";
+        c.worldSize = worldSize;
+        c.backend = !backend.empty() ? backend : anyCommKernel ? "nccl" : anyGloo ? "gloo" : "";
+        c.device = anyGpu ? "cuda" : "cpu";
+        c.bucketCapBytes = 0; // unknown: not in the trace
+        c.firstBucketCapBytes = 0;
+        for (const auto& [rank, n] : stepsPerRank)
+            c.stepsPlanned = std::max(c.stepsPlanned, n);
+        c.warmupSteps = warmupThreshold(run.steps, options.warmupSteps.value_or(kDefaultImportWarmup));
     }
-    for (const auto& [rank, n] : stepsPerRank)
-        c.stepsPlanned = std::max(c.stepsPlanned, n);
-    c.warmupSteps = options.warmupSteps ? *options.warmupSteps : (firstStep == INT32_MAX ? 0 : firstStep + 1);
     c.status = RunStatus::Completed;
     c.createdNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::system_clock::now().time_since_epoch()).count();
@@ -297,14 +387,14 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
         joined += (joined.empty() ? "" : ";") + n;
     c.extra["imported_from"] = joined;
     if (stepsPerRank.empty() && !run.spans.empty())
-        diagnostics.add("no steps found", Severity::Warning,
-                        "no ProfilerStep#N (or NVTX step range) found: per-step analyses are empty");
+        diagnostics.add(DiagnosticKind::NoStepsFound);
     run.diagnostics = diagnostics.list();
+    run.clocksCorrected = true; // a trace's ranks share one clock, or say so (relative timestamps)
     run.normalize();
 
     if (stats) {
         stats->files = static_cast<int>(traces.size());
-        stats->ranks = static_cast<int>(traces.size());
+        stats->ranks = static_cast<int>(owner.size());
         stats->worldSize = worldSize;
         stats->events = events;
         stats->bytesRead = bytes;
@@ -354,7 +444,7 @@ Result<Run> importTracesToRun(const std::vector<std::string>& files, const Impor
         if (progress)
             progress(total > 0 ? 0.85 * double(done) / double(total) : 0.85);
     }
-    return assemble(traces, files, options, std::move(run), stats);
+    return assemble(traces, files, options, std::move(run), strings.truncated(), stats);
 }
 
 Result<ImportStats> importTraces(const std::vector<std::string>& files, const std::string& outDb,
@@ -399,7 +489,7 @@ Result<Run> importTraceBytes(std::string_view bytes, const ImportOptions& option
     }
     if (!s)
         return std::unexpected(s.error());
-    return assemble(traces, {"<memory>"}, options, std::move(run), stats);
+    return assemble(traces, {"<memory>"}, options, std::move(run), strings.truncated(), stats);
 }
 
 } // namespace lockstep::core

@@ -209,43 +209,67 @@ std::unique_ptr<ByteSource> memorySource(std::string_view bytes, bool gzip)
                                         static_cast<int64_t>(bytes.size()));
 }
 
-void DiagnosticCounter::add(std::string_view kind, Severity severity, std::string_view message, int64_t n)
+void DiagnosticCounter::add(DiagnosticKind kind, int64_t n, std::string_view detail)
 {
-    auto it = m_byKind.find(kind);
-    if (it == m_byKind.end()) {
-        Diagnostic d;
-        d.kind = std::string(kind);
-        d.severity = severity;
-        d.message = std::string(message);
-        it = m_byKind.emplace(d.kind, std::move(d)).first;
+    Entry& e = m_byKind[kind];
+    e.count += n;
+    if (!detail.empty()) {
+        auto it = e.details.find(detail);
+        if (it == e.details.end())
+            it = e.details.emplace(std::string(detail), 0).first;
+        it->second += n;
     }
-    it->second.count += n;
 }
 
 int64_t DiagnosticCounter::total() const
 {
     int64_t n = 0;
-    for (const auto& [kind, d] : m_byKind)
-        n += d.count;
+    for (const auto& [kind, e] : m_byKind)
+        n += e.count;
     return n;
 }
 
 std::vector<Diagnostic> DiagnosticCounter::list() const
 {
     std::vector<Diagnostic> out;
-    for (const auto& [kind, d] : m_byKind)
-        out.push_back(d);
+    for (const auto& [kind, e] : m_byKind) {
+        // "kernel 700, memcpy 175"; a single key that holds the whole count is shown alone.
+        std::string detail;
+        const bool alone = e.details.size() == 1 && e.details.begin()->second == e.count;
+        for (const auto& [key, n] : e.details)
+            detail += (detail.empty() ? "" : ", ") + key + (alone ? "" : " " + std::to_string(n));
+        out.push_back(makeDiagnostic(kind, e.count, detail));
+    }
     return out;
 }
 
 void DiagnosticCounter::mergeFrom(const DiagnosticCounter& other)
 {
-    for (const auto& [kind, d] : other.m_byKind)
-        add(kind, d.severity, d.message, d.count);
+    for (const auto& [kind, e] : other.m_byKind) {
+        Entry& mine = m_byKind[kind];
+        mine.count += e.count;
+        for (const auto& [key, n] : e.details)
+            mine.details[key] += n;
+    }
+}
+
+std::string_view capName(std::string_view text)
+{
+    if (text.size() <= kMaxNameBytes)
+        return text;
+    size_t n = kMaxNameBytes;
+    // Back up over UTF-8 continuation bytes so the cut never splits a character.
+    while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80)
+        --n;
+    return text.substr(0, n);
 }
 
 StringId Interner::intern(std::string_view text)
 {
+    if (text.size() > kMaxNameBytes) {
+        ++m_truncated;
+        text = capName(text);
+    }
     auto it = m_cache.find(text);
     if (it != m_cache.end())
         return it->second;

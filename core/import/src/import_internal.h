@@ -2,12 +2,14 @@
 // intermediate trace each parser fills, and the diagnostics counter. Not installed.
 #pragma once
 
+#include "lockstep/core/diagnostics.h"
 #include "lockstep/core/result.h"
 #include "lockstep/core/types.h"
 #include "lockstep/import/import.h"
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,23 +44,38 @@ Result<std::unique_ptr<ByteSource>> openFileSource(const std::string& path, bool
 std::unique_ptr<ByteSource> memorySource(std::string_view bytes, bool gzip);
 
 // Anomalies counted per kind (Perfetto's habit): the import never aborts for one bad event.
+// Kinds come from the closed list (core/diagnostics.h); `detail` splits a kind's count by a
+// sub-key (e.g. the span kind of device work without a launch record) shown in the message.
 class DiagnosticCounter {
 public:
-    void add(std::string_view kind, Severity severity, std::string_view message, int64_t n = 1);
+    void add(DiagnosticKind kind, int64_t n = 1, std::string_view detail = {});
     int64_t total() const;
     std::vector<Diagnostic> list() const;
     void mergeFrom(const DiagnosticCounter& other);
 
 private:
-    std::map<std::string, Diagnostic, std::less<>> m_byKind;
+    struct Entry {
+        int64_t count = 0;
+        std::map<std::string, int64_t, std::less<>> details;
+    };
+    std::map<DiagnosticKind, Entry> m_byKind;
 };
 
-// Interning into the run's string table without building a std::string per lookup.
+// Names are capped at this many bytes (cut at a UTF-8 character boundary): a 50 MB event name
+// must not become a 50 MB string in the run file, the timeline and every report. Long enough
+// for any real kernel or operator name (C++ template kernels reach a few hundred bytes).
+inline constexpr size_t kMaxNameBytes = kImportNameLimit;
+// `text` cut to at most kMaxNameBytes at a character boundary.
+std::string_view capName(std::string_view text);
+
+// Interning into the run's string table without building a std::string per lookup. Names are
+// capped (capName); every capped name is counted in truncated().
 class Interner {
 public:
     explicit Interner(StringTable& table) : m_table(table) {}
     StringId intern(std::string_view text);
     const std::string& text(StringId id) const { return m_table.text(id); }
+    int64_t truncated() const { return m_truncated; }
 
 private:
     struct Hash {
@@ -67,6 +84,7 @@ private:
     };
     StringTable& m_table;
     std::unordered_map<std::string, StringId, Hash, std::equal_to<>> m_cache;
+    int64_t m_truncated = 0;
 };
 
 struct RawLane {
@@ -74,12 +92,28 @@ struct RawLane {
     int32_t device = -1;
     int64_t stream = -1;
     std::string name;
+    std::optional<int32_t> rank; // a Lockstep export names each lane's rank; other traces do not
 };
 
-// One rank's trace as a parser leaves it: lanes local to the file (Span::lane indexes
-// `lanes`), times already in ns of the trace's clock, steps without rank.
+// The header of a trace Lockstep itself exported (chrome_export.h): the run's configuration,
+// ranks, lanes and buckets, so the trace imports back into the same run.
+struct LockstepMeta {
+    RunConfig config;
+    std::vector<RankInfo> ranks;
+    std::vector<Lane> lanes;   // ids as exported (the trace events' tid)
+    std::vector<Bucket> buckets;
+};
+
+// A device span's launch: the host time of the runtime call that launched it (Kineto: the
+// cuda_runtime / cuda_driver event with the same correlation id, or the ac2g flow's start, or
+// the CPU op with the same External id; nsys: the CUPTI_ACTIVITY_KIND_RUNTIME row with the same
+// correlationId), or kNoLaunch when the trace has none.
+inline constexpr TimeNs kNoLaunch = std::numeric_limits<TimeNs>::min();
+
+// One trace file as a parser leaves it: lanes local to the file (Span::lane indexes `lanes`),
+// times already in ns of the trace's clock, steps without rank (a Lockstep export: with rank).
 struct RankTrace {
-    std::string source;                 // "kineto" | "nsys"
+    std::string source;                 // "kineto" | "nsys" | "lockstep"
     std::optional<int> rank;            // from distributedInfo
     std::optional<int> worldSize;
     std::string backend;
@@ -90,6 +124,11 @@ struct RankTrace {
     // Per span index: the collective it belongs to ("allreduce", "broadcast", ...), only for
     // communication spans; used to number all-reduce buckets within each step.
     std::unordered_map<size_t, StringId> collective;
+    // Every device span (isDeviceKind on a GPU lane) with its launch time (kNoLaunch: none).
+    std::vector<std::pair<size_t, TimeNs>> deviceLaunch;
+    // A Lockstep export: spans carry their own step and bucket, instants and the run header.
+    std::optional<LockstepMeta> lockstep;
+    std::vector<Instant> instants;
     int64_t events = 0;
     int64_t bytes = 0;
     DiagnosticCounter diagnostics;

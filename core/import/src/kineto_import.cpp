@@ -231,9 +231,13 @@ struct Event {
     std::string_view name, ph, cat;
     std::string_view pid, tid;   // raw tokens ("7", "\"CPU functions\"")
     std::string_view ts, dur;    // raw tokens
+    std::string_view id;         // raw token: a flow's id (ac2g: the correlation id)
     std::string_view argName;    // args.name of metadata events
     std::string_view collective, dtype;
+    std::string_view argKind;    // Lockstep export: args.kind (span kind name)
     int64_t extId = -1, device = -1, stream = -1, bytes = -1, inNelems = -1, outNelems = -1;
+    int64_t correlation = -1;    // args.correlation: runtime call <-> device activity
+    int64_t argStep = kNoStep, argBucket = kNoBucket, argSamples = 0; // Lockstep export
     bool hasName = false, hasCommMeta = false;
 };
 
@@ -307,10 +311,10 @@ private:
     uint32_t laneFor(EventClass cls, const Event& e);
     size_t addSpan(uint32_t lane, TimeNs start, TimeNs end, StringId name, SpanKind kind, int64_t bytes);
     void addHostSpan(uint32_t lane, TimeNs start, TimeNs end, std::string_view name, const Event& e);
-    void diag(std::string_view kind, std::string_view message, Severity s = Severity::Warning)
-    {
-        m_out.diagnostics.add(kind, s, message);
-    }
+    void diag(DiagnosticKind kind) { m_out.diagnostics.add(kind); }
+    void onLockstepMeta(std::string_view text);
+    void addLockstepEvent(char ph, const Event& e, TimeNs ts);
+    void resolveLaunches();
 
     ByteSource& m_source;
     const ImportOptions& m_options;
@@ -378,6 +382,19 @@ private:
     std::unordered_map<int64_t, CommOp> m_commOps;
     std::vector<std::pair<size_t, int64_t>> m_kernelsWithExtId;
     std::unordered_set<int32_t> m_stepsSeen;
+    // Launch correlation (see resolveLaunches): runtime calls and ac2g flow starts by correlation
+    // id, host ops by External id, and each device span's ids.
+    std::unordered_map<int64_t, TimeNs> m_runtimeByCorrelation;
+    std::unordered_map<int64_t, TimeNs> m_flowStartById;
+    std::vector<std::pair<int64_t, TimeNs>> m_hostOpsByExtId;
+    struct DeviceLink {
+        size_t span;
+        int64_t correlation, extId;
+    };
+    std::vector<DeviceLink> m_deviceLinks;
+    bool m_traceEventsNotArray = false;
+    // A trace Lockstep exported: its header, and lane id (tid) -> index into m_out.lanes.
+    std::unordered_map<int64_t, uint32_t> m_lockstepLane;
 };
 
 size_t KinetoParser::refill(size_t keep)
@@ -474,7 +491,7 @@ Status KinetoParser::structuralError(const std::string& what)
     const std::string message = what + " at byte " + std::to_string(offset);
     if (m_out.events == 0)
         return fail("not a valid trace-event JSON file: " + message);
-    m_out.diagnostics.add("malformed JSON (import stopped)", Severity::Error, message);
+    m_out.diagnostics.add(DiagnosticKind::MalformedJson, 1, message);
     return {};
 }
 
@@ -494,8 +511,7 @@ Status KinetoParser::run()
                 return fail("empty file: no JSON trace in it");
             if (m_out.events == 0)
                 return fail("truncated trace-event JSON: the file ends before any event");
-            m_out.diagnostics.add("truncated input", Severity::Error,
-                                  "the file ends inside the JSON document; events up to there were imported");
+            m_out.diagnostics.add(DiagnosticKind::TruncatedInput);
             break;
         }
         switch (state) {
@@ -565,7 +581,7 @@ Status KinetoParser::run()
             if (c == '{')
                 onEvent(m_data + s, e - s);
             else
-                diag("event is not an object", "an element of traceEvents is not a JSON object");
+                diag(DiagnosticKind::EventNotObject);
             state = State::AfterItem;
             if (m_mapped && m_pos - m_released >= (64u << 20))
                 releaseConsumed();
@@ -589,8 +605,11 @@ Status KinetoParser::run()
 void KinetoParser::onTopValue(std::string_view key, std::string_view text)
 {
     if (key == "traceEvents") {
-        diag("traceEvents is not an array", "the traceEvents member is not an array; no events in it",
-             Severity::Error);
+        m_traceEventsNotArray = true; // no events in it: finish() refuses the file if that is all
+        return;
+    }
+    if (key == "lockstepRun") {
+        onLockstepMeta(text);
         return;
     }
     if (key != "distributedInfo" && key != "baseTimeNanoseconds")
@@ -598,14 +617,14 @@ void KinetoParser::onTopValue(std::string_view key, std::string_view text)
     simdjson::padded_string padded(text);
     od::document doc;
     if (m_parser.iterate(padded).get(doc)) {
-        diag("malformed metadata", "a top-level member could not be parsed");
+        diag(DiagnosticKind::MalformedMetadata);
         return;
     }
     if (key == "baseTimeNanoseconds") {
         std::string_view tok;
         int64_t base = 0;
         if (doc.raw_json_token().get(tok) || parseInteger(trimToken(tok), &base) != NumberParse::Ok || base < 0) {
-            diag("malformed metadata", "baseTimeNanoseconds is not a non-negative integer");
+            diag(DiagnosticKind::MalformedMetadata);
             return;
         }
         m_baseNs = base;
@@ -613,7 +632,7 @@ void KinetoParser::onTopValue(std::string_view key, std::string_view text)
     }
     od::object obj;
     if (doc.get_object().get(obj)) {
-        diag("malformed metadata", "distributedInfo is not an object");
+        diag(DiagnosticKind::MalformedMetadata);
         return;
     }
     for (auto fieldResult : obj) {
@@ -630,7 +649,7 @@ void KinetoParser::onTopValue(std::string_view key, std::string_view text)
             tok = fv.raw_json_token();
             if (parseInteger(trimToken(tok), &v) != NumberParse::Ok
                 || v < 0 || v > 1'000'000) {
-                diag("malformed metadata", "distributedInfo rank/world_size is not a sensible integer");
+                diag(DiagnosticKind::MalformedMetadata);
                 continue;
             }
             (k == "rank" ? m_out.rank : m_out.worldSize) = static_cast<int>(v);
@@ -655,7 +674,7 @@ void KinetoParser::onEvent(const char* p, size_t n)
     od::document doc;
     od::object obj;
     if (m_parser.iterate(p, n, capacity).get(doc) || doc.get_object().get(obj)) {
-        diag("malformed event", "an event could not be parsed as a JSON object");
+        diag(DiagnosticKind::MalformedEvent);
         return;
     }
     Event e;
@@ -673,7 +692,7 @@ void KinetoParser::onEvent(const char* p, size_t n)
                 e.ph = "?";
         } else if (key == "name") {
             if (v.get_string().get(e.name)) {
-                diag("wrong type", "an event's name is not a string");
+                diag(DiagnosticKind::WrongType);
                 e.name = "?";
             }
             e.hasName = true;
@@ -688,6 +707,8 @@ void KinetoParser::onEvent(const char* p, size_t n)
             e.pid = v.raw_json_token();
         } else if (key == "tid") {
             e.tid = v.raw_json_token();
+        } else if (key == "id") {
+            e.id = v.raw_json_token();
         } else if (key == "args") {
             od::object args;
             if (v.get_object().get(args))
@@ -707,6 +728,18 @@ void KinetoParser::onEvent(const char* p, size_t n)
                 };
                 if (ak == "External id")
                     intArg(&e.extId);
+                else if (ak == "correlation")
+                    intArg(&e.correlation);
+                else if (ak == "step")
+                    intArg(&e.argStep);
+                else if (ak == "bucket")
+                    intArg(&e.argBucket);
+                else if (ak == "samples")
+                    intArg(&e.argSamples);
+                else if (ak == "kind") {
+                    if (arg.value().get_string().get(e.argKind))
+                        e.argKind = {};
+                }
                 else if (ak == "device")
                     intArg(&e.device);
                 else if (ak == "stream")
@@ -736,7 +769,7 @@ void KinetoParser::onEvent(const char* p, size_t n)
             break;
     }
     if (bad) {
-        diag("malformed event", "an event could not be parsed as a JSON object");
+        diag(DiagnosticKind::MalformedEvent);
         return;
     }
     addEvent(e);
@@ -816,6 +849,13 @@ int64_t commBytes(const Event& e)
 
 void KinetoParser::addHostSpan(uint32_t lane, TimeNs start, TimeNs end, std::string_view name, const Event& e)
 {
+    // Launch records: a host event with a correlation id is a CUDA runtime or driver call
+    // (cudaLaunchKernel, cudaMemcpyAsync, ...); one with an External id is the operator that
+    // made it. The first one seen of each id is the launch.
+    if (e.correlation >= 0)
+        m_runtimeByCorrelation.emplace(e.correlation, start);
+    if (e.extId >= 0)
+        m_hostOpsByExtId.emplace_back(e.extId, start);
     SpanKind kind = SpanKind::CpuOp;
     int64_t bytes = 0;
     const bool comm = e.hasCommMeta || isCommOpName(name);
@@ -830,10 +870,10 @@ void KinetoParser::addHostSpan(uint32_t lane, TimeNs start, TimeNs end, std::str
                 st.end = end;
                 m_out.steps.push_back(st);
             } else {
-                diag("duplicate step", "a ProfilerStep#N appears more than once; the first one is the step");
+                diag(DiagnosticKind::DuplicateStep);
             }
         } else {
-            diag("malformed step name", "a ProfilerStep# event without a step number");
+            diag(DiagnosticKind::MalformedStepName);
         }
     } else if (comm) {
         kind = SpanKind::Comm;
@@ -860,7 +900,7 @@ void KinetoParser::addHostSpan(uint32_t lane, TimeNs start, TimeNs end, std::str
 void KinetoParser::addEvent(const Event& e)
 {
     if (e.ph.empty()) {
-        diag("missing ph", "an event without a phase (ph) was skipped");
+        diag(DiagnosticKind::MissingPhase);
         return;
     }
     const char ph = e.ph.size() == 1 ? e.ph[0] : '?';
@@ -873,18 +913,42 @@ void KinetoParser::addEvent(const Event& e)
             m_processNames[std::string(trimToken(e.pid))] = std::string(e.argName);
         return;
     }
+    auto timestamp = [&](int64_t* ts) {
+        if (e.ts.empty()) {
+            diag(DiagnosticKind::MissingTimestamp);
+            return false;
+        }
+        switch (parseMicrosToNs(e.ts, ts)) {
+        case NumberParse::Ok: return true;
+        case NumberParse::NotNumber: diag(DiagnosticKind::WrongType); return false;
+        case NumberParse::OutOfRange: diag(DiagnosticKind::TimestampOutOfRange); return false;
+        }
+        return false;
+    };
+    if (m_out.lockstep) {
+        int64_t ts = 0;
+        if (timestamp(&ts))
+            addLockstepEvent(ph, e, ts);
+        return;
+    }
+    if (ph == 's' && iequals(e.cat, "ac2g")) {
+        // The start of a CPU -> GPU flow: at the launching runtime call, id = the correlation id.
+        int64_t ts = 0, id = 0;
+        if (timestamp(&ts) && parseInteger(trimToken(e.id), &id) == NumberParse::Ok)
+            m_flowStartById.emplace(id, ts);
+        return;
+    }
     switch (ph) {
     case 'X':
     case 'B':
     case 'E': break;
-    case 's': case 'f': case 't': // flows (CPU op → kernel arrows): External id carries the link
+    case 's': case 'f': case 't':
     case 'i': case 'I': case 'C': case 'b': case 'e': case 'n': case 'P': case 'O': case 'N': case 'D':
     case 'R': case 'c':
-        m_out.diagnostics.add("ignored event phase", Severity::Info,
-                              "instant, counter, flow, async and object events are not imported");
+        m_out.diagnostics.add(DiagnosticKind::IgnoredPhase);
         return;
     default:
-        diag("unknown phase", "an event with an unknown phase (ph) was skipped");
+        diag(DiagnosticKind::UnknownPhase);
         return;
     }
     // Which lane family.
@@ -903,21 +967,13 @@ void KinetoParser::addEvent(const Event& e)
             cls = EventClass::Gpu;
             gpuKind = SpanKind::Other;
         } else if (iequals(e.cat, "python_function") && !m_options.includePythonFunctions) {
-            m_out.diagnostics.add("python_function events skipped", Severity::Info,
-                                  "python_function events are skipped (ImportOptions::includePythonFunctions)");
+            m_out.diagnostics.add(DiagnosticKind::PythonFunctionsSkipped);
             return;
         }
     }
     int64_t ts = 0;
-    if (e.ts.empty()) {
-        diag("missing ts", "an event without a timestamp (ts) was skipped");
+    if (!timestamp(&ts))
         return;
-    }
-    switch (parseMicrosToNs(e.ts, &ts)) {
-    case NumberParse::Ok: break;
-    case NumberParse::NotNumber: diag("wrong type", "an event's ts is not a number; skipped"); return;
-    case NumberParse::OutOfRange: diag("timestamp out of range", "a ts or dur does not fit in int64 ns; skipped"); return;
-    }
     const uint32_t lane = laneFor(cls, e);
     if (ph == 'B') {
         m_open[lane].push_back(Open{ts, std::string(e.hasName ? e.name : "?"), {}});
@@ -932,43 +988,45 @@ void KinetoParser::addEvent(const Event& e)
     if (ph == 'E') {
         auto it = m_open.find(lane);
         if (it == m_open.end() || it->second.empty()) {
-            diag("unmatched B/E", "an end (E) event without a matching begin (B) was skipped");
+            diag(DiagnosticKind::UnmatchedBeginEnd);
             return;
         }
         Open o = std::move(it->second.back());
         it->second.pop_back();
         if (ts < o.start) {
-            diag("negative duration", "an event ends before it starts; skipped");
+            diag(DiagnosticKind::NegativeDuration);
             return;
         }
-        if (cls == EventClass::Gpu)
-            addSpan(lane, o.start, ts, m_strings.intern(o.name), gpuKind, 0);
-        else
+        if (cls == EventClass::Gpu) {
+            const size_t index = addSpan(lane, o.start, ts, m_strings.intern(o.name), gpuKind, 0);
+            if (isDeviceKind(gpuKind))
+                m_deviceLinks.push_back({index, -1, -1}); // B/E pairs carry no correlation
+        } else
             addHostSpan(lane, o.start, ts, o.name, o.e);
         return;
     }
     // 'X'
     if (e.dur.empty()) {
-        diag("missing dur", "a complete (X) event without a duration (dur) was skipped");
+        diag(DiagnosticKind::MissingDuration);
         return;
     }
     int64_t dur = 0;
     switch (parseMicrosToNs(e.dur, &dur)) {
     case NumberParse::Ok: break;
-    case NumberParse::NotNumber: diag("wrong type", "an event's dur is not a number; skipped"); return;
-    case NumberParse::OutOfRange: diag("timestamp out of range", "a ts or dur does not fit in int64 ns; skipped"); return;
+    case NumberParse::NotNumber: diag(DiagnosticKind::WrongType); return;
+    case NumberParse::OutOfRange: diag(DiagnosticKind::TimestampOutOfRange); return;
     }
     if (dur < 0) {
-        diag("negative duration", "an event ends before it starts; skipped");
+        diag(DiagnosticKind::NegativeDuration);
         return;
     }
     int64_t end = 0;
     if (__builtin_add_overflow(ts, dur, &end)) {
-        diag("timestamp out of range", "a ts or dur does not fit in int64 ns; skipped");
+        diag(DiagnosticKind::TimestampOutOfRange);
         return;
     }
     if (!e.hasName)
-        diag("missing name", "an event without a name was imported as \"?\"", Severity::Info);
+        diag(DiagnosticKind::MissingName);
     const std::string_view name = e.hasName ? e.name : std::string_view("?");
     if (cls == EventClass::Host) {
         addHostSpan(lane, ts, end, name, e);
@@ -993,17 +1051,58 @@ void KinetoParser::addEvent(const Event& e)
     } else if (gpuKind == SpanKind::Kernel && e.extId >= 0) {
         m_kernelsWithExtId.emplace_back(index, e.extId);
     }
+    if (isDeviceKind(kind))
+        m_deviceLinks.push_back({index, e.correlation, e.extId});
+}
+
+// Each device span's launch: the runtime call with the same correlation id, else the start of
+// the ac2g flow with that id (the same instant, written as a flow by newer Kineto), else the
+// host operator with the same External id (the operator that made the call). Times are still
+// relative to baseTimeNanoseconds here, like the spans; finish() shifts both.
+void KinetoParser::resolveLaunches()
+{
+    bool needExt = false;
+    for (const DeviceLink& d : m_deviceLinks)
+        needExt |= d.extId >= 0 && !m_runtimeByCorrelation.count(d.correlation) && !m_flowStartById.count(d.correlation);
+    if (needExt)
+        std::stable_sort(m_hostOpsByExtId.begin(), m_hostOpsByExtId.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+    m_out.deviceLaunch.reserve(m_deviceLinks.size());
+    for (const DeviceLink& d : m_deviceLinks) {
+        TimeNs launch = kNoLaunch;
+        if (auto it = m_runtimeByCorrelation.find(d.correlation); d.correlation >= 0 && it != m_runtimeByCorrelation.end())
+            launch = it->second;
+        else if (auto f = m_flowStartById.find(d.correlation); d.correlation >= 0 && f != m_flowStartById.end())
+            launch = f->second;
+        else if (d.extId >= 0 && needExt) {
+            auto op = std::lower_bound(m_hostOpsByExtId.begin(), m_hostOpsByExtId.end(), d.extId,
+                                       [](const auto& a, int64_t v) { return a.first < v; });
+            if (op != m_hostOpsByExtId.end() && op->first == d.extId)
+                launch = op->second;
+        }
+        m_out.deviceLaunch.emplace_back(d.span, launch);
+    }
+    std::vector<std::pair<int64_t, TimeNs>>().swap(m_hostOpsByExtId);
 }
 
 Status KinetoParser::finish()
 {
     if (m_progress)
         m_progress(m_source.consumed());
+    if (m_out.spans.empty() && m_out.steps.empty() && m_out.instants.empty()) {
+        // Nothing to import is an error, not an empty run: a JSON that is not a trace (a config
+        // file, `{}`, `[]`) must not become a run with 0 steps and exit status 0.
+        if (m_traceEventsNotArray)
+            return fail("not a trace: its traceEvents member is not an array of events");
+        if (m_out.events == 0)
+            return fail("not a trace: the JSON holds no trace events (expected torch.profiler's "
+                        "{\"traceEvents\": [...]} or a bare array of events)");
+        return fail("no usable trace events: all " + std::to_string(m_out.events)
+                    + " events were skipped (see the counts above) or carry no time span");
+    }
     for (auto& [lane, stack] : m_open)
         if (!stack.empty())
-            m_out.diagnostics.add("unmatched B/E", Severity::Warning,
-                                  "a begin (B) event without a matching end (E) was skipped",
-                                  static_cast<int64_t>(stack.size()));
+            m_out.diagnostics.add(DiagnosticKind::UnmatchedBeginEnd, static_cast<int64_t>(stack.size()));
     // A kernel launched by a communication op (same External id) is a communication kernel:
     // the way NCCL kernels are found when their names are not the usual ones.
     for (const auto& [index, extId] : m_kernelsWithExtId) {
@@ -1015,31 +1114,45 @@ Status KinetoParser::finish()
         s.bytes = it->second.bytes;
         m_out.collective.emplace(index, it->second.collective);
     }
+    resolveLaunches();
     // Newer Kineto writes ts relative to baseTimeNanoseconds (found after traceEvents).
     if (m_baseNs && *m_baseNs != 0) {
         const int64_t base = *m_baseNs;
+        constexpr size_t kDropped = SIZE_MAX;
+        std::vector<size_t> newIndex; // filled once a span is dropped (rare)
         size_t kept = 0;
-        std::vector<size_t> remap;
-        bool dropped = false;
         for (size_t i = 0; i < m_out.spans.size(); ++i) {
             Span s = m_out.spans[i];
             if (__builtin_add_overflow(s.start, base, &s.start) || __builtin_add_overflow(s.end, base, &s.end)) {
-                diag("timestamp out of range", "a ts or dur does not fit in int64 ns; skipped");
-                dropped = true;
+                diag(DiagnosticKind::TimestampOutOfRange);
+                if (newIndex.empty()) {
+                    newIndex.resize(m_out.spans.size());
+                    for (size_t k = 0; k < i; ++k)
+                        newIndex[k] = k;
+                }
+                newIndex[i] = kDropped;
                 continue;
             }
+            if (!newIndex.empty())
+                newIndex[i] = kept;
             m_out.spans[kept++] = s;
-            if (dropped) {
-                // Rare: keep the collective side table aligned with the compacted spans.
-                auto it = m_out.collective.find(i);
-                if (it != m_out.collective.end()) {
-                    const StringId c = it->second;
-                    m_out.collective.erase(it);
-                    m_out.collective[kept - 1] = c;
-                }
-            }
         }
         m_out.spans.resize(kept);
+        if (!newIndex.empty()) {
+            // Keep the side tables aligned with the compacted spans.
+            std::unordered_map<size_t, StringId> collective;
+            for (const auto& [i, c] : m_out.collective)
+                if (newIndex[i] != kDropped)
+                    collective.emplace(newIndex[i], c);
+            m_out.collective.swap(collective);
+            std::erase_if(m_out.deviceLaunch, [&](auto& d) {
+                d.first = newIndex[d.first];
+                return d.first == kDropped;
+            });
+        }
+        for (auto& [span, launch] : m_out.deviceLaunch)
+            if (launch != kNoLaunch && __builtin_add_overflow(launch, base, &launch))
+                launch = kNoLaunch;
         std::erase_if(m_out.steps, [&](Step& st) {
             return __builtin_add_overflow(st.start, base, &st.start) || __builtin_add_overflow(st.end, base, &st.end);
         });
@@ -1052,24 +1165,188 @@ Status KinetoParser::finish()
         for (const Span& sp : m_out.spans)
             first = std::min(first, sp.start);
         if (first < kYear2000Ns / 1000)
-            m_out.diagnostics.add("relative timestamps", Severity::Warning,
-                                  "ts are relative to the profiler start (no baseTimeNanoseconds): ranks are "
-                                  "compared as if their profilers had started at the same instant");
+            m_out.diagnostics.add(DiagnosticKind::RelativeTimestamps);
     }
-    for (size_t i = 0; i < m_out.lanes.size(); ++i) {
+    for (size_t i = 0; i < m_out.lanes.size() && !m_out.lockstep; ++i) {
         if (m_out.lanes[i].kind != LaneKind::HostThread)
             continue;
         const auto& [pid, tid] = m_laneTokens[i];
         auto it = m_threadNames.find(pid + '\x1f' + tid);
-        if (it != m_threadNames.end() && !it->second.empty())
-            m_out.lanes[i].name = it->second;
+        if (it != m_threadNames.end() && !it->second.empty()) {
+            if (it->second.size() > kMaxNameBytes)
+                m_out.diagnostics.add(DiagnosticKind::NameTruncated);
+            m_out.lanes[i].name = std::string(capName(it->second));
+        }
         int64_t pidValue = 0;
         if (m_out.pid == 0 && parseInteger(pid, &pidValue) == NumberParse::Ok)
             m_out.pid = pidValue;
     }
-    if (m_out.events == 0 && m_out.spans.empty())
-        m_out.diagnostics.add("empty trace", Severity::Warning, "the trace holds no events");
     return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Traces Lockstep exported (core/chrome_export.h): a "lockstepRun" header before traceEvents
+// carries the run's configuration, ranks, lanes (id = the events' tid, rank = their pid) and
+// buckets; "X" events carry kind, step, bucket and bytes in args; "i" events are the instants;
+// the per-rank "steps" track's "X" events (cat "lockstep.step") are the steps. Flows are drawn
+// from the spans, so they are not read back.
+
+void KinetoParser::onLockstepMeta(std::string_view text)
+{
+    simdjson::dom::parser parser;
+    simdjson::dom::element root;
+    if (parser.parse(text.data(), text.size()).get(root) || !root.is_object()) {
+        diag(DiagnosticKind::MalformedMetadata);
+        return;
+    }
+    LockstepMeta meta;
+    auto str = [](simdjson::dom::element e, const char* key) {
+        std::string_view v;
+        return e[key].get_string().get(v) ? std::string() : std::string(capName(v));
+    };
+    auto num = [](simdjson::dom::element e, const char* key, int64_t fallback) {
+        int64_t v = 0;
+        return e[key].get_int64().get(v) ? fallback : v;
+    };
+    simdjson::dom::element c;
+    if (!root["config"].get(c) && c.is_object()) {
+        RunConfig& rc = meta.config;
+        rc.name = str(c, "name");
+        rc.model = str(c, "model");
+        rc.modelArgs = str(c, "model_args");
+        rc.worldSize = static_cast<int32_t>(std::clamp<int64_t>(num(c, "world_size", 1), 1, 1'000'000));
+        rc.backend = str(c, "backend");
+        rc.device = str(c, "device");
+        rc.bucketCapBytes = num(c, "bucket_cap_bytes", 0);
+        rc.firstBucketCapBytes = num(c, "first_bucket_cap_bytes", 0);
+        rc.batchPerRank = num(c, "batch_per_rank", 0);
+        rc.stepsPlanned = static_cast<int32_t>(std::clamp<int64_t>(num(c, "steps_planned", 0), 0, INT32_MAX));
+        rc.warmupSteps = static_cast<int32_t>(std::clamp<int64_t>(num(c, "warmup_steps", 0), INT32_MIN, INT32_MAX));
+        rc.optimizer = str(c, "optimizer");
+        rc.compress = str(c, "compress");
+        rc.accumulate = static_cast<int32_t>(std::clamp<int64_t>(num(c, "accumulate", 1), 1, INT32_MAX));
+        double link = 0;
+        rc.linkGbps = c["link_gbps"].get_double().get(link) ? 0.0 : link;
+        rc.source = str(c, "source");
+        simdjson::dom::object extra;
+        if (!c["extra"].get(extra))
+            for (auto [k, v] : extra) {
+                std::string_view value;
+                if (!v.get_string().get(value))
+                    rc.extra[std::string(capName(k))] = std::string(capName(value));
+            }
+    }
+    simdjson::dom::array ranks, lanes, buckets;
+    if (!root["ranks"].get(ranks))
+        for (simdjson::dom::element r : ranks) {
+            RankInfo info;
+            info.rank = static_cast<int32_t>(std::clamp<int64_t>(num(r, "rank", 0), 0, INT32_MAX));
+            info.host = str(r, "host");
+            info.pid = num(r, "pid", 0);
+            info.device = str(r, "device");
+            meta.ranks.push_back(std::move(info));
+        }
+    if (!root["lanes"].get(lanes))
+        for (simdjson::dom::element l : lanes) {
+            Lane lane;
+            lane.id = LaneId{static_cast<uint32_t>(std::clamp<int64_t>(num(l, "id", 0), 0, UINT32_MAX))};
+            lane.rank = static_cast<int32_t>(std::clamp<int64_t>(num(l, "rank", 0), 0, INT32_MAX));
+            if (!laneKindFromName(str(l, "kind"), &lane.kind))
+                lane.kind = LaneKind::HostThread;
+            lane.device = static_cast<int32_t>(std::clamp<int64_t>(num(l, "device", -1), -1, INT32_MAX));
+            lane.stream = num(l, "stream", -1);
+            lane.name = str(l, "name");
+            meta.lanes.push_back(std::move(lane));
+        }
+    if (!root["buckets"].get(buckets))
+        for (simdjson::dom::element b : buckets) {
+            Bucket bucket;
+            bucket.index = static_cast<int32_t>(std::clamp<int64_t>(num(b, "index", 0), 0, INT32_MAX));
+            bucket.bytes = num(b, "bytes", 0);
+            simdjson::dom::array params;
+            if (!b["params"].get(params))
+                for (simdjson::dom::element pe : params) {
+                    std::string_view v;
+                    if (!pe.get_string().get(v))
+                        bucket.params.emplace_back(capName(v));
+                }
+            meta.buckets.push_back(std::move(bucket));
+        }
+    for (const Lane& lane : meta.lanes) {
+        RawLane raw;
+        raw.kind = lane.kind;
+        raw.device = lane.device;
+        raw.stream = lane.stream;
+        raw.name = lane.name;
+        raw.rank = lane.rank;
+        m_lockstepLane.emplace(lane.id.v, static_cast<uint32_t>(m_out.lanes.size()));
+        m_out.lanes.push_back(std::move(raw));
+    }
+    m_out.source = "lockstep";
+    m_out.lockstep = std::move(meta);
+}
+
+void KinetoParser::addLockstepEvent(char ph, const Event& e, TimeNs ts)
+{
+    int64_t pid = 0, tid = 0;
+    if (parseInteger(trimToken(e.pid), &pid) != NumberParse::Ok || pid < 0 || pid > INT32_MAX) {
+        diag(DiagnosticKind::WrongType);
+        return;
+    }
+    const std::string_view name = e.hasName ? e.name : std::string_view("?");
+    if (ph == 'X') {
+        int64_t dur = 0;
+        if (parseMicrosToNs(e.dur, &dur) != NumberParse::Ok || dur < 0 || __builtin_add_overflow(ts, dur, &dur)) {
+            diag(e.dur.empty() ? DiagnosticKind::MissingDuration : DiagnosticKind::WrongType);
+            return;
+        }
+        const TimeNs end = dur;
+        if (e.cat == "lockstep.step") {
+            Step st;
+            st.rank = static_cast<int32_t>(pid);
+            st.step = static_cast<int32_t>(std::clamp<int64_t>(e.argStep, INT32_MIN, INT32_MAX));
+            st.start = ts;
+            st.end = end;
+            st.samples = std::max<int64_t>(0, e.argSamples);
+            m_out.steps.push_back(st);
+            return;
+        }
+        auto lane = m_lockstepLane.find(parseInteger(trimToken(e.tid), &tid) == NumberParse::Ok ? tid : -1);
+        SpanKind kind = SpanKind::Other;
+        if (lane == m_lockstepLane.end() || !spanKindFromName(e.argKind, &kind)) {
+            diag(DiagnosticKind::MalformedEvent);
+            return;
+        }
+        Span s;
+        s.start = ts;
+        s.end = end;
+        s.lane = LaneId{lane->second};
+        s.name = m_strings.intern(name);
+        s.kind = kind;
+        s.step = static_cast<int32_t>(std::clamp<int64_t>(e.argStep, -1, INT32_MAX));
+        s.bucket = static_cast<int32_t>(std::clamp<int64_t>(e.argBucket, -1, INT32_MAX));
+        s.bytes = std::max<int64_t>(0, e.bytes);
+        m_out.spans.push_back(s);
+        return;
+    }
+    if (ph == 'i' || ph == 'I') {
+        auto lane = m_lockstepLane.find(parseInteger(trimToken(e.tid), &tid) == NumberParse::Ok ? tid : -1);
+        if (lane == m_lockstepLane.end()) {
+            diag(DiagnosticKind::MalformedEvent);
+            return;
+        }
+        Instant in;
+        in.ts = ts;
+        in.lane = LaneId{lane->second};
+        in.name = m_strings.intern(name);
+        in.step = static_cast<int32_t>(std::clamp<int64_t>(e.argStep, -1, INT32_MAX));
+        in.bucket = static_cast<int32_t>(std::clamp<int64_t>(e.argBucket, -1, INT32_MAX));
+        in.kind = e.cat == "marker" ? InstantKind::Marker : InstantKind::GradReady;
+        m_out.instants.push_back(in);
+        return;
+    }
+    if (ph != 's' && ph != 't' && ph != 'f') // flows are drawn from the spans: nothing to read
+        diag(DiagnosticKind::UnknownPhase);
 }
 
 } // namespace

@@ -9,6 +9,9 @@
 //       start/end ranges: steps ("ProfilerStep#N", "step 12", ...) and host-thread spans
 //   TARGET_INFO_SESSION_START_TIME(utcEpochNs)             optional: nsys times are ns since the
 //       session started; adding this puts them on CLOCK_REALTIME like every other run
+//   CUPTI_ACTIVITY_KIND_RUNTIME(start, correlationId)      the host's CUDA runtime calls: a
+//       kernel, copy or memset belongs to the step whose window holds the start of the call
+//       with its correlationId (the activity tables' correlationId column)
 // Every table and column is optional except that one of the activity or NVTX tables must exist.
 #include "import_internal.h"
 
@@ -85,6 +88,7 @@ private:
     uint32_t gpuLane(int64_t device, int64_t stream);
     uint32_t hostLane(int64_t globalTid);
     Status readActivity(const char* table, SpanKind kind);
+    Status readRuntime();
     Status readNvtx();
     Status sqliteError(const std::string& what)
     {
@@ -98,6 +102,7 @@ private:
     std::unordered_map<int64_t, StringId> m_names;
     std::unordered_map<int64_t, uint32_t> m_gpuLanes; // device << 32 | stream
     std::unordered_map<int64_t, uint32_t> m_hostLanes;
+    std::unordered_map<int64_t, TimeNs> m_runtimeStart; // correlationId -> start of the runtime call
     int64_t m_base = 0;
 };
 
@@ -146,8 +151,7 @@ StringId NsysParser::nameOf(int64_t stringId)
         }
     }
     if (!found)
-        m_out.diagnostics.add("unknown string id", Severity::Warning,
-                              "a name refers to a StringIds row that does not exist; shown as \"?\"");
+        m_out.diagnostics.add(DiagnosticKind::UnknownStringId);
     m_names.emplace(stringId, id);
     return id;
 }
@@ -194,8 +198,7 @@ Status NsysParser::readActivity(const char* table, SpanKind kind)
         return {};
     const auto cols = columns(table);
     if (!cols.contains("start") || !cols.contains("end")) {
-        m_out.diagnostics.add("malformed table", Severity::Error,
-                              std::string(table) + " has no start/end columns; skipped");
+        m_out.diagnostics.add(DiagnosticKind::MalformedTable, 1, std::string(table) + " has no start/end");
         return {};
     }
     const std::string device = cols.contains("deviceId") ? "deviceId" : "0";
@@ -204,8 +207,9 @@ Status NsysParser::readActivity(const char* table, SpanKind kind)
     if (kind == SpanKind::Kernel)
         name = cols.contains("shortName") ? "shortName" : cols.contains("demangledName") ? "demangledName" : "NULL";
     const std::string bytes = kind != SpanKind::Kernel && cols.contains("bytes") ? "bytes" : "0";
-    const std::string sql = "SELECT start, end, " + device + ", " + stream + ", " + name + ", " + bytes
-        + " FROM " + table;
+    const std::string correlation = cols.contains("correlationId") ? "correlationId" : "NULL";
+    const std::string sql = "SELECT start, end, " + device + ", " + stream + ", " + name + ", " + bytes + ", "
+        + correlation + " FROM " + table;
     Stmt st;
     if (sqlite3_prepare_v2(m_db, sql.c_str(), -1, &st.s, nullptr) != SQLITE_OK)
         return sqliteError(std::string("cannot read ") + table);
@@ -215,18 +219,18 @@ Status NsysParser::readActivity(const char* table, SpanKind kind)
     while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
         ++m_out.events;
         if (sqlite3_column_type(st.s, 0) != SQLITE_INTEGER || sqlite3_column_type(st.s, 1) != SQLITE_INTEGER) {
-            m_out.diagnostics.add("missing ts", Severity::Warning, "an activity row without integer start/end");
+            m_out.diagnostics.add(DiagnosticKind::MissingTimestamp);
             continue;
         }
         const int64_t start = sqlite3_column_int64(st.s, 0);
         const int64_t end = sqlite3_column_int64(st.s, 1);
         if (end < start) {
-            m_out.diagnostics.add("negative duration", Severity::Warning, "an activity ends before it starts");
+            m_out.diagnostics.add(DiagnosticKind::NegativeDuration);
             continue;
         }
         Span s;
         if (__builtin_add_overflow(start, m_base, &s.start) || __builtin_add_overflow(end, m_base, &s.end)) {
-            m_out.diagnostics.add("timestamp out of range", Severity::Warning, "a timestamp does not fit in int64 ns");
+            m_out.diagnostics.add(DiagnosticKind::TimestampOutOfRange);
             continue;
         }
         const int64_t dev = sqlite3_column_int64(st.s, 2);
@@ -241,6 +245,13 @@ Status NsysParser::readActivity(const char* table, SpanKind kind)
             s.bytes = std::max<int64_t>(0, sqlite3_column_int64(st.s, 5));
         }
         m_out.spans.push_back(s);
+        TimeNs launch = kNoLaunch;
+        if (sqlite3_column_type(st.s, 6) == SQLITE_INTEGER) {
+            auto it = m_runtimeStart.find(sqlite3_column_int64(st.s, 6));
+            if (it != m_runtimeStart.end())
+                launch = it->second;
+        }
+        m_out.deviceLaunch.emplace_back(m_out.spans.size() - 1, launch);
         if (kind == SpanKind::Kernel) {
             // No collective metadata in an nsys export: the nccl kernel names are the signal.
             const std::string& text = m_strings.text(s.name);
@@ -252,6 +263,34 @@ Status NsysParser::readActivity(const char* table, SpanKind kind)
     }
     if (rc != SQLITE_DONE)
         return sqliteError(std::string("cannot read ") + table);
+    return {};
+}
+
+Status NsysParser::readRuntime()
+{
+    const char* table = "CUPTI_ACTIVITY_KIND_RUNTIME";
+    if (!hasTable(table))
+        return {};
+    const auto cols = columns(table);
+    if (!cols.contains("start") || !cols.contains("correlationId")) {
+        m_out.diagnostics.add(DiagnosticKind::MalformedTable, 1, std::string(table) + " has no start/correlationId");
+        return {};
+    }
+    Stmt st;
+    if (sqlite3_prepare_v2(m_db, "SELECT start, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME", -1, &st.s, nullptr)
+        != SQLITE_OK)
+        return sqliteError("cannot read CUPTI_ACTIVITY_KIND_RUNTIME");
+    int rc = 0;
+    while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
+        ++m_out.events;
+        TimeNs start = 0;
+        if (sqlite3_column_type(st.s, 0) != SQLITE_INTEGER || sqlite3_column_type(st.s, 1) != SQLITE_INTEGER
+            || __builtin_add_overflow(sqlite3_column_int64(st.s, 0), m_base, &start))
+            continue; // the device rows it would have linked are counted as without a launch record
+        m_runtimeStart.emplace(sqlite3_column_int64(st.s, 1), start);
+    }
+    if (rc != SQLITE_DONE)
+        return sqliteError("cannot read CUPTI_ACTIVITY_KIND_RUNTIME");
     return {};
 }
 
@@ -280,18 +319,18 @@ Status NsysParser::readNvtx()
         if (eventType != 59 && eventType != 60)
             continue;
         if (sqlite3_column_type(st.s, 0) != SQLITE_INTEGER || sqlite3_column_type(st.s, 1) != SQLITE_INTEGER) {
-            m_out.diagnostics.add("unmatched B/E", Severity::Warning, "an NVTX range that never ended was skipped");
+            m_out.diagnostics.add(DiagnosticKind::UnmatchedBeginEnd);
             continue;
         }
         const int64_t start = sqlite3_column_int64(st.s, 0);
         const int64_t end = sqlite3_column_int64(st.s, 1);
         if (end < start) {
-            m_out.diagnostics.add("negative duration", Severity::Warning, "an NVTX range ends before it starts");
+            m_out.diagnostics.add(DiagnosticKind::NegativeDuration);
             continue;
         }
         Span s;
         if (__builtin_add_overflow(start, m_base, &s.start) || __builtin_add_overflow(end, m_base, &s.end)) {
-            m_out.diagnostics.add("timestamp out of range", Severity::Warning, "a timestamp does not fit in int64 ns");
+            m_out.diagnostics.add(DiagnosticKind::TimestampOutOfRange);
             continue;
         }
         if (sqlite3_column_type(st.s, 3) == SQLITE_TEXT) {
@@ -313,8 +352,7 @@ Status NsysParser::readNvtx()
                 step.end = s.end;
                 m_out.steps.push_back(step);
             } else {
-                m_out.diagnostics.add("duplicate step", Severity::Warning,
-                                      "a step range appears more than once; the first one is the step");
+                m_out.diagnostics.add(DiagnosticKind::DuplicateStep);
             }
         }
     }
@@ -345,6 +383,8 @@ Status NsysParser::run()
             && sqlite3_step(st.s) == SQLITE_ROW && sqlite3_column_type(st.s, 0) == SQLITE_INTEGER)
             m_base = std::max<int64_t>(0, sqlite3_column_int64(st.s, 0));
     }
+    if (auto s = readRuntime(); !s)
+        return s;
     if (auto s = readActivity("CUPTI_ACTIVITY_KIND_KERNEL", SpanKind::Kernel); !s)
         return s;
     if (auto s = readActivity("CUPTI_ACTIVITY_KIND_MEMCPY", SpanKind::Memcpy); !s)

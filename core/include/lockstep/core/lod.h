@@ -1,13 +1,19 @@
 // Level of detail for the timeline, Qt-free (Tracy's and Perfetto's habit: the storage layer
 // answers "what is visible at this resolution", the widget only paints).
 //
-// A lane's spans are sorted by start. The visible range comes from two binary searches (the
-// lower one widened by the lane's longest span, so spans that started before the window but
-// reach into it are found). Spans narrower than a pixel threshold are folded into one DrawItem
-// that keeps how many spans it stands for and the longest of them. To keep a fully zoomed-out
-// frame cheap on a 10-million-span lane, pre-folded levels (each merging neighbours closer
-// than a coarser gap) let a query start from the coarsest level that is still finer than what
-// one pixel shows, so the work follows what is on screen, not the trace size.
+// A lane's spans are sorted by start. Spans of one lane may overlap in time (three bucket
+// all-reduces in flight at once, nested host operators of an imported trace): drawn on one row
+// they would paint over each other, so each lane is packed once, when its LaneLod is built, into
+// sub-rows in which no two spans overlap (Perfetto's depth for async slices). The widget draws a
+// lane as that many rows.
+//
+// Per sub-row, the visible range comes from two binary searches (the lower one widened by the
+// row's longest span, so spans that started before the window but reach into it are found).
+// Spans narrower than a pixel threshold are folded into one DrawItem that keeps how many spans it
+// stands for and the longest of them. To keep a fully zoomed-out frame cheap on a
+// 10-million-span lane, pre-folded levels (each merging neighbours closer than a coarser gap)
+// let a query start from the coarsest level that is still finer than what one pixel shows, so
+// the work follows what is on screen, not the trace size.
 #pragma once
 
 #include "lockstep/core/types.h"
@@ -20,26 +26,40 @@ namespace lockstep::core {
 struct DrawItem {
     TimeNs start = 0;
     TimeNs end = 0;
-    uint32_t span = 0;        // index into the lane's span array when count == 1
+    uint32_t span = 0;        // lane-relative index of the span (the first one when folded)
     uint32_t count = 1;       // > 1: a folded item standing for `count` spans
     TimeNs maxDuration = 0;   // longest span folded into this item
+    uint32_t row = 0;         // the lane's sub-row the item is drawn in
 };
 
 class LaneLod {
 public:
+    // More sub-rows than this would make one lane taller than a screen; spans that find every
+    // row busy go to the row that frees up first (they overlap there, and overflowSpans() says
+    // how many did). Sixteen is more than any DDP comm lane or sane call stack needs.
+    static constexpr uint32_t kMaxRows = 16;
+
     LaneLod() = default;
-    // `spans` must be sorted by start and outlive the LaneLod.
+    // `spans` must be sorted by start and outlive the LaneLod. Packs the lane into sub-rows and
+    // builds each row's pre-folded levels.
     explicit LaneLod(std::span<const Span> spans);
 
-    // [first, last) indices of spans overlapping [t0, t1).
+    // [first, last) indices of spans overlapping [t0, t1), over all sub-rows.
     std::pair<size_t, size_t> visibleRange(TimeNs t0, TimeNs t1) const;
 
-    // Items to draw for [t0, t1) at nsPerPixel: spans at least minPixels wide are single items,
-    // narrower neighbours (gap also under minPixels) fold into one item. Appends to `out`.
+    // Items to draw for [t0, t1) at nsPerPixel, sub-row by sub-row (sorted by row, then start):
+    // spans at least minPixels wide are single items, narrower neighbours of one row (gap also
+    // under minPixels) fold into one item. Appends to `out`.
     void query(TimeNs t0, TimeNs t1, double nsPerPixel, double minPixels, std::vector<DrawItem>& out) const;
 
     size_t size() const { return m_spans.size(); }
     TimeNs maxDuration() const { return m_maxDuration; }
+    // Sub-rows of the lane: 1 for a lane whose spans never overlap (and for an empty lane).
+    uint32_t rowCount() const { return m_rows.empty() ? 1 : static_cast<uint32_t>(m_rows.size()); }
+    // The sub-row of the lane's span `index` (lane-relative).
+    uint32_t rowOf(size_t index) const { return m_rowOf.empty() ? 0 : m_rowOf[index]; }
+    // Spans placed on a row where they overlap another (the lane needed more than kMaxRows).
+    size_t overflowSpans() const { return m_overflow; }
 
 private:
     struct Level {
@@ -47,9 +67,24 @@ private:
         std::vector<DrawItem> items;    // sorted by start
         TimeNs maxItemLength = 0;
     };
+    struct Row {
+        // Lane-relative indices of the row's spans, sorted by start. Empty with one row: the
+        // row is the whole lane (the common case costs no index).
+        std::vector<uint32_t> members;
+        TimeNs maxDuration = 0;
+        std::vector<Level> levels;
+    };
+    size_t rowSize(const Row& row) const { return m_rows.size() == 1 ? m_spans.size() : row.members.size(); }
+    size_t spanAt(const Row& row, size_t k) const { return m_rows.size() == 1 ? k : row.members[k]; }
+    void pack();
+    void buildLevels(Row& row);
+    void queryRow(uint32_t rowIndex, TimeNs t0, TimeNs t1, TimeNs threshold, std::vector<DrawItem>& out) const;
+
     std::span<const Span> m_spans;
     TimeNs m_maxDuration = 0;
-    std::vector<Level> m_levels;
+    std::vector<Row> m_rows;
+    std::vector<uint8_t> m_rowOf; // per span; empty when the lane has one row
+    size_t m_overflow = 0;
 };
 
 // One LaneLod per lane of a normalized Run (spans sorted by lane, start).

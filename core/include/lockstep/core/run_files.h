@@ -11,6 +11,7 @@ namespace lockstep::core {
 struct FileSummary {
     RunSummary summary; // name defaults to the file's stem (RunReader::config)
     TimeNs createdNs = 0;
+    std::string modelArgs; // the model's sizes as recorded ("layers=8 width=512")
 };
 
 // Loads `path` (refusing what validateRunFile refuses, with its message) and summarizes it.

@@ -17,6 +17,9 @@ struct SyntheticParams {
     double commFraction = 0.4;              // all-reduce time relative to backward
     int32_t stragglerRank = -1;             // this rank launches late
     TimeNs stragglerDelayNs = 0;
+    // Noise: every rank starts every step late by a uniform random [0, arrivalNoiseNs), drawn
+    // independently (a busy machine's scheduling), so the late rank changes from step to step.
+    TimeNs arrivalNoiseNs = 0;
     uint64_t seed = 1;
 };
 Run makeSyntheticRun(const SyntheticParams& params);

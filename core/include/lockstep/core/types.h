@@ -64,15 +64,47 @@ inline constexpr int kSpanKindCount = 12;
 const char* spanKindName(SpanKind kind);
 bool spanKindFromName(std::string_view name, SpanKind* out);
 
-// DESIGN.md: C is forward, backward and optimizer on the host, every non-communication device
-// activity on a GPU; M is the collectives (host) or communication kernels (GPU).
-constexpr bool isCommunication(SpanKind k) { return k == SpanKind::Comm || k == SpanKind::CommKernel; }
-constexpr bool isCompute(SpanKind k)
+// The one classification of span kinds (DESIGN.md; Holistic Trace Analysis classifies GPU work
+// the same way): every kind is exactly one of compute, communication, memory or other. The step
+// breakdown's C, M and Mem, the timeline's strips and the importers all ask these functions.
+//  - compute: forward, backward, optimizer and imported host operators on the host; every
+//    kernel that is neither communication nor a memory operation on a GPU.
+//  - communication: host collectives (launch -> completion) and communication kernels (NCCL).
+//  - memory: memcpy and memset (DMA engines): neither compute nor communication.
+//  - other: data loading, the wait at the end of backward, annotations, anything unknown.
+enum class SpanCategory : uint8_t { Compute = 0, Communication = 1, Memory = 2, Other = 3 };
+constexpr SpanCategory spanCategory(SpanKind k)
 {
-    return k == SpanKind::Forward || k == SpanKind::Backward || k == SpanKind::Optimizer
-        || k == SpanKind::Kernel || k == SpanKind::Memcpy || k == SpanKind::Memset
-        || k == SpanKind::CpuOp;
+    switch (k) {
+    case SpanKind::Forward:
+    case SpanKind::Backward:
+    case SpanKind::Optimizer:
+    case SpanKind::Kernel:
+    case SpanKind::CpuOp: return SpanCategory::Compute;
+    case SpanKind::Comm:
+    case SpanKind::CommKernel: return SpanCategory::Communication;
+    case SpanKind::Memcpy:
+    case SpanKind::Memset: return SpanCategory::Memory;
+    case SpanKind::DataLoad:
+    case SpanKind::Wait:
+    case SpanKind::Other: break;
+    }
+    return SpanCategory::Other;
 }
+constexpr const char* spanCategoryName(SpanCategory c)
+{
+    switch (c) {
+    case SpanCategory::Compute: return "compute";
+    case SpanCategory::Communication: return "communication";
+    case SpanCategory::Memory: return "memory";
+    case SpanCategory::Other: break;
+    }
+    return "other";
+}
+constexpr bool isCompute(SpanKind k) { return spanCategory(k) == SpanCategory::Compute; }
+constexpr bool isCommunication(SpanKind k) { return spanCategory(k) == SpanCategory::Communication; }
+constexpr bool isMemory(SpanKind k) { return spanCategory(k) == SpanCategory::Memory; }
+// Work that runs on a device and is launched by host code (its step is the launching step).
 constexpr bool isDeviceKind(SpanKind k)
 {
     return k == SpanKind::Kernel || k == SpanKind::CommKernel || k == SpanKind::Memcpy

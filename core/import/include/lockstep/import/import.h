@@ -4,8 +4,18 @@
 // header), never from its name. Qt-free; errors are values (core/result.h), nothing throws.
 //
 // Malformed events never abort an import: they are counted per kind ("missing ts", "negative
-// duration", "unmatched B/E", ...) into the run's diagnostics table. Only a file that cannot be
-// read at all (missing, not a trace, truncated before any event, ...) is an error.
+// duration", "unmatched B/E", ...; the closed list is core/diagnostics.h) into the run's
+// diagnostics table. Only a file that cannot be read at all (missing, not a trace, a JSON
+// without trace events, truncated before any event, ...) is an error.
+//
+// Steps: host spans belong to the step whose window holds their start; GPU kernels, copies and
+// memsets to the step that LAUNCHED them, found through correlation ids (Kineto: the runtime
+// call's "correlation" or the ac2g flow, else the operator's "External id"; nsys: the
+// CUPTI_ACTIVITY_KIND_RUNTIME row with the same correlationId). Device work without a launch
+// record or launched outside every step belongs to no step and is counted in the diagnostics.
+//
+// A trace that `lockstep export --chrome` wrote imports back into the same run: its
+// "lockstepRun" header holds the configuration, ranks, lanes and buckets (one file, every rank).
 #pragma once
 
 #include "lockstep/core/result.h"
@@ -31,6 +41,14 @@ const char* traceFormatName(TraceFormat format);
 Result<TraceFormat> detectTraceFormat(const std::string& path);
 TraceFormat detectTraceFormat(std::string_view firstBytes);
 
+// The first profiled step carries the profiler's own start-up cost (and the first CUDA graph or
+// cudnn autotune); profilers usually record steps that are already past the job's warm-up.
+inline constexpr int kDefaultImportWarmup = 1;
+
+// Names (spans, lanes, parameters) longer than this are cut at a character boundary and counted
+// in the "name truncated" diagnostic.
+inline constexpr size_t kImportNameLimit = 1024;
+
 struct ImportOptions {
     // Rank of the first file; the next files get rank+1, rank+2, ... When unset, a Kineto file's
     // "distributedInfo".rank is used, else the file's position in the list.
@@ -40,10 +58,11 @@ struct ImportOptions {
     bool overwrite = false;          // replace an existing output file (CLI --force)
     std::string runName;             // defaults to the output file's stem
     bool includePythonFunctions = false; // "python_function" events: many, and rarely useful
-    // RunConfig::warmupSteps of the imported run (steps numbered below it are warm-up). When
-    // unset: the first imported step number + 1, i.e. only the first profiled step, which
-    // carries the profiler's own start-up cost, is excluded (profilers usually record steps that
-    // are already past the job's warm-up, numbered from wherever the schedule started).
+    // Warm-up: the first N steps of the trace (the N lowest step numbers present, whatever they
+    // are: profilers number steps from wherever their schedule started) are excluded from
+    // run-level numbers. Stored as RunConfig::warmupSteps = the number of the first steady step.
+    // When unset: kDefaultImportWarmup. A trace with no more than N steps has no steady step and
+    // its reports say so. Ignored for a trace Lockstep exported (it carries its own) unless set.
     std::optional<int> warmupSteps;
 };
 

@@ -1,7 +1,17 @@
 // CUPTI activity collector: every kernel, memcpy and memset the process runs on a GPU, as
-// core::Spans on GpuStream lanes, on the host's clock, linked to the step and bucket that
-// launched it. Torch-free: the trainer pushes a correlation id around each bucket's collective
-// and calls flush() once per step.
+// core::Spans on GpuStream lanes, on the host's clock, linked to the step (and bucket) whose
+// host code LAUNCHED it (DESIGN.md: device work belongs to its launching step, not to the host
+// window its time falls in). Torch-free. The trainer's contract:
+//   beginStep(s) ... endStep()            around each training step (everything launched in
+//                                         between, on the calling thread, is step s)
+//   pushCorrelation(encodeCorrelation(s, b)) ... popCorrelation()
+//                                         around bucket b's collective inside the step (its
+//                                         kernels are step s, bucket b)
+//   flush(...)                            once per step (after endStep) and at the end
+//   diagnostics()                         at the end: device work launched outside every step
+//                                         and records CUPTI dropped, as run diagnostics
+// Launches on other threads (autograd's device threads) must push the step too: CUPTI's
+// external ids are per thread.
 #pragma once
 
 #include "lockstep/core/result.h"
@@ -9,7 +19,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -25,7 +37,10 @@ public:
     struct Stats {
         int64_t records = 0;     // activity records converted so far
         int64_t dropped = 0;     // records CUPTI dropped (buffers full)
-        int64_t correlated = 0;  // records linked to a step/bucket through an external id
+        int64_t correlated = 0;  // records linked to a step through an external id
+        // Records launched while no step was pushed, per span kind (kernel, comm_kernel, memcpy,
+        // memset): they belong to no step (Span::step = kNoStep).
+        std::map<std::string, int64_t> outsideSteps;
     };
 
     // Subscribes to CUPTI activity (concurrent kernels, memcpy, memset, external correlation)
@@ -42,11 +57,20 @@ public:
     static void decodeCorrelation(uint64_t id, int32_t* step, int32_t* bucket);
     void pushCorrelation(uint64_t id);
     void popCorrelation();
+    // The step's own id (bucket kNoBucket), pushed for the whole step on the calling thread.
+    void beginStep(int32_t step) { pushCorrelation(encodeCorrelation(step, core::kNoBucket)); }
+    void endStep() { popCorrelation(); }
 
     // Appends the spans of every activity completed so far to `out` (names through `intern`,
-    // lanes through `lane`). Kernels whose name starts with "nccl" become CommKernel.
+    // lanes through `lane`). Kernels whose name starts with "nccl" become CommKernel. Each span's
+    // step (and bucket) comes from the correlation id pushed when it was launched; a span
+    // launched outside every step keeps kNoStep and is counted in stats().outsideSteps.
     core::Status flush(std::vector<core::Span>& out, const LaneResolver& lane, const Interner& intern);
     Stats stats() const;
+    // The run diagnostics of what stats() counted (kinds from core/diagnostics.h): "device span
+    // launched outside every step" (per span kind) and "device records dropped". Empty when
+    // nothing needs saying.
+    std::vector<core::Diagnostic> diagnostics() const;
 
     struct Impl;
 

@@ -1,0 +1,222 @@
+// The run summary, per-rank summaries and analyze(): every analysis computed once and the means
+// over steady steps taken from them (DESIGN.md; analysis.h for the rules).
+#include "lockstep/core/analysis.h"
+
+#include "analysis_internal.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace lockstep::core {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kToMs = 1e-6;
+
+// Sums of the breakdown over some (rank, step) rows, turned into means.
+struct PartSums {
+    double wall = 0, compute = 0, comm = 0, memory = 0;
+    double computeOnly = 0, overlapped = 0, exposed = 0, memoryOnly = 0, idle = 0;
+    int n = 0;
+    void add(const StepBreakdown& b)
+    {
+        wall += static_cast<double>(b.wall);
+        compute += static_cast<double>(b.compute);
+        comm += static_cast<double>(b.communication);
+        memory += static_cast<double>(b.memory);
+        computeOnly += static_cast<double>(b.computeOnly);
+        overlapped += static_cast<double>(b.overlapped);
+        exposed += static_cast<double>(b.exposed);
+        memoryOnly += static_cast<double>(b.memoryOnly);
+        idle += static_cast<double>(b.idle);
+        ++n;
+    }
+    double mean(double v) const { return n > 0 ? v / n * kToMs : 0.0; }
+    double overlapRatio(bool multiRank) const { return multiRank && comm > 0 ? overlapped / comm : kNaN; }
+};
+
+// A (rank, step) row counts for the means when it is steady and has a window (a device-rule
+// rank that launched nothing in a step has none: it says nothing about that step's time).
+bool counts(const StepBreakdown& b) { return b.steady && b.window != StepWindow::NoDeviceWork; }
+
+} // namespace
+
+RunAnalysis analyze(const Run& run)
+{
+    RunAnalysis a;
+    a.steady = steadySteps(run);
+    a.steps = detail::stepBreakdownWith(run, a.steady);
+    a.buckets = bucketStats(run);
+    a.stragglers = detail::stragglersWith(run, a.buckets, a.steps, a.steady);
+
+    RunSummary& s = a.summary;
+    const RunConfig& c = run.config;
+    s.name = c.name;
+    s.model = c.model;
+    s.source = c.source;
+    s.backend = c.backend;
+    s.device = c.device;
+    s.status = c.status;
+    s.failureCause = c.failureCause;
+    s.bucketCapBytes = c.bucketCapBytes;
+    s.batchPerRank = c.batchPerRank;
+    s.signature = configSignature(c);
+    s.spans = static_cast<int64_t>(run.spans.size());
+    for (const Diagnostic& d : run.diagnostics)
+        s.diagnostics += d.count;
+    s.worldSize = detail::worldSizeOf(run);
+    s.multiRank = s.worldSize > 1;
+    s.steady = a.steady;
+    s.steadySteps = static_cast<int32_t>(a.steady.steps.size());
+
+    std::map<int32_t, int32_t> stepsPerRank;
+    std::map<int32_t, int64_t> samplesPerStep; // steady step -> samples over all ranks
+    for (const Step& st : run.steps) {
+        stepsPerRank[st.rank]++;
+        if (a.steady.contains(st.step))
+            samplesPerStep[st.step] += st.samples > 0 ? st.samples : c.batchPerRank;
+    }
+    for (const auto& [rank, n] : stepsPerRank)
+        s.steps = std::max(s.steps, n);
+
+    PartSums all;
+    std::map<int32_t, PartSums> perRank;
+    bool host = false, device = false;
+    for (const StepBreakdown& b : a.steps) {
+        host |= b.window == StepWindow::Host;
+        device |= b.window == StepWindow::Device;
+        if (!counts(b))
+            continue;
+        all.add(b);
+        perRank[b.rank].add(b);
+    }
+    s.window = host && device ? "host+device" : device ? "device" : "host";
+    s.stepTimeMs = all.mean(all.wall);
+    s.computeMs = all.mean(all.compute);
+    s.commMs = all.mean(all.comm);
+    s.memoryMs = all.mean(all.memory);
+    s.computeOnlyMs = all.mean(all.computeOnly);
+    s.overlappedMs = s.multiRank ? all.mean(all.overlapped) : kNaN;
+    s.exposedCommMs = s.multiRank ? all.mean(all.exposed) : kNaN;
+    s.memoryOnlyMs = all.mean(all.memoryOnly);
+    s.idleMs = all.mean(all.idle);
+    s.overlapRatio = all.overlapRatio(s.multiRank);
+    if (!samplesPerStep.empty() && s.stepTimeMs > 0) {
+        double samples = 0;
+        for (const auto& [step, v] : samplesPerStep)
+            samples += static_cast<double>(v);
+        samples /= static_cast<double>(samplesPerStep.size());
+        s.throughput = samples / (s.stepTimeMs * 1e-3);
+    }
+    for (const Span& sp : run.spans)
+        if (isDeviceKind(sp.kind) && sp.step == kNoStep && sp.lane.v < run.lanes.size()
+            && run.lanes[sp.lane.v].kind == LaneKind::GpuStream)
+            ++s.deviceSpansWithoutStep;
+
+    const StragglerReport& rep = a.stragglers;
+    s.straggler = rep.evidence;
+    s.stragglers = rep.stragglers;
+    for (int32_t rank : rep.stragglers)
+        for (const RankStraggle& rs : rep.perRank)
+            if (rs.rank == rank)
+                s.stragglerWaitMs.push_back(rs.meanWaitNs * kToMs);
+
+    // Per rank.
+    std::map<int32_t, const RankStraggle*> straggle;
+    for (const RankStraggle& rs : rep.perRank)
+        straggle[rs.rank] = &rs;
+    std::map<int32_t, bool> ranks;
+    for (const auto& [rank, n] : stepsPerRank)
+        ranks[rank] = true;
+    for (const auto& [rank, p] : straggle)
+        ranks[rank] = true;
+    for (const auto& [rank, unused] : ranks) {
+        RankSummary r;
+        r.rank = rank;
+        r.steps = stepsPerRank.count(rank) ? stepsPerRank[rank] : 0;
+        const PartSums& p = perRank[rank];
+        r.stepTimeMs = p.mean(p.wall);
+        r.computeMs = p.mean(p.compute);
+        r.commMs = p.mean(p.comm);
+        r.memoryMs = p.mean(p.memory);
+        r.computeOnlyMs = p.mean(p.computeOnly);
+        r.overlappedMs = s.multiRank ? p.mean(p.overlapped) : kNaN;
+        r.exposedCommMs = s.multiRank ? p.mean(p.exposed) : kNaN;
+        r.memoryOnlyMs = p.mean(p.memoryOnly);
+        r.idleMs = p.mean(p.idle);
+        r.overlapRatio = p.overlapRatio(s.multiRank);
+        auto it = straggle.find(rank);
+        r.stepsAsStraggler = it != straggle.end() ? it->second->stepsAsStraggler : 0;
+        r.meanWaitCausedMs = !s.multiRank ? kNaN : it != straggle.end() ? it->second->meanWaitNs * kToMs : 0.0;
+        a.ranks.push_back(r);
+    }
+
+    // Per bucket: the table's buckets in index order, plus any bucket only seen in spans.
+    struct Acc {
+        int64_t bytes = 0;
+        std::vector<std::string> params;
+        double r2l = 0, dur = 0, alg = 0, bus = 0, skew = 0, wait = 0;
+        int nR2l = 0, nStat = 0, nSkew = 0;
+        std::map<int32_t, int> late;
+    };
+    std::map<int32_t, Acc> acc;
+    for (const Bucket& b : run.buckets) {
+        Acc& x = acc[b.index];
+        x.bytes = b.bytes;
+        x.params = b.params;
+    }
+    for (const BucketStat& st : a.buckets) {
+        if (!a.steady.contains(st.step))
+            continue;
+        Acc& x = acc[st.bucket];
+        if (x.bytes == 0)
+            x.bytes = st.bytes;
+        if (st.readyToLaunch >= 0 && st.ready >= 0) {
+            x.r2l += static_cast<double>(st.readyToLaunch);
+            ++x.nR2l;
+        }
+        x.dur += static_cast<double>(st.duration);
+        x.alg += st.algbwGBps;
+        x.bus += st.busbwGBps;
+        ++x.nStat;
+    }
+    for (const BucketSkew& sk : rep.skews) {
+        if (!a.steady.contains(sk.step))
+            continue;
+        Acc& x = acc[sk.bucket];
+        x.skew += static_cast<double>(sk.skew);
+        x.wait += static_cast<double>(sk.waitCaused);
+        ++x.nSkew;
+        if (sk.ranks > 1 && sk.skew > 0)
+            ++x.late[sk.lateRank];
+    }
+    for (auto& [index, x] : acc) {
+        BucketSummary b;
+        b.bucket = index;
+        b.bytes = x.bytes;
+        b.params = static_cast<int32_t>(x.params.size());
+        b.paramNames = std::move(x.params);
+        b.meanReadyToLaunchMs = x.nR2l > 0 ? x.r2l / x.nR2l * kToMs : kNaN;
+        b.meanDurationMs = x.nStat > 0 ? x.dur / x.nStat * kToMs : 0.0;
+        b.meanAlgbwGBps = x.nStat > 0 ? x.alg / x.nStat : 0.0;
+        b.meanBusbwGBps = x.nStat > 0 ? x.bus / x.nStat : 0.0;
+        b.meanSkewMs = x.nSkew > 0 ? x.skew / x.nSkew * kToMs : 0.0;
+        b.meanWaitCausedMs = !s.multiRank ? kNaN : x.nSkew > 0 ? x.wait / x.nSkew * kToMs : 0.0;
+        int most = 0;
+        for (const auto& [rank, n] : x.late) {
+            if (n > most) { // ties keep the lower rank
+                most = n;
+                b.lateRank = rank;
+            }
+        }
+        s.buckets.push_back(std::move(b));
+    }
+    return a;
+}
+
+RunSummary summarize(const Run& run) { return analyze(run).summary; }
+
+} // namespace lockstep::core

@@ -1,0 +1,300 @@
+// The run summary and its bucket table (see summary_panel.h).
+#include "summary_panel.h"
+
+#include "format.h"
+#include "timeline/timeline_palette.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QPainter>
+#include <QSortFilterProxyModel>
+#include <QTableView>
+#include <QTextDocument>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+namespace lockstep::ui {
+
+namespace {
+
+// The steady step as one stacked bar of the five parts (means over steady steps and ranks).
+class FivePartBar : public QWidget {
+public:
+    explicit FivePartBar(QWidget* parent) : QWidget(parent) { setFixedHeight(18); }
+    void setSummary(const core::RunSummary* s)
+    {
+        m_s = s;
+        update();
+    }
+
+protected:
+    void paintEvent(QPaintEvent*) override
+    {
+        QPainter p(this);
+        p.fillRect(rect(), palette::background());
+        if (!m_s || !(m_s->stepTimeMs > 0))
+            return;
+        auto ok = [](double v) { return std::isfinite(v) ? v : 0.0; };
+        const std::pair<double, QColor> parts[] = {
+            {ok(m_s->computeOnlyMs), palette::computeOnlyColor()}, {ok(m_s->overlappedMs), palette::overlappedColor()},
+            {ok(m_s->exposedCommMs), palette::exposedColor()},     {ok(m_s->memoryOnlyMs), palette::memoryOnlyColor()},
+            {ok(m_s->idleMs), palette::idleColor()},
+        };
+        double total = 0;
+        for (const auto& [v, c] : parts)
+            total += v;
+        double x = 0;
+        for (const auto& [v, c] : parts) {
+            const double w = width() * v / std::max(total, 1e-12);
+            p.fillRect(QRectF(x, 0, w, height()), c);
+            x += w;
+        }
+    }
+
+private:
+    const core::RunSummary* m_s = nullptr;
+};
+
+QString ms(double v)
+{
+    return std::isfinite(v) ? formatMs(v) : QStringLiteral("—");
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------------
+// BucketTableModel
+
+BucketTableModel::BucketTableModel(QObject* parent)
+    : QAbstractTableModel(parent)
+{
+}
+
+void BucketTableModel::setSummary(const core::RunSummary* summary)
+{
+    beginResetModel();
+    m_rows = summary ? summary->buckets : std::vector<core::BucketSummary>{};
+    m_multiRank = summary && summary->multiRank;
+    endResetModel();
+}
+
+int BucketTableModel::rowCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : int(m_rows.size());
+}
+
+int BucketTableModel::columnCount(const QModelIndex& parent) const
+{
+    return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant BucketTableModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal)
+        return {};
+    if (role == Qt::DisplayRole) {
+        switch (section) {
+        case Bucket: return tr("Bucket");
+        case Bytes: return tr("Size");
+        case Params: return tr("Params");
+        case ReadyToLaunch: return tr("Ready→launch");
+        case Duration: return tr("Duration");
+        case Algbw: return tr("algbw");
+        case Busbw: return tr("busbw");
+        case Skew: return tr("Skew");
+        case WaitCaused: return tr("Wait caused");
+        case LateRank: return tr("Late rank");
+        }
+    }
+    if (role == Qt::ToolTipRole) {
+        switch (section) {
+        case ReadyToLaunch: return tr("From the bucket's last gradient-ready instant to its all-reduce's launch");
+        case Duration: return tr("All-reduce duration, launch to completion");
+        case Algbw: return tr("bytes / duration");
+        case Busbw: return tr("algbw × 2(N−1)/N (the nccl-tests convention)");
+        case Skew: return tr("Arrival skew: last rank's launch − first rank's launch");
+        case WaitCaused: return tr("Mean over the other ranks of (late launch − their launch)");
+        case LateRank: return tr("The rank that launched it last most often");
+        }
+        return tr("Means over steady steps and ranks; click a row to show the bucket in the timeline");
+    }
+    return {};
+}
+
+QVariant BucketTableModel::data(const QModelIndex& index, int role) const
+{
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid))
+        return {};
+    const core::BucketSummary& b = m_rows[size_t(index.row())];
+    if (role == BucketRole)
+        return b.bucket;
+    if (role == SortRole) {
+        auto num = [](double v) { return std::isfinite(v) ? v : -1.0; };
+        switch (index.column()) {
+        case Bucket: return b.bucket;
+        case Bytes: return qlonglong(b.bytes);
+        case Params: return b.params;
+        case ReadyToLaunch: return num(b.meanReadyToLaunchMs);
+        case Duration: return num(b.meanDurationMs);
+        case Algbw: return num(b.meanAlgbwGBps);
+        case Busbw: return num(b.meanBusbwGBps);
+        case Skew: return num(m_multiRank ? b.meanSkewMs : std::nan(""));
+        case WaitCaused: return num(b.meanWaitCausedMs);
+        case LateRank: return b.lateRank;
+        }
+    }
+    if (role == Qt::DisplayRole) {
+        switch (index.column()) {
+        case Bucket: return QStringLiteral("b%1").arg(b.bucket);
+        case Bytes: return formatBytes(double(b.bytes));
+        case Params: return b.params;
+        case ReadyToLaunch: return ms(b.meanReadyToLaunchMs);
+        case Duration: return ms(b.meanDurationMs);
+        case Algbw: return formatBandwidth(b.meanAlgbwGBps);
+        case Busbw: return m_multiRank ? formatBandwidth(b.meanBusbwGBps) : QStringLiteral("—");
+        case Skew: return m_multiRank ? ms(b.meanSkewMs) : QStringLiteral("—");
+        case WaitCaused: return ms(b.meanWaitCausedMs);
+        case LateRank: return b.lateRank >= 0 ? QVariant(b.lateRank) : QVariant(QStringLiteral("—"));
+        }
+    }
+    if (role == Qt::TextAlignmentRole)
+        return index.column() == Bucket ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
+    if (role == Qt::BackgroundRole && index.column() == Bucket)
+        return palette::bucketColor(b.bucket);
+    if (role == Qt::ForegroundRole && index.column() == Bucket)
+        return palette::textOn(palette::bucketColor(b.bucket));
+    if (role == Qt::ToolTipRole) {
+        QStringList names;
+        for (const std::string& n : b.paramNames)
+            names << displayText(n, 80);
+        if (names.size() > 12)
+            names = names.mid(0, 12) << tr("… %1 more").arg(b.paramNames.size() - 12);
+        return tr("bucket %1: %2 parameters\n%3").arg(b.bucket).arg(b.params).arg(names.join(QLatin1Char('\n')));
+    }
+    return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// SummaryPanel
+
+SummaryPanel::SummaryPanel(QWidget* parent)
+    : QWidget(parent)
+    , m_text(new QLabel(this))
+    , m_bar(new FivePartBar(this))
+    , m_buckets(new BucketTableModel(this))
+    , m_proxy(new QSortFilterProxyModel(this))
+    , m_table(new QTableView(this))
+{
+    m_text->setTextFormat(Qt::RichText);
+    m_text->setWordWrap(true);
+    m_text->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+    m_text->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_proxy->setSourceModel(m_buckets);
+    m_proxy->setSortRole(BucketTableModel::SortRole);
+    m_table->setModel(m_proxy);
+    m_table->setSortingEnabled(true);
+    m_table->sortByColumn(BucketTableModel::Bucket, Qt::AscendingOrder);
+    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_table->verticalHeader()->hide();
+    m_table->verticalHeader()->setDefaultSectionSize(20);
+    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    m_table->setToolTip(tr("Click a bucket to show it in the timeline, on every rank"));
+    auto* caption = new QLabel(tr("<b>Buckets</b> (means over steady steps and ranks; click one to show it)"), this);
+    caption->setWordWrap(true);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(8, 8, 8, 8);
+    layout->addWidget(m_text);
+    layout->addWidget(m_bar);
+    layout->addSpacing(6);
+    layout->addWidget(caption);
+    layout->addWidget(m_table, 1);
+    connect(m_table, &QTableView::clicked, this, [this](const QModelIndex& index) {
+        emit bucketActivated(index.data(BucketTableModel::BucketRole).toInt());
+    });
+    setRun(nullptr);
+}
+
+void SummaryPanel::setRun(LoadedRunPtr run)
+{
+    m_run = std::move(run);
+    static_cast<FivePartBar*>(m_bar)->setSummary(m_run ? &m_run->summary() : nullptr);
+    m_buckets->setSummary(m_run ? &m_run->summary() : nullptr);
+    if (!m_run) {
+        m_text->setText(tr("Open a run to see its summary."));
+        return;
+    }
+    const core::RunSummary& s = m_run->summary();
+    auto row = [](const QString& k, const QString& v, QColor c = QColor()) {
+        const QString mark = c.isValid() ? QStringLiteral("<span style='color:%1'>■</span> ").arg(c.name()) : QString();
+        return QStringLiteral("<tr><td>%1%2</td><td align='right'>&nbsp;%3</td></tr>").arg(mark, k.toHtmlEscaped(), v);
+    };
+    auto pct = [&](double v) {
+        return std::isfinite(v) && s.stepTimeMs > 0 ? QStringLiteral(" (%1 %)").arg(100.0 * v / s.stepTimeMs, 0, 'f', 1) : QString();
+    };
+    QString h = QStringLiteral("<h3 style='margin:0'>%1</h3>").arg(m_run->label.toHtmlEscaped());
+    h += tr("%1, %2 rank(s), %3 / %4, bucket cap %5<br>")
+             .arg(displayText(s.model, 40).toHtmlEscaped())
+             .arg(s.worldSize)
+             .arg(displayText(s.backend, 20).toHtmlEscaped(), displayText(s.device, 20).toHtmlEscaped(), formatBytes(double(s.bucketCapBytes)));
+    h += tr("Steady steps: %1<br>").arg(QString::fromStdString(s.steady.describe()).toHtmlEscaped());
+    h += QStringLiteral("<table cellspacing='0' cellpadding='1'>");
+    h += row(tr("step time"), QStringLiteral("<b>%1</b>").arg(ms(s.stepTimeMs)));
+    h += row(tr("throughput"), std::isfinite(s.throughput) ? tr("%1 samples/s").arg(s.throughput, 0, 'f', 1) : QStringLiteral("—"));
+    h += row(tr("compute only"), ms(s.computeOnlyMs) + pct(s.computeOnlyMs), palette::computeOnlyColor());
+    h += row(tr("overlapped comm"), ms(s.overlappedMs) + pct(s.overlappedMs), palette::overlappedColor());
+    h += row(tr("exposed comm"), ms(s.exposedCommMs) + pct(s.exposedCommMs), palette::exposedColor());
+    h += row(tr("memory only"), ms(s.memoryOnlyMs) + pct(s.memoryOnlyMs), palette::memoryOnlyColor());
+    h += row(tr("idle"), ms(s.idleMs) + pct(s.idleMs), palette::idleColor());
+    h += row(tr("overlap"), s.multiRank ? tr("%1 of %2 communication").arg(formatPercent(s.overlapRatio), ms(s.commMs))
+                                        : tr("not applicable (one rank)"));
+    h += QStringLiteral("</table>");
+
+    // The straggler verdict and the evidence behind it (core's StragglerEvidence).
+    const core::StragglerEvidence& e = s.straggler;
+    h += QStringLiteral("<p style='margin-top:6px'><b>%1</b> ").arg(tr("Straggler:"));
+    if (!s.multiRank || !e.applicable) {
+        h += tr("not applicable (%1)").arg(s.multiRank ? tr("no bucket all-reduces recorded") : tr("one rank"));
+    } else if (e.straggler) {
+        h += tr("<span style='color:%1'><b>rank %2</b></span> — late in %3 of %4 steady steps; the others waited %5 per step for it "
+                "(%6 of the step time); it launches %7 after the others, above the noise floor of %8 (confidence %9)")
+                 .arg(palette::stragglerColor().name())
+                 .arg(e.candidate)
+                 .arg(e.stepsLate)
+                 .arg(e.steadySteps)
+                 .arg(formatDuration(e.meanWaitNs), formatPercent(e.waitFraction), formatDuration(e.latenessAboveOthersNs),
+                      formatDuration(e.noiseFloorNs), formatPercent(e.confidence()));
+    } else if (e.candidate >= 0) {
+        QStringList missing;
+        // Core's rule: late in most steady steps, and more often than noise alone would make
+        // some rank late (chance <= 5 %).
+        if (!e.mostSteps)
+            missing << (2 * e.stepsLate > e.steadySteps
+                            ? tr("late in %1 of %2 steady steps, which noise alone explains (chance %3)")
+                                  .arg(e.stepsLate)
+                                  .arg(e.steadySteps)
+                                  .arg(formatPercent(e.chance))
+                            : tr("late in only %1 of %2 steady steps").arg(e.stepsLate).arg(e.steadySteps));
+        if (!e.waitAboveThreshold)
+            missing << tr("the wait it caused, %1, is under 5 % of the step").arg(formatPercent(e.waitFraction));
+        if (!e.clearsNoise)
+            missing << tr("its lateness (%1) does not clear the noise floor (%2)")
+                           .arg(formatDuration(e.latenessAboveOthersNs), formatDuration(e.noiseFloorNs));
+        h += tr("none. Rank %1 was late most often, but %2.").arg(e.candidate).arg(missing.join(tr("; ")));
+    } else {
+        h += tr("none");
+    }
+    h += QStringLiteral("</p>");
+    m_text->setText(h);
+}
+
+QString SummaryPanel::summaryText() const
+{
+    QTextDocument doc;
+    doc.setHtml(m_text->text());
+    return doc.toPlainText();
+}
+
+} // namespace lockstep::ui

@@ -1,0 +1,322 @@
+// The rank × step heatmap (see rank_heatmap.h).
+#include "rank_heatmap.h"
+
+#include "format.h"
+#include "timeline_palette.h"
+
+#include <QHelpEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+
+#include <algorithm>
+#include <cmath>
+
+namespace lockstep::ui {
+
+namespace {
+constexpr int kLeft = 64;   // rank labels
+constexpr int kBottom = 26; // step labels
+constexpr int kTop = 30;    // title and colour scale
+constexpr int kRight = 10;
+// Colour levels of the ramp: more than the eye tells apart on one hue.
+constexpr int kLevels = 256;
+
+float maxOf(float a, float b)
+{
+    return std::isnan(a) ? b : std::isnan(b) ? a : std::max(a, b);
+}
+} // namespace
+
+RankHeatmap::RankHeatmap(QWidget* parent)
+    : QWidget(parent)
+{
+    setMouseTracking(true);
+    setMinimumSize(300, 160);
+}
+
+void RankHeatmap::setModel(std::shared_ptr<const TimelineRunModel> model)
+{
+    m_model = std::move(model);
+    rescale();
+    rebuildImage();
+    update();
+}
+
+void RankHeatmap::setMetric(RankStepMatrix::Metric metric)
+{
+    if (metric == m_metric)
+        return;
+    m_metric = metric;
+    rescale();
+    rebuildImage();
+    update();
+}
+
+QRect RankHeatmap::plotRect() const
+{
+    return QRect(kLeft, kTop, std::max(1, width() - kLeft - kRight), std::max(1, height() - kTop - kBottom));
+}
+
+void RankHeatmap::rescale()
+{
+    m_lo = 0;
+    m_hi = 1;
+    if (!m_model)
+        return;
+    const RankStepMatrix& mx = m_model->rankStepMatrix();
+    // The scale spans steady steps: a slow first step would otherwise wash out the rest. Warm-up
+    // cells above it show at the dark end.
+    const int32_t warmup = m_model->run().config.warmupSteps;
+    for (int pass = 0; pass < 2; ++pass) {
+        float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+        for (size_t si = 0; si < mx.steps.size(); ++si) {
+            if (pass == 0 && mx.steps[si] < warmup)
+                continue;
+            for (size_t ri = 0; ri < mx.ranks.size(); ++ri) {
+                const float v = mx.value(m_metric, ri, si);
+                if (std::isfinite(v)) {
+                    lo = std::min(lo, v);
+                    hi = std::max(hi, v);
+                }
+            }
+        }
+        if (hi >= lo) {
+            // A wait or an exposed time of zero is the good end of the scale, whatever the minimum.
+            m_lo = m_metric == RankStepMatrix::StepTime ? lo : 0.0f;
+            m_hi = std::max(hi, m_lo + 1e-3f);
+            return;
+        }
+    }
+}
+
+QColor RankHeatmap::colorFor(float value) const
+{
+    if (!std::isfinite(value))
+        return palette::heatMissing();
+    // The same 256 levels the picture is drawn with (rebuildImage's lookup table).
+    const int level = std::clamp(int((value - m_lo) * (float(kLevels - 1) / (m_hi - m_lo)) + 0.5f), 0, kLevels - 1);
+    return palette::heatRamp(double(level) / (kLevels - 1));
+}
+
+std::pair<size_t, size_t> RankHeatmap::ranksOfPixel(int y) const
+{
+    const size_t n = m_model ? m_model->rankStepMatrix().ranks.size() : 0;
+    const int h = plotRect().height();
+    const size_t a = size_t(double(y) * double(n) / h);
+    const size_t b = std::max(a + 1, size_t(double(y + 1) * double(n) / h));
+    return {std::min(a, n), std::min(b, n)};
+}
+
+std::pair<size_t, size_t> RankHeatmap::stepsOfPixel(int x) const
+{
+    const size_t n = m_model ? m_model->rankStepMatrix().steps.size() : 0;
+    const int w = plotRect().width();
+    const size_t a = size_t(double(x) * double(n) / w);
+    const size_t b = std::max(a + 1, size_t(double(x + 1) * double(n) / w));
+    return {std::min(a, n), std::min(b, n)};
+}
+
+void RankHeatmap::rebuildImage()
+{
+    const QRect plot = plotRect();
+    m_image = QImage(plot.size(), QImage::Format_RGB32);
+    m_image.fill(palette::heatMissing());
+    if (!m_model)
+        return;
+    const RankStepMatrix& mx = m_model->rankStepMatrix();
+    if (mx.ranks.empty() || mx.steps.empty())
+        return;
+    const int w = plot.width(), h = plot.height();
+    // Colours through a lookup table (a QColor per pixel would dominate the frame).
+    QRgb lut[kLevels];
+    for (int i = 0; i < kLevels; ++i)
+        lut[i] = palette::heatRamp(double(i) / (kLevels - 1)).rgb();
+    const QRgb missing = palette::heatMissing().rgb();
+    const float scale = float(kLevels - 1) / (m_hi - m_lo);
+    auto rgbOf = [&](float v) {
+        if (!std::isfinite(v))
+            return missing;
+        return lut[std::clamp(int((v - m_lo) * scale + 0.5f), 0, kLevels - 1)];
+    };
+    // Columns first (max over the steps a pixel column covers, per rank), then rows (max over
+    // the ranks a pixel row covers): ranks × steps + pixels × ranks-per-row work. A step wider
+    // than a pixel is computed once and copied to its columns.
+    const size_t nRanks = mx.ranks.size(), nSteps = mx.steps.size();
+    const std::vector<float>& values = mx.values[m_metric];
+    std::vector<float> colMax(nRanks * size_t(w), std::numeric_limits<float>::quiet_NaN());
+    std::pair<size_t, size_t> prev{size_t(-1), size_t(-1)};
+    for (int x = 0; x < w; ++x) {
+        const auto cols = stepsOfPixel(x);
+        for (size_t ri = 0; ri < nRanks; ++ri) {
+            float& out = colMax[ri * size_t(w) + size_t(x)];
+            if (cols == prev) {
+                out = colMax[ri * size_t(w) + size_t(x - 1)];
+                continue;
+            }
+            float v = std::numeric_limits<float>::quiet_NaN();
+            for (size_t si = cols.first; si < cols.second; ++si)
+                v = maxOf(v, values[ri * nSteps + si]);
+            out = v;
+        }
+        prev = cols;
+    }
+    for (int y = 0; y < h; ++y) {
+        const auto [r0, r1] = ranksOfPixel(y);
+        auto* line = reinterpret_cast<QRgb*>(m_image.scanLine(y));
+        if (y > 0 && r1 - r0 == 1 && ranksOfPixel(y - 1) == std::pair{r0, r1}) {
+            std::copy_n(reinterpret_cast<const QRgb*>(m_image.constScanLine(y - 1)), w, line); // same rank as the row above
+            continue;
+        }
+        for (int x = 0; x < w; ++x) {
+            float v = std::numeric_limits<float>::quiet_NaN();
+            for (size_t ri = r0; ri < r1; ++ri)
+                v = maxOf(v, colMax[ri * size_t(w) + size_t(x)]);
+            line[x] = rgbOf(v);
+        }
+    }
+}
+
+RankHeatmap::Cell RankHeatmap::cellAt(QPoint p) const
+{
+    Cell c;
+    const QRect plot = plotRect();
+    if (!m_model || !plot.contains(p))
+        return c;
+    const RankStepMatrix& mx = m_model->rankStepMatrix();
+    if (mx.ranks.empty() || mx.steps.empty())
+        return c;
+    const auto [r0, r1] = ranksOfPixel(p.y() - plot.top());
+    const auto [s0, s1] = stepsOfPixel(p.x() - plot.left());
+    if (r0 >= r1 || s0 >= s1)
+        return c;
+    // The pixel's largest value and where it is (what the colour shows).
+    size_t bestR = r0, bestS = s0;
+    float best = std::numeric_limits<float>::quiet_NaN();
+    for (size_t ri = r0; ri < r1; ++ri)
+        for (size_t si = s0; si < s1; ++si) {
+            const float v = mx.value(m_metric, ri, si);
+            if (std::isfinite(v) && (std::isnan(best) || v > best)) {
+                best = v;
+                bestR = ri;
+                bestS = si;
+            }
+        }
+    c.rank = mx.ranks[bestR];
+    c.step = mx.steps[bestS];
+    c.value = best;
+    c.ranksCovered = int(r1 - r0);
+    return c;
+}
+
+void RankHeatmap::resizeEvent(QResizeEvent* event)
+{
+    rebuildImage();
+    QWidget::resizeEvent(event);
+}
+
+void RankHeatmap::paintEvent(QPaintEvent*)
+{
+    QPainter p(this);
+    p.fillRect(rect(), palette::background());
+    const QRect plot = plotRect();
+    if (m_image.size() != plot.size())
+        rebuildImage();
+    QFont small = font();
+    small.setPointSizeF(std::max(6.5, font().pointSizeF() * 0.85));
+    p.setFont(small);
+    const QFontMetrics fm(small);
+    if (!m_model || m_model->rankStepMatrix().steps.empty()) {
+        p.setPen(palette::laneText());
+        p.drawText(rect(), Qt::AlignCenter, tr("no steps recorded"));
+        return;
+    }
+    const RankStepMatrix& mx = m_model->rankStepMatrix();
+    p.drawImage(plot.topLeft(), m_image);
+    p.setPen(palette::separatorLine());
+    p.drawRect(plot.adjusted(0, 0, -1, -1));
+
+    // Rank labels: every k-th rank so labels do not overlap (k from 1, 2, 5, 10, …).
+    const double rowPx = double(plot.height()) / double(mx.ranks.size());
+    int stride = 1;
+    for (int m : {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000})
+        if (m * rowPx >= fm.height() + 2) {
+            stride = m;
+            break;
+        }
+    p.setPen(palette::laneText());
+    for (size_t ri = 0; ri < mx.ranks.size(); ri += size_t(stride)) {
+        const double y = plot.top() + (double(ri) + 0.5) * rowPx;
+        p.drawText(QRectF(0, y - fm.height() / 2.0, kLeft - 6, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
+                   tr("rank %1").arg(mx.ranks[ri]));
+    }
+    // Step labels, the same way.
+    const double colPx = double(plot.width()) / double(mx.steps.size());
+    const int labelW = fm.horizontalAdvance(QString::number(mx.steps.back())) + 8;
+    stride = 1;
+    for (int m : {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000})
+        if (m * colPx >= labelW) {
+            stride = m;
+            break;
+        }
+    for (size_t si = 0; si < mx.steps.size(); ++si) {
+        if (mx.steps[si] % stride != 0)
+            continue;
+        const double x = plot.left() + (double(si) + 0.5) * colPx;
+        p.drawText(QRectF(x - labelW / 2.0, plot.bottom() + 3, labelW, fm.height()), Qt::AlignCenter, QString::number(mx.steps[si]));
+    }
+    p.drawText(QRectF(plot.left(), plot.bottom() + 3 + fm.height(), plot.width(), fm.height()), Qt::AlignCenter, tr("step"));
+
+    // Title and colour scale.
+    QFont bold = font();
+    bold.setBold(true);
+    p.setFont(bold);
+    p.setPen(palette::headerText());
+    const QString title = tr("%1 per rank and step (ms)").arg(QString::fromUtf8(RankStepMatrix::metricName(m_metric)));
+    p.drawText(QRect(plot.left(), 0, plot.width() / 2, kTop - 6), Qt::AlignVCenter | Qt::AlignLeft, title);
+    p.setFont(small);
+    const int rampW = std::min(220, plot.width() / 3);
+    const QRect ramp(plot.right() - rampW - fm.horizontalAdvance(formatMs(m_hi)) - 8, 8, rampW, 10);
+    for (int x = 0; x < ramp.width(); ++x)
+        p.fillRect(QRect(ramp.left() + x, ramp.top(), 1, ramp.height()), palette::heatRamp(double(x) / std::max(1, ramp.width() - 1)));
+    p.setPen(palette::laneText());
+    p.drawText(QRect(ramp.left() - 80, 0, 76, kTop - 8), Qt::AlignVCenter | Qt::AlignRight, formatMs(m_lo));
+    p.drawText(QRect(ramp.right() + 4, 0, 80, kTop - 8), Qt::AlignVCenter | Qt::AlignLeft, formatMs(m_hi));
+}
+
+void RankHeatmap::mouseReleaseEvent(QMouseEvent* event)
+{
+    if (event->button() == Qt::LeftButton) {
+        const Cell c = cellAt(event->position().toPoint());
+        if (c.rank >= 0)
+            emit cellClicked(c.rank, c.step);
+    }
+    QWidget::mouseReleaseEvent(event);
+}
+
+bool RankHeatmap::event(QEvent* event)
+{
+    if (event->type() != QEvent::ToolTip)
+        return QWidget::event(event);
+    auto* help = static_cast<QHelpEvent*>(event);
+    const Cell c = cellAt(help->pos());
+    if (c.rank < 0) {
+        QToolTip::hideText();
+        return true;
+    }
+    const QString metric = QString::fromUtf8(RankStepMatrix::metricName(m_metric));
+    QString text = c.ranksCovered > 1 ? tr("rank %1 (largest of the %2 ranks under this pixel), step %3<br>%4: %5")
+                                            .arg(c.rank)
+                                            .arg(c.ranksCovered)
+                                            .arg(c.step)
+                                            .arg(metric, std::isfinite(c.value) ? formatMs(c.value) : tr("not applicable"))
+                                      : tr("rank %1, step %2<br>%3: %4")
+                                            .arg(c.rank)
+                                            .arg(c.step)
+                                            .arg(metric, std::isfinite(c.value) ? formatMs(c.value) : tr("not applicable"));
+    text += tr("<br>click to show it in the timeline");
+    QToolTip::showText(help->globalPos(), text, this);
+    return true;
+}
+
+} // namespace lockstep::ui

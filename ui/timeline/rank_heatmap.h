@@ -1,0 +1,66 @@
+// The rank × step heatmap: one cell per (rank, step) coloured by core's step time, the wait the
+// rank caused, or its exposed communication (TimelineRunModel::rankStepMatrix). Made for many
+// ranks: when there are more ranks (or steps) than pixels, a pixel shows the largest value of the
+// cells it covers (heaptrack's thinning: the maxima survive, so one straggling rank among 1024
+// still shows as a dark line), and the picture is built once per size and metric, so a repaint
+// is one image blit. Clicking a cell asks to show (rank, step) in the timeline.
+#pragma once
+
+#include "timeline_model.h"
+
+#include <QImage>
+#include <QWidget>
+
+#include <memory>
+
+namespace lockstep::ui {
+
+class RankHeatmap : public QWidget {
+    Q_OBJECT
+public:
+    explicit RankHeatmap(QWidget* parent = nullptr);
+
+    void setModel(std::shared_ptr<const TimelineRunModel> model);
+    const TimelineRunModel* model() const { return m_model.get(); }
+    void setMetric(RankStepMatrix::Metric metric);
+    RankStepMatrix::Metric metric() const { return m_metric; }
+
+    // The plot area (cells) inside the widget, and the (rank, step) under a point in it:
+    // for a pixel that stands for several ranks, the rank with the largest value there.
+    QRect plotRect() const;
+    struct Cell {
+        int32_t rank = -1;
+        int32_t step = -1;
+        float value = 0; // ms; NaN when the rank has no such step
+        int ranksCovered = 1;
+    };
+    Cell cellAt(QPoint p) const;
+    // The colour scale: values at the light and the dark end (ms), over steady steps.
+    std::pair<float, float> scale() const { return {m_lo, m_hi}; }
+    // The colour a value gets.
+    QColor colorFor(float value) const;
+    QSize sizeHint() const override { return QSize(700, 420); }
+
+signals:
+    void cellClicked(int rank, int step);
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
+    bool event(QEvent* event) override; // tooltips
+
+private:
+    void rescale();
+    void rebuildImage();
+    // Ranges of matrix rows / columns that pixel row y / column x of the plot covers.
+    std::pair<size_t, size_t> ranksOfPixel(int y) const;
+    std::pair<size_t, size_t> stepsOfPixel(int x) const;
+
+    std::shared_ptr<const TimelineRunModel> m_model;
+    RankStepMatrix::Metric m_metric = RankStepMatrix::StepTime;
+    float m_lo = 0, m_hi = 1;
+    QImage m_image; // the plot area at one pixel per pixel
+};
+
+} // namespace lockstep::ui
