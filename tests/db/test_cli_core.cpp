@@ -90,7 +90,7 @@ private slots:
         int complete = 0;
         for (const auto& e : doc["traceEvents"].GetArray())
             complete += std::string(e["ph"].GetString()) == "X";
-        QCOMPARE(complete, 2 * (1 + 6 * 6));
+        QCOMPARE(complete, 2 * (1 + 6 * 6) + 2 * 6); // the spans, then each rank's 6 steps
     }
 
     void mergeShards()

@@ -158,11 +158,11 @@ private slots:
                 QVERIFY(e["args"].HasMember("bucket"));
             }
         }
-        QCOMPARE(phases["X"], int(run.spans.size()));
+        QCOMPARE(phases["X"], int(run.spans.size() + run.steps.size())); // spans, then each rank's steps
         QCOMPARE(phases["i"], int(run.instants.size()));
         QCOMPARE(processNames.size(), size_t(2));
         QCOMPARE(processNames[1], std::string("rank 1 (node1)"));
-        QCOMPARE(threadNames.size(), size_t(4));
+        QCOMPARE(threadNames.size(), size_t(4 + 2)); // the lanes and a "steps" thread per rank
         QCOMPARE(threadNames[std::make_pair(1, 3)], std::string("comm"));
         QCOMPARE(threadNames[std::make_pair(0, 0)], std::string("compute"));
 
