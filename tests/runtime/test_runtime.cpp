@@ -357,7 +357,11 @@ void TestRuntime::stragglerAndSlowLink()
     const QStringList common{"--model", "mlp", "--layers", "2", "--width", "64", "--batch", "4", "--steps", "8",
                              "--warmup", "2", "--first-bucket-mb", "0.01", "--bucket-mb", "0.02"};
     const QString sdir = dir.filePath("straggler");
-    requireAllDone(runRanks(2, common + QStringList{"--straggler", "1:30", "--out-dir", sdir}));
+    // 16 steps (14 steady): a run straggler must be late in enough steady steps that chance
+    // cannot explain it (core/src/stragglers.cpp), so one stalled step does not hide it.
+    QStringList longer = common;
+    longer[longer.indexOf("--steps") + 1] = "16";
+    requireAllDone(runRanks(2, longer + QStringList{"--straggler", "1:30", "--out-dir", sdir}));
     std::vector<std::string> shards{QDir(sdir).filePath("rank-0.db").toStdString(),
                                     QDir(sdir).filePath("rank-1.db").toStdString()};
     QVERIFY(core::mergeRunFiles(shards, QDir(sdir).filePath("run.db").toStdString()).has_value());
