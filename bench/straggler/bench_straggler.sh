@@ -4,7 +4,8 @@
 # even on a busy 2-core machine?
 #
 # For each configuration (the mlp and a small transformer, 2 and 4 ranks) it first records one
-# clean run to measure the step time T, then records through the documented CLI only:
+# clean run to measure the step time T (its verdict counts like any clean run's), then records
+# through the documented CLI only:
 #   - clean runs (`lockstep run` with nothing injected), half of them with a CPU hog (a busy
 #     loop) running beside the job for the whole run;
 #   - runs with `--straggler k:X`, X = 10% and 25% of T, k cycling over the ranks other than 0.
@@ -72,9 +73,14 @@ declare -A detected=([10]=0 [25]=0)
 for config in $CONFIGS; do
     model=${config%%:*}
     nproc=${config##*:}
+    # The calibration run is a clean run too: its verdict counts.
     verdict=$(record "$WORK/calib-$model-$nproc.db" "$nproc" "$model")
     step_ms=${verdict##*|}
-    echo "# $model on $nproc ranks: step time $step_ms ms (calibration run; its own verdict: ${verdict%%|*})"
+    named=${verdict%%|*}
+    clean=$((clean + 1))
+    [[ "$named" != none ]] && false_positives=$((false_positives + 1))
+    echo "# $model on $nproc ranks: step time $step_ms ms (calibration)"
+    echo "run: $model N=$nproc clean (calibration) -> named=$named  (candidate|late|wait%|above ms|floor ms|chance|step ms: ${verdict#*|})"
     for ((i = 0; i < CLEAN; i++)); do
         hog=no
         if ((i % 2 == 1)); then

@@ -139,6 +139,8 @@ std::string SteadySteps::describe() const
         return "no step past the warm-up (steps numbered below " + std::to_string(warmupSteps) + "): all "
             + std::to_string(steps.size()) + " step(s) are used (" + range(steps) + "), warm-up included";
     const int32_t excluded = allSteps - static_cast<int32_t>(steps.size());
+    if (excluded == 0)
+        return range(steps) + " (all " + std::to_string(steps.size()) + " step(s); none is warm-up)";
     return range(steps) + " (" + std::to_string(steps.size()) + " steady step(s); " + std::to_string(excluded)
         + " warm-up step(s) below " + std::to_string(warmupSteps) + " excluded)";
 }

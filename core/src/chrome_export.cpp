@@ -214,22 +214,6 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         metaEvent(w, "thread_sort_index", l.rank, &tid, "sort_index", nullptr, tid);
     }
 
-    for (const Step& st : run.steps) {
-        w.StartObject();
-        key(w, "ph"); w.String("X");
-        key(w, "cat"); w.String("lockstep.step");
-        key(w, "name"); str(w, "step " + std::to_string(st.step));
-        key(w, "pid"); w.Int(st.rank);
-        key(w, "tid"); w.Int64(stepsTid[st.rank]);
-        key(w, "ts"); writeMicros(w, st.start);
-        key(w, "dur"); writeMicros(w, st.end - st.start);
-        key(w, "args");
-        w.StartObject();
-        key(w, "step"); w.Int(st.step);
-        key(w, "samples"); w.Int64(st.samples);
-        w.EndObject();
-        w.EndObject();
-    }
     for (const Span& s : run.spans) {
         const int32_t rank = run.lanes[s.lane.v].rank;
         const std::string& name = run.strings.text(s.name);
@@ -272,6 +256,22 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         w.EndObject();
     }
 
+    for (const Step& st : run.steps) {
+        w.StartObject();
+        key(w, "ph"); w.String("X");
+        key(w, "cat"); w.String("lockstep.step");
+        key(w, "name"); str(w, "step " + std::to_string(st.step));
+        key(w, "pid"); w.Int(st.rank);
+        key(w, "tid"); w.Int64(stepsTid[st.rank]);
+        key(w, "ts"); writeMicros(w, st.start);
+        key(w, "dur"); writeMicros(w, st.end - st.start);
+        key(w, "args");
+        w.StartObject();
+        key(w, "step"); w.Int(st.step);
+        key(w, "samples"); w.Int64(st.samples);
+        w.EndObject();
+        w.EndObject();
+    }
     // Flows. Each (rank, step, bucket)'s collective: the first communication span carrying it
     // (host collectives before communication kernels, as bucketStats takes them).
     struct Collective {

@@ -179,7 +179,6 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
                         p.lateness = a - (sum - a) / static_cast<double>(n - 1);
             }
         }
-        std::erase_if(acc, [](const PerRank& p) { return std::isinf(p.lateness); });
         skewedSkew = -1;
         std::sort(acc.begin(), acc.end(), [](const PerRank& a, const PerRank& b) { return a.rank < b.rank; });
         perStepRank.insert(perStepRank.end(), acc.begin(), acc.end());
@@ -189,7 +188,8 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
         for (PerRank& p : acc)
             if (p.rank == rank)
                 return p;
-        acc.push_back({step, rank, 0, 0, -std::numeric_limits<double>::infinity()});
+        // NaN until the step's most skewed bucket says (a rank absent from it has none).
+        acc.push_back({step, rank, 0, 0, std::numeric_limits<double>::quiet_NaN()});
         return acc.back();
     };
     for (size_t i = 0; i < order.size();) {
@@ -301,7 +301,8 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
         if (!counts(w.step))
             continue;
         waitSum[rankIndex(w.rank)] += static_cast<double>(w.waitCaused);
-        lateness[rankIndex(w.rank)].push_back(w.latenessNs);
+        if (!std::isnan(w.latenessNs))
+            lateness[rankIndex(w.rank)].push_back(w.latenessNs);
     }
     const double meanStep = steadyCount > 0 ? stepTimeSum / steadyCount : 0.0;
     int best = 0;

@@ -15,8 +15,11 @@ public:
         m_run.config.name = "hand";
         m_run.config.worldSize = worldSize;
         m_run.config.warmupSteps = warmupSteps;
-        for (int32_t r = 0; r < worldSize; ++r)
-            m_run.ranks.push_back(core::RankInfo{.rank = r});
+        for (int32_t r = 0; r < worldSize; ++r) {
+            core::RankInfo info;
+            info.rank = r;
+            m_run.ranks.push_back(info);
+        }
     }
     core::LaneId lane(int32_t rank, core::LaneKind kind)
     {

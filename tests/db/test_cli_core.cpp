@@ -99,7 +99,7 @@ TEST_F(CliCore, exportWritesATrace)
     int complete = 0;
     for (const auto& e : doc["traceEvents"].GetArray())
         complete += std::string(e["ph"].GetString()) == "X";
-    EXPECT_EQ(complete, 2 * (1 + 6 * 6));
+    EXPECT_EQ(complete, 2 * (1 + 6 * 6) + 2 * 6); // the spans, then each rank's 6 steps
     // An existing output is replaced only with --force.
     const test::Outcome again = cli({"export", m_dir.file("run.db"), "--chrome", out});
     EXPECT_EQ(again.exitCode, 1);

@@ -153,11 +153,11 @@ TEST_F(MergeExport, chromeTraceParsesBack)
             ASSERT_TRUE(e["args"].HasMember("bucket"));
         }
     }
-    ASSERT_EQ(phases["X"], int(run.spans.size()));
+    ASSERT_EQ(phases["X"], int(run.spans.size() + run.steps.size())); // spans, then each rank's steps
     ASSERT_EQ(phases["i"], int(run.instants.size()));
     ASSERT_EQ(processNames.size(), size_t(2));
     ASSERT_EQ(processNames[1], std::string("rank 1 (node1)"));
-    ASSERT_EQ(threadNames.size(), size_t(4));
+    ASSERT_EQ(threadNames.size(), size_t(4 + 2)); // the lanes and a "steps" thread per rank
     ASSERT_EQ(threadNames[std::make_pair(1, 3)], std::string("comm"));
     ASSERT_EQ(threadNames[std::make_pair(0, 0)], std::string("compute"));
 

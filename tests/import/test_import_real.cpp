@@ -94,13 +94,15 @@ void expectRoundTrip(const fs::path& dir, const fs::path& db)
     const RunSummary &s = x.summary, &t = y.summary;
     for (auto [u, v] : {std::pair{s.stepTimeMs, t.stepTimeMs}, {s.computeOnlyMs, t.computeOnlyMs},
                         {s.overlappedMs, t.overlappedMs}, {s.exposedCommMs, t.exposedCommMs}, {s.idleMs, t.idleMs}}) {
-        if (std::isnan(u))
+        if (std::isnan(u)) {
             EXPECT_TRUE(std::isnan(v));
-        else
+        } else {
             EXPECT_NEAR(u, v, 1e-3);
+        }
     }
-    if (std::isfinite(s.overlapRatio))
+    if (std::isfinite(s.overlapRatio)) {
         EXPECT_NEAR(s.overlapRatio, t.overlapRatio, 1e-6);
+    }
     EXPECT_EQ(s.steadySteps, t.steadySteps);
     EXPECT_EQ(s.stragglers, t.stragglers);
     ASSERT_EQ(s.buckets.size(), t.buckets.size());

@@ -46,14 +46,6 @@ int64_t diagCount(const core::Run& run, const std::string& kind)
     return d ? d->count : 0;
 }
 
-const StepBreakdown* findStep(const std::vector<StepBreakdown>& v, int32_t rank, int32_t step)
-{
-    for (const StepBreakdown& b : v)
-        if (b.rank == rank && b.step == step)
-            return &b;
-    return nullptr;
-}
-
 struct TempDir {
     std::filesystem::path path;
     TempDir()
@@ -277,9 +269,10 @@ TEST(KinetoImport, GoldenDeviceWorkByLaunchingStep)
     EXPECT_EQ(findSpan(*run, "late")->step, kNoStep);
     EXPECT_EQ(a.summary.deviceSpansWithoutStep, 2);
     // Both all-reduce kernels are bucket 0 of their launching step.
-    for (const Span& s : run->spans)
+    for (const Span& s : run->spans) {
         if (s.kind == SpanKind::CommKernel)
             EXPECT_EQ(s.bucket, 0);
+    }
 }
 
 TEST(KinetoImport, GoldenTwoGpuRanksSkew)

@@ -108,14 +108,16 @@ TEST(NsysImport, OneRankGolden)
     for (const Lane& l : run->lanes) {
         gpu += l.kind == LaneKind::GpuStream;
         host += l.kind == LaneKind::HostThread;
-        if (l.kind == LaneKind::HostThread)
+        if (l.kind == LaneKind::HostThread) {
             EXPECT_EQ(l.stream, 4242);
+        }
     }
     EXPECT_EQ(gpu, 2);
     EXPECT_EQ(host, 1);
     for (const Span& s : run->spans) {
-        if (s.kind == SpanKind::Memcpy)
+        if (s.kind == SpanKind::Memcpy) {
             EXPECT_EQ(s.bytes, 4096);
+        }
         if (s.kind == SpanKind::CommKernel) {
             EXPECT_EQ(s.bucket, 0);
             EXPECT_EQ(run->strings.text(s.name), "ncclDevKernel_AllReduce_Sum_f32_RING_LL");

@@ -37,10 +37,11 @@ std::string exported(const core::Run& run)
 
 void expectNear(double a, double b, double tolerance, const char* what)
 {
-    if (std::isnan(a) || std::isnan(b))
+    if (std::isnan(a) || std::isnan(b)) {
         EXPECT_EQ(std::isnan(a), std::isnan(b)) << what;
-    else
+    } else {
         EXPECT_NEAR(a, b, tolerance) << what;
+    }
 }
 
 // The same run: structure exactly, every metric within 1 µs (times) or the same (ratios).

@@ -279,11 +279,18 @@ TEST_F(Launcher, InterruptStopsAndKeepsSteps)
 TEST_F(Launcher, StragglerIsNamed)
 {
     const std::string file = path("straggler.db");
-    const test::Outcome o = test::lockstep(cat({"run", "--nproc", "2", "--out", file, "--straggler", "1:30"}, smallModel(8)));
+    // 30 steps: a run straggler must be late in enough steady steps that chance cannot explain
+    // it and stand above the others' step-to-step spread (core/src/stragglers.cpp), so a few
+    // stalled steps of a busy machine (ctest -j2 beside other jobs) do not hide it.
+    const test::Outcome o = test::lockstep(cat({"run", "--nproc", "2", "--out", file, "--straggler", "1:30"}, smallModel(30)));
     std::printf("straggler run: %.0f ms\n", o.ms);
     ASSERT_EQ(o.exitCode, 0) << o.describe();
     const auto report = core::stragglers(load(file));
-    EXPECT_EQ(report.stragglers, std::vector<int32_t>{1});
+    const core::StragglerEvidence& e = report.evidence;
+    EXPECT_EQ(report.stragglers, std::vector<int32_t>{1})
+        << "candidate " << e.candidate << ", late " << e.stepsLate << " of " << e.steadySteps << " (chance " << e.chance
+        << "), wait " << e.waitFraction * 100 << "%, above " << e.latenessAboveOthersNs * 1e-6 << " ms, floor "
+        << e.noiseFloorNs * 1e-6 << " ms";
 }
 
 TEST_F(Launcher, SlowLinkExposesMoreCommunication)

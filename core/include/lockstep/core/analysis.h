@@ -248,7 +248,7 @@ struct RankStepWait {
     int32_t step = 0;
     TimeNs waitCaused = 0;    // the largest wait it caused on a bucket of the step (0: never late)
     double latenessNs = 0;    // its launch - the mean launch of the others, on the step's most
-                              // skewed bucket (negative: early)
+                              // skewed bucket (negative: early; NaN: not in that bucket)
 };
 struct RankStraggle {
     int32_t rank = 0;
