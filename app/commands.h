@@ -12,6 +12,7 @@ int& exitStatus();
 
 void registerCoreCommands(CLI::App& app);   // report, export, merge   (cli_core.cpp)
 void registerImportCommands(CLI::App& app); // import                  (cli_import.cpp)
+void registerWhatIfCommands(CLI::App& app); // predict, advise         (cli_predict.cpp)
 #ifdef LOCKSTEP_HAVE_RUNTIME
 void registerWorkerCommand(CLI::App& app);  // worker (one rank)       (cli_worker.cpp)
 void registerRunCommands(CLI::App& app);    // run, sweep              (cli_run.cpp)

@@ -20,6 +20,7 @@ int main(int argc, char** argv)
     app.set_version_flag("--version", "lockstep 0.1.0");
     lockstep::app::registerCoreCommands(app);
     lockstep::app::registerImportCommands(app);
+    lockstep::app::registerWhatIfCommands(app);
 #ifdef LOCKSTEP_HAVE_RUNTIME
     lockstep::app::registerWorkerCommand(app);
     lockstep::app::registerRunCommands(app);

@@ -1,0 +1,146 @@
+// What if: predict a run under another configuration (bucket caps, world size, emulated link
+// speed, compression) from one recorded run, without running it. The model of the step and the
+// reasons behind it are in src/whatif.cpp; this header is the API the CLI (`lockstep predict`,
+// `lockstep advise`) and the app's What-if panel use.
+//
+// Use: build a WhatIfModel once per recorded run (it indexes the run and fits the link, O(run)),
+// then call predict() as often as a slider moves: each call replays the recorded steps under the
+// new configuration and returns a predicted timeline (a Run that opens, compares and charts like
+// any run, marked predicted) plus its numbers. Qt-free, no exceptions: errors are values.
+#pragma once
+
+#include "lockstep/core/analysis.h"
+#include "lockstep/core/result.h"
+#include "lockstep/core/types.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::core {
+
+// ---- What a recording carries for the model -------------------------------------------------
+// Re-bucketing at another cap needs every parameter's size, which the bucket table (names and a
+// total per bucket) does not give. Recorders store it in the run's config_extra under this key:
+// element counts of every parameter in the bucket table's packing order (bucket 0's parameters
+// first, each bucket's in its `params` order), comma-separated, e.g. "10,5120,512,262144,...".
+// Without it the model regroups whole recorded buckets and says so in its notes.
+inline constexpr const char* kParamNumelKey = "param_numel";
+std::string formatParamNumel(const std::vector<std::vector<int64_t>>& numelPerBucket);
+// Checks the list against the bucket table (one number per parameter, positive).
+Result<std::vector<std::vector<int64_t>>> parseParamNumel(std::string_view text, const std::vector<Bucket>& buckets);
+
+// ---- Predicted runs are marked ---------------------------------------------------------------
+// A predicted run's RunConfig::source is kPredictedSource; extra["predicted_from"] names the
+// recorded run and extra["predicted_config"] the configuration (describe()). The app shows the
+// mark wherever isPredicted() holds.
+inline constexpr const char* kPredictedSource = "predicted";
+bool isPredicted(const RunConfig& config);
+
+// A configuration to predict: the knobs of `lockstep run` that the model replays. linkGbps is
+// the runtime's emulated link (`lockstep run --link-gbps`), 0 = none.
+struct WhatIfConfig {
+    int64_t bucketCapBytes = 25ll << 20;
+    int64_t firstBucketCapBytes = 1ll << 20;
+    int32_t worldSize = 2;
+    double linkGbps = 0.0;
+    std::string compress = "none"; // none | fp16 | bf16
+    friend bool operator==(const WhatIfConfig&, const WhatIfConfig&) = default;
+};
+// "4 MiB buckets (first 1 MiB), 2 ranks, link 1 Gbit/s, fp16" — for names and tables.
+std::string describe(const WhatIfConfig& config);
+
+// The cost of one bucket's all-reduce on the real link, fitted from the run's own all-reduces:
+// latencyNs per round of the algorithm plus nsPerByte per byte each rank sends
+// (see whatif.cpp, "Communication").
+struct LinkFit {
+    bool fitted = false;          // false: nothing to fit (1-rank run, or every all-reduce hidden
+                                  // under the recorded emulated link); real communication costs 0
+    bool latencySeparable = false; // false: one bucket size only, all cost put on bandwidth
+    double latencyNs = 0;          // per round
+    double nsPerByte = 0;          // per byte one rank sends
+    int samples = 0;               // all-reduces the fit used
+    double launchNs = 0;           // launch overhead on the training thread: launchNs + bytes *
+    double launchNsPerByte = 0;    //   launchNsPerByte (dividing the bucket by the world size)
+};
+
+// The numbers the CLI prints and the panel shows; the same definitions as a measured run's
+// summary (they come from summarize() of the predicted run).
+struct WhatIfNumbers {
+    double stepTimeMs = 0;    // mean over steady steps and ranks
+    double overlapRatio = 0;  // NaN when there is no communication (one rank)
+    double exposedCommMs = 0;
+    double commMs = 0;
+    double throughput = 0;    // samples/s, all ranks
+    int32_t buckets = 0;
+};
+
+struct Prediction {
+    WhatIfConfig config;
+    WhatIfNumbers numbers;
+    Run run;                        // the predicted timeline (empty when not asked for)
+    std::vector<std::string> notes; // where this prediction extrapolates beyond the recording
+};
+
+struct PredictOptions {
+    // false: numbers only; the predicted Run is built internally and dropped (saves a copy)
+    bool keepTimeline = true;
+};
+
+class WhatIfModel {
+public:
+    // Indexes the run and fits its link. Needs a run recorded by a DDP recorder: a bucket table,
+    // gradient-ready instants named by parameter, per-bucket communication spans. Refuses runs
+    // with GPU stream lanes (the model replays host timelines) with a clear message.
+    static Result<WhatIfModel> build(const Run& run);
+
+    WhatIfConfig recorded() const;
+    WhatIfNumbers measured() const;               // summarize() of the recorded run
+    // The model's replay of the recorded configuration, and its error against measured(): how
+    // far the model is from the truth on this very run (the communication fit's error).
+    WhatIfNumbers replayed() const;
+    double selfErrorPct() const;                  // (replayed - measured) / measured * 100
+    const LinkFit& link() const;
+    const std::vector<std::string>& notes() const; // about the recording as a whole
+    int64_t gradientBytes() const;                 // all parameters' gradients, float32
+
+    Result<Prediction> predict(const WhatIfConfig& config, const PredictOptions& options = {}) const;
+
+    struct Data; // opaque: the indexed recording and the fit (whatif.cpp); copies share it
+
+private:
+    std::shared_ptr<const Data> m_data;
+};
+
+// `lockstep advise`: the caps that minimize predicted step time, and how sure the model is.
+struct AdviseOptions {
+    std::vector<int64_t> bucketCaps;      // candidates; empty = a grid from 0.25 MiB to 256 MiB
+    std::vector<int64_t> firstBucketCaps; // candidates; empty = a grid from 0.25 MiB to 8 MiB
+};
+struct AdviceCandidate {
+    WhatIfConfig config;
+    WhatIfNumbers numbers;
+};
+struct Advice {
+    WhatIfConfig current;          // the recorded configuration
+    WhatIfConfig best;
+    double measuredStepMs = 0;     // the recorded run, measured
+    double predictedCurrentMs = 0; // the model's replay of the recorded configuration
+    double selfErrorPct = 0;       // (predictedCurrent - measured) / measured * 100
+    double predictedBestMs = 0;
+    double gainMs = 0;             // predictedCurrent - predictedBest (model against model)
+    double gainPct = 0;            // gainMs / predictedCurrent * 100
+    bool gainWithinError = false;  // |gainPct| <= |selfErrorPct|: not distinguishable from noise
+    std::vector<AdviceCandidate> candidates; // one per distinct bucket layout, fastest first
+    std::vector<std::string> notes;
+};
+Result<Advice> advise(const WhatIfModel& model, const AdviseOptions& options = {});
+
+// Text for a terminal and JSON for scripts (whatif_report.cpp).
+std::string predictionsText(const WhatIfModel& model, const std::vector<Prediction>& predictions);
+std::string predictionsJson(const WhatIfModel& model, const std::vector<Prediction>& predictions);
+std::string adviceText(const Advice& advice);
+std::string adviceJson(const Advice& advice);
+
+} // namespace lockstep::core
