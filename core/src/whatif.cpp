@@ -33,19 +33,29 @@
 //
 //  3. Communication. One link: bucket b's all-reduce starts when every rank has launched it
 //     (a collective cannot finish before its last participant joins) and the previous bucket's
-//     has completed, and takes  latency * rounds + bytes_sent * nsPerByte.  Per algorithm, with
-//     N ranks and B bytes per bucket:
+//     has completed. It takes  latency * rounds  and then moves the bytes each rank sends. Per
+//     algorithm, with N ranks and B bytes per bucket:
 //        pairwise exchange (the runtime on 2 ranks, uncompressed): 1 round, each rank sends B
 //        ring all-reduce (gloo; fp16 payloads):  2(N-1) rounds, each rank sends 2(N-1)/N * B
 //        all-gather + local sum (bf16, gloo cannot sum it): N-1 rounds, each rank sends (N-1)*B
 //        one rank: nothing to send
-//     latency and nsPerByte are fitted from the run's own all-reduces: for every steady step,
-//     rank and bucket the service time completion - max(last launch over ranks, previous
-//     completion) is one sample; the median per bucket against the bucket's bytes is fitted by
-//     least squares to latency * rounds + bytes * factor * nsPerByte of the recorded algorithm.
-//     Medians because this machine's noise comes in bursts (another process takes a core for
-//     tens of ms) that a mean would spread over every prediction. With one bucket size only,
-//     latency and bandwidth cannot be told apart and the whole cost goes to bandwidth.
+//     The bytes move at two rates: a busy rate while some rank is still in backward (until the
+//     last gradient of the last rank is ready), an idle rate after. Communication shares the machine with backward (gloo's
+//     threads, the exchange's sums and the kernel's socket copies take CPU from the training
+//     threads; on a GPU, NCCL's kernels share the SMs with backward's): in bench/whatif's 2-rank
+//     recordings on this 2-core machine (other jobs running beside them) buckets moved at
+//     0.12-0.14 GB/s during backward and at 0.3-0.6 GB/s after it. A single rate would read that
+//     slowdown as a latency per bucket (26 ms per round for the mlp) and condemn small buckets;
+//     two rates put it where it happens.
+//     Fit, from the run's own all-reduces: every (steady step, rank, bucket) gives a sample, the
+//     time from its start (max(last launch over ranks, previous completion)) to its completion,
+//     split at the last gradient-ready instant of any rank into a busy and an idle part. The transfers that
+//     ran entirely after backward give the latency and the idle rate: a least-squares line
+//     through their per-bucket medians against bytes sent (medians, because this machine's noise
+//     comes in bursts that a mean would spread over every prediction; with one bucket size only,
+//     latency and bandwidth cannot be told apart and the latency is 0). The busy rate is the
+//     median over the other transfers of their busy time (less the latency) per byte left once
+//     their idle part is accounted for at the idle rate; never faster than idle.
 //
 //  4. Emulated link. `lockstep run --link-gbps X` holds each bucket's completion until a serial
 //     pipe of X Gbit/s per rank would have carried it: emulated end = max(own launch, previous
@@ -415,9 +425,11 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
     const int32_t n = d.world;
     const size_t nb = d.recordedBucketUnits.size();
     const Algorithm recordedAlg = algorithmFor(n, d.recorded.compress, d.pairwiseAllowed);
-    std::vector<int64_t> bucketBytes(nb);
+    const double rounds = roundsOf(recordedAlg, n);
+    const double factor = bytesFactorOf(recordedAlg, n);
+    std::vector<double> work(nb); // bytes each rank sends for the bucket
     for (size_t b = 0; b < nb; ++b)
-        bucketBytes[b] = run.buckets[b].bytes;
+        work[b] = static_cast<double>(run.buckets[b].bytes) * factor;
 
     bool anySteady = false;
     for (int32_t s : d.stepIds)
@@ -426,12 +438,22 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
         d.notes.push_back("no steady step (all within the first " + std::to_string(d.config.warmupSteps)
                           + "): the link is fitted on warm-up steps");
 
-    std::vector<std::vector<double>> service(nb), launchCost(nb);
+    struct Sample {
+        double total = 0; // completion - start
+        double busy = 0;  // of which before the last rank's end of backward
+    };
+    std::vector<std::vector<Sample>> samples(nb);
+    std::vector<std::vector<double>> launchCost(nb);
     int censored = 0;
     for (size_t si = 0; si < d.stepIds.size(); ++si) {
         if (anySteady && d.stepIds[si] < d.config.warmupSteps)
             continue;
         const RankStep* rs = &d.rankSteps[si * static_cast<size_t>(n)];
+        // Backward is busy until the last gradient of the last rank is ready.
+        TimeNs busyUntil = kNever;
+        for (int32_t r = 0; r < n; ++r)
+            for (TimeNs ready : rs[r].unitReady)
+                busyUntil = std::max(busyUntil, ready);
         std::vector<TimeNs> maxLaunch(nb, kNever);
         for (size_t b = 0; b < nb; ++b)
             for (int32_t r = 0; r < n; ++r) {
@@ -452,7 +474,8 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
                 }
                 bool held = false;
                 if (d.recorded.linkGbps > 0) {
-                    const auto xfer = static_cast<TimeNs>(static_cast<double>(bucketBytes[b]) * 8.0 / d.recorded.linkGbps);
+                    const auto xfer = static_cast<TimeNs>(static_cast<double>(run.buckets[b].bytes) * 8.0
+                                                          / d.recorded.linkGbps);
                     emulated = std::max(x.launch[b], emulated) + xfer;
                     held = x.completion[b] <= emulated + kCensorToleranceNs;
                 }
@@ -471,48 +494,82 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
                     ++censored;
                 } else if (prevKnown && maxLaunch[b] != kNever) {
                     const TimeNs start = b > 0 ? std::max(maxLaunch[b], x.completion[b - 1]) : maxLaunch[b];
-                    service[b].push_back(static_cast<double>(std::max<TimeNs>(0, x.completion[b] - start)));
+                    const TimeNs done = std::max(start, x.completion[b]);
+                    samples[b].push_back(Sample{static_cast<double>(done - start),
+                                                static_cast<double>(std::clamp(busyUntil, start, done) - start)});
                 }
                 prevKnown = !held;
             }
         }
     }
 
-    std::vector<std::pair<double, double>> servicePoints, launchPoints;
-    for (size_t b = 0; b < nb; ++b) {
-        const auto x = static_cast<double>(bucketBytes[b]);
-        if (!service[b].empty())
-            servicePoints.emplace_back(x, median(service[b]));
+    std::vector<std::pair<double, double>> launchPoints;
+    for (size_t b = 0; b < nb; ++b)
         if (!launchCost[b].empty())
-            launchPoints.emplace_back(x, median(launchCost[b]));
-        d.link.samples += static_cast<int>(service[b].size());
-    }
+            launchPoints.emplace_back(static_cast<double>(run.buckets[b].bytes), median(launchCost[b]));
     const Line launch = fitLine(launchPoints);
     d.link.launchNs = launch.intercept;
     d.link.launchNsPerByte = launch.slope;
 
-    const double rounds = roundsOf(recordedAlg, n);
-    const double factor = bytesFactorOf(recordedAlg, n);
     if (recordedAlg == Algorithm::Local) {
         d.notes.push_back("a 1-rank recording has no all-reduce to fit the link from: predicted communication "
                           "costs only an emulated link (--link-gbps), the real link's own time is unknown");
         return;
     }
-    if (servicePoints.empty()) {
+    // Idle rate and latency: a line through the per-bucket medians of the transfers that moved
+    // after every rank's backward (nothing else competes with them).
+    std::vector<std::pair<double, double>> idlePoints, allPoints;
+    for (size_t b = 0; b < nb; ++b) {
+        std::vector<double> idle, all;
+        for (const Sample& x : samples[b]) {
+            all.push_back(x.total);
+            if (x.busy == 0)
+                idle.push_back(x.total);
+            else
+                ++d.link.busySamples;
+        }
+        d.link.samples += static_cast<int>(all.size());
+        if (!idle.empty())
+            idlePoints.emplace_back(work[b], median(idle));
+        if (!all.empty())
+            allPoints.emplace_back(work[b], median(all));
+    }
+    if (allPoints.empty()) {
         d.notes.push_back(censored > 0
                               ? "every all-reduce of the recording was held by its emulated link: the real link's "
                                 "time is unknown, predicted communication costs only an emulated link"
                               : "no all-reduce with a complete record: predicted communication costs only an emulated link");
         return;
     }
-    const Line line = fitLine(servicePoints);
     d.link.fitted = true;
+    const bool haveIdle = !idlePoints.empty();
+    const Line line = fitLine(haveIdle ? idlePoints : allPoints);
     d.link.latencySeparable = line.separable;
     d.link.latencyNs = line.intercept / rounds;
-    d.link.nsPerByte = line.slope / factor;
+    d.link.nsPerByteIdle = line.slope;
+    d.link.nsPerByteBusy = line.slope;
+    if (!haveIdle) {
+        d.notes.push_back("every all-reduce of the recording moved while backward computed: the link's rate after "
+                          "backward is assumed to be the same");
+    } else {
+        // Busy rate: what is left of each transfer once its idle part is accounted for at the idle
+        // rate was moved during its busy part (after the latency). Transfers with less than a
+        // tenth of their bytes left for the busy part say little about its rate (a division by
+        // almost nothing) and are skipped.
+        std::vector<double> busyRates;
+        for (size_t b = 0; b < nb; ++b)
+            for (const Sample& x : samples[b]) {
+                const double busy = x.busy - line.intercept;
+                const double left = work[b] - (x.total - x.busy) / std::max(line.slope, 1e-12);
+                if (x.busy > 0 && busy > 0 && left >= 0.1 * work[b])
+                    busyRates.push_back(busy / left);
+            }
+        if (!busyRates.empty())
+            d.link.nsPerByteBusy = std::max(line.slope, median(busyRates));
+    }
     if (!line.separable)
-        d.notes.push_back("one bucket size only: the link's latency and bandwidth cannot be told apart, its whole "
-                          "cost is modelled as bandwidth (predictions at smaller caps may be optimistic)");
+        d.notes.push_back("fewer than two bucket sizes moved after backward: the link's latency cannot be told "
+                          "apart from its bandwidth and is taken as 0 (predictions at smaller caps may be optimistic)");
     if (censored > 0)
         d.notes.push_back(std::to_string(censored) + " all-reduces held by the recorded emulated link were left "
                           "out of the link fit");
@@ -815,16 +872,32 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             bucketOfUnit[u] = static_cast<int32_t>(b);
 
     const Algorithm alg = algorithmFor(cfg.worldSize, cfg.compress, d.pairwiseAllowed);
-    std::vector<TimeNs> service(nb, 0), launchCost(nb, 0), emulatedXfer(nb, 0);
+    const double latency = d.link.fitted ? d.link.latencyNs * roundsOf(alg, cfg.worldSize) : 0;
+    std::vector<double> work(nb, 0); // bytes each rank sends, 0 when the link is not fitted
+    std::vector<TimeNs> launchCost(nb, 0), emulatedXfer(nb, 0);
     for (size_t b = 0; b < nb; ++b) {
         const auto bytes = static_cast<double>(bucketWire[b]);
         if (d.link.fitted)
-            service[b] = static_cast<TimeNs>(std::llround(d.link.latencyNs * roundsOf(alg, cfg.worldSize)
-                                                          + bytes * bytesFactorOf(alg, cfg.worldSize) * d.link.nsPerByte));
+            work[b] = bytes * bytesFactorOf(alg, cfg.worldSize);
         launchCost[b] = static_cast<TimeNs>(std::llround(d.link.launchNs + bytes * d.link.launchNsPerByte));
         if (cfg.linkGbps > 0)
             emulatedXfer[b] = static_cast<TimeNs>(bytes * 8.0 / cfg.linkGbps);
     }
+    // A transfer starting at `start`: the latency, then its bytes at the busy rate until the last
+    // rank's backward ends (`busyUntil`), at the idle rate after.
+    const auto transferEnd = [&](TimeNs start, double bytes, TimeNs busyUntil) -> TimeNs {
+        if (bytes <= 0)
+            return start;
+        double t = static_cast<double>(start) + latency;
+        if (t < static_cast<double>(busyUntil)) {
+            const double busyBytes = (static_cast<double>(busyUntil) - t) / d.link.nsPerByteBusy;
+            if (d.link.nsPerByteBusy <= 0 || bytes <= busyBytes)
+                return static_cast<TimeNs>(std::llround(t + bytes * d.link.nsPerByteBusy));
+            bytes -= busyBytes;
+            t = static_cast<double>(busyUntil);
+        }
+        return static_cast<TimeNs>(std::llround(t + bytes * d.link.nsPerByteIdle));
+    };
 
     // The predicted run: the recording's identity, the new configuration, marked predicted.
     Run& out = p.run;
@@ -891,7 +964,8 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
     std::vector<TimeNs> shift1(n), backwardEnd(n);
     for (size_t si = 0; si < d.stepIds.size(); ++si) {
         const RankStep* rec = &d.rankSteps[si * static_cast<size_t>(d.world)];
-        // Training threads up to the end of backward; bucket launches.
+        // Training threads up to the end of backward; bucket launches; the last gradient.
+        TimeNs busyUntil = kNever;
         for (int32_t r = 0; r < n; ++r) {
             const RankStep& x = rec[r % d.world];
             TimeNs start = x.start;
@@ -906,6 +980,7 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
                 TimeNs ready = kNever;
                 for (int32_t u : bucketUnits[b])
                     ready = std::max(ready, x.unitReady[u]);
+                busyUntil = std::max(busyUntil, ready + shift1[r]);
                 const TimeNs l = std::max(ready + shift1[r], prevLaunch) + launchCost[b];
                 launch[r * nb + b] = l;
                 prevLaunch = l;
@@ -918,7 +993,7 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             TimeNs start = linkDone;
             for (int32_t r = 0; r < n; ++r)
                 start = std::max(start, launch[r * nb + b]);
-            linkDone = start + service[b];
+            linkDone = transferEnd(start, work[b], busyUntil);
             for (int32_t r = 0; r < n; ++r)
                 done[r * nb + b] = linkDone;
         }

@@ -68,11 +68,13 @@ std::string modelText(const WhatIfModel& model)
     std::string out = "Recorded: " + describe(model.recorded()) + "\n";
     out += "  measured step time " + fmt("%.3f ms", m.stepTimeMs) + "; the model's replay of it "
         + fmt("%.3f ms", r.stepTimeMs) + " (" + signedPct(model.selfErrorPct()) + ")\n";
+    const auto gbps = [](double nsPerByte) { return nsPerByte > 0 ? 1.0 / nsPerByte : INFINITY; };
     if (l.fitted)
-        out += "  link fitted on " + std::to_string(l.samples) + " all-reduces: " + fmt("%.1f us", l.latencyNs / 1e3)
-            + " per round" + (l.latencySeparable ? "" : " (not separable)") + ", "
-            + fmt("%.3f GB/s", l.nsPerByte > 0 ? 1.0 / l.nsPerByte : INFINITY) + " per rank; launch "
-            + fmt("%.1f us", l.launchNs / 1e3) + " + " + fmt("%.3f ms/MiB", l.launchNsPerByte * (1 << 20) / 1e6) + "\n";
+        out += "  link fitted on " + std::to_string(l.samples) + " all-reduces (" + std::to_string(l.busySamples)
+            + " during backward): " + fmt("%.1f us", l.latencyNs / 1e3) + " per round, "
+            + fmt("%.3f GB/s", gbps(l.nsPerByteIdle)) + " per rank after backward, "
+            + fmt("%.3f GB/s", gbps(l.nsPerByteBusy)) + " during it; launch " + fmt("%.1f us", l.launchNs / 1e3)
+            + " + " + fmt("%.3f ms/MiB", l.launchNsPerByte * (1 << 20) / 1e6) + "\n";
     for (const std::string& n : model.notes())
         out += "  note: " + n + "\n";
     return out;
@@ -131,8 +133,10 @@ void modelJson(JsonWriter& w, const WhatIfModel& model)
     key(w, "fitted"), w.Bool(l.fitted);
     key(w, "latency_separable"), w.Bool(l.latencySeparable);
     key(w, "latency_ns_per_round"), number(w, l.latencyNs);
-    key(w, "ns_per_byte"), number(w, l.nsPerByte);
+    key(w, "ns_per_byte_idle"), number(w, l.nsPerByteIdle);
+    key(w, "ns_per_byte_busy"), number(w, l.nsPerByteBusy);
     key(w, "samples"), w.Int(l.samples);
+    key(w, "busy_samples"), w.Int(l.busySamples);
     key(w, "launch_ns"), number(w, l.launchNs);
     key(w, "launch_ns_per_byte"), number(w, l.launchNsPerByte);
     w.EndObject();

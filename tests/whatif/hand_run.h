@@ -14,14 +14,16 @@
 //   forward          [0, 100)          [0, 100)
 //   backward         [100, 400)        [100, 420)   cut at the ready instants
 //   ready p0,p1      150, 200          150, 210
-//   ready p2,p3      300, 400          300, 420
+//   ready p2,p3      300, 400          300, 420     the last gradient of any rank: 420
 //   launch b0        200               210          (ready; no launch cost)
 //   launch b1        400               420
-//   link: service = 10 µs + 20 µs per KiB: b0 = 30 µs, b1 = 50 µs
-//     b0 starts at max(200, 210) = 210, done 240; b1 starts at max(400, 420, 240) = 420, done 470
-//   wait             [400, 475)        [420, 475)   470 + 5 µs of write-back ("post")
-//   optimizer        [475, 525)        [475, 525)
-// Step time 525 µs on both ranks; 16 samples per rank.
+//   link: no latency; 60 µs per KiB while some rank is in backward (before 420), 20 µs per KiB
+//   after it
+//     b0 starts at max(200, 210) = 210, moves 1 KiB during backward: done 270
+//     b1 starts at max(400, 420, 270) = 420, moves 2 KiB after backward: done 460
+//   wait             [400, 465)        [420, 465)   460 + 5 µs of write-back ("post")
+//   optimizer        [465, 515)        [465, 515)
+// Step time 515 µs on both ranks; 16 samples per rank.
 #pragma once
 
 #include "lockstep/core/types.h"
@@ -97,11 +99,11 @@ public:
                 in.kind = core::InstantKind::GradReady;
                 m_run.instants.push_back(in);
             }
-            span(comm, core::SpanKind::Comm, origin + t.ready[1], origin + us(240), step, "allreduce bucket 0", 0, 1024);
-            span(comm, core::SpanKind::Comm, origin + t.ready[3], origin + us(470), step, "allreduce bucket 1", 1, 2048);
-            span(compute, core::SpanKind::Wait, origin + t.backwardEnd, origin + us(475), step, "wait for buckets");
-            span(compute, core::SpanKind::Optimizer, origin + us(475), origin + us(525), step, "optimizer sgd");
-            m_run.steps.push_back(core::Step{r, step, origin, origin + us(525), 1.0, 16});
+            span(comm, core::SpanKind::Comm, origin + t.ready[1], origin + us(270), step, "allreduce bucket 0", 0, 1024);
+            span(comm, core::SpanKind::Comm, origin + t.ready[3], origin + us(460), step, "allreduce bucket 1", 1, 2048);
+            span(compute, core::SpanKind::Wait, origin + t.backwardEnd, origin + us(465), step, "wait for buckets");
+            span(compute, core::SpanKind::Optimizer, origin + us(465), origin + us(515), step, "optimizer sgd");
+            m_run.steps.push_back(core::Step{r, step, origin, origin + us(515), 1.0, 16});
         }
         return *this;
     }

@@ -51,16 +51,19 @@ struct WhatIfConfig {
 // "4 MiB buckets (first 1 MiB), 2 ranks, link 1 Gbit/s, fp16" — for names and tables.
 std::string describe(const WhatIfConfig& config);
 
-// The cost of one bucket's all-reduce on the real link, fitted from the run's own all-reduces:
-// latencyNs per round of the algorithm plus nsPerByte per byte each rank sends
-// (see whatif.cpp, "Communication").
+// The cost of one bucket's all-reduce on the real link, fitted from the run's own all-reduces
+// (whatif.cpp, "Communication"): latencyNs per round of the algorithm, then the bytes each rank
+// sends at nsPerByteBusy while backward still computes on some rank (the link shares the CPU or
+// the GPU with it) and at nsPerByteIdle once every rank has finished backward.
 struct LinkFit {
-    bool fitted = false;          // false: nothing to fit (1-rank run, or every all-reduce hidden
-                                  // under the recorded emulated link); real communication costs 0
-    bool latencySeparable = false; // false: one bucket size only, all cost put on bandwidth
+    bool fitted = false;           // false: nothing to fit (1-rank run, or every all-reduce hidden
+                                   // under the recorded emulated link); real communication costs 0
+    bool latencySeparable = false; // false: fewer than two bucket sizes moved while idle: latency 0
     double latencyNs = 0;          // per round
-    double nsPerByte = 0;          // per byte one rank sends
+    double nsPerByteIdle = 0;      // per byte one rank sends, every rank done with backward
+    double nsPerByteBusy = 0;      // the same while some rank is still in backward (>= idle)
     int samples = 0;               // all-reduces the fit used
+    int busySamples = 0;           // of which moved (partly) during backward
     double launchNs = 0;           // launch overhead on the training thread: launchNs + bytes *
     double launchNsPerByte = 0;    //   launchNsPerByte (dividing the bucket by the world size)
 };
