@@ -1,35 +1,38 @@
 #!/usr/bin/python3
 """What-if proof against reality: predicted vs measured step time (prints `name: value unit`).
 
-For each model (mlp, transformer, convnet) the script records a 2-rank run at 25 MiB buckets (the
-base) and a 1-rank run, predicts from them with `lockstep predict`, runs every predicted
-configuration for real with `lockstep run`, and compares:
-  - bucket caps 1, 4, 25, 100 MiB (2 ranks)              predicted from the 2-rank base
-  - emulated links LINKS Gbit/s at 25 MiB (2 ranks)       predicted from the 2-rank base
-  - world size 2 -> 1 (25 MiB)                            predicted from the 2-rank base
-  - world size 1 -> 2 (25 MiB, link LINKS[0] Gbit/s)     predicted from the 1-rank base (a 1-rank
-    run has no all-reduce to fit the link from: the emulated link is what it can predict)
-and whether `lockstep advise` (candidates = the caps above) names the cap measured fastest.
+For each model (mlp, transformer, convnet) and each target configuration, the script records a
+base run, predicts the target from it with `lockstep predict`, and runs the target for real with
+`lockstep run`:
+  target                                         base it is predicted from
+  bucket caps CAPS MiB (2 ranks)                 2 ranks, 25 MiB
+  emulated links LINKS Gbit/s (2 ranks, 25 MiB)  2 ranks, 25 MiB
+  1 rank (25 MiB)                                2 ranks, 25 MiB          (world size 2 -> 1)
+  2 ranks, link LINKS[0] Gbit/s (25 MiB)         1 rank, 25 MiB           (world size 1 -> 2: a
+                                                 1-rank run has no all-reduce to fit the real link
+                                                 from; the emulated link is what it can predict)
+It also asks `lockstep advise` (candidates = CAPS, first bucket 1 MiB) for the best cap and checks
+it against the cap measured fastest.
 
-Robust on a shared machine:
-  - every configuration runs REPEATS times, the repeats interleaved (all configurations of all
-    models, then again), so load that drifts over minutes hits every configuration alike;
+Robust on a shared machine (2 cores, other engineers' builds beside it):
+  - pairs: every target run follows its own base run immediately, so load that drifts over
+    minutes hits both alike; the error of a pair is (predicted - measured) / measured;
   - one number per run file, the same for measured and predicted runs: the median over steady
     steps (step >= WARMUP) of the step time averaged over ranks (a median: a step that lost the
     CPU to another process does not move it);
-  - measured = median over the repeats' run files; predicted = median over the predictions made
-    from each repeat's base (each a prediction from one run);
-  - the load average before and after is printed: the numbers are only as quiet as the machine.
-Error = (predicted - measured) / measured. whatif_median_err_pct / whatif_p90_err_pct are the
-median / 90th percentile of |error| over all compared configurations (goals: <= 5, <= 10).
+  - REPEATS pairs per target; the target's error is the median of its pairs' errors;
+  - the noise floor: the "25 MiB, 2 ranks" target is the base's own configuration, so its pairs
+    measure the same configuration twice in a row; whatif_same_config_diff_pct is the median of
+    |second - first| / first over those pairs. No prediction can be trusted to be closer to a
+    measurement than two measurements of one configuration are to each other;
+  - the load average before and after is printed.
+whatif_median_err_pct / whatif_p90_err_pct: median / 90th percentile of |error| over all targets
+(goals: <= 5, <= 10); also per kind (caps, links, world).
 
 Usage: bench_whatif.py [LOCKSTEP_BINARY]
   env: MODELS (mlp,transformer,convnet) REPEATS (2) STEPS (16) WARMUP (4) CAPS (1,4,25,100)
        LINKS (1,4) KEEP=DIR (keep run files there; default a temporary folder, removed)
        REUSE=1 (with KEEP: runs already in DIR are not run again, e.g. to redo the analysis)
-The noise floor: the base and the "25 MiB, 2 ranks" runs are the same configuration run twice;
-whatif_same_config_diff_pct is how far apart their medians are. No prediction can be trusted to
-be closer to a measurement than the measurements are to each other.
 """
 import json
 import os
@@ -66,21 +69,45 @@ COMMON = ["--threads", "1", "--steps", str(STEPS), "--warmup", str(WARMUP), "--f
 
 
 def num(x):
-    return ("%g" % x)
+    return "%g" % x
 
 
-# (key, nproc, bucket MiB, link Gbit/s): every configuration that runs for real
-def configurations():
-    out = [("base2", 2, BASE_CAP, 0.0), ("base1", 1, BASE_CAP, 0.0)]
-    out += [("cap%s" % num(c), 2, c, 0.0) for c in CAPS]
-    out += [("link%s" % num(x), 2, BASE_CAP, x) for x in LINKS]
+class Config:
+    def __init__(self, nproc, cap, link):
+        self.nproc, self.cap, self.link = nproc, cap, link
+
+    def run_flags(self):
+        f = ["--nproc", str(self.nproc), "--bucket-mb", num(self.cap)]
+        return f + (["--link-gbps", num(self.link)] if self.link > 0 else [])
+
+    def predict_flags(self):
+        return ["--nproc", str(self.nproc), "--bucket-mb", num(self.cap), "--link-gbps", num(self.link)]
+
+    def predicted_name(self, base_path):
+        stem = os.path.splitext(os.path.basename(base_path))[0]
+        return "%s.predict-b%s-f1-n%d%s.db" % (stem, num(self.cap), self.nproc,
+                                               ("-l" + num(self.link)) if self.link > 0 else "")
+
+
+BASE2 = Config(2, BASE_CAP, 0.0)
+BASE1 = Config(1, BASE_CAP, 0.0)
+
+
+def targets():
+    """(key, kind, label, base config, target config)"""
+    out = [("cap%s" % num(c), "caps", "%s MiB, 2 ranks" % num(c), BASE2, Config(2, c, 0.0)) for c in CAPS]
+    out += [("link%s" % num(x), "links", "25 MiB, 2 ranks, link %s Gbit/s" % num(x), BASE2, Config(2, BASE_CAP, x))
+            for x in LINKS]
+    out += [("to1", "world", "25 MiB, 2 -> 1 rank", BASE2, Config(1, BASE_CAP, 0.0)),
+            ("to2", "world", "25 MiB, 1 -> 2 ranks, link %s Gbit/s" % num(LINKS[0]), BASE1,
+             Config(2, BASE_CAP, LINKS[0]))]
     return out
 
 
 def run(args, check=True):
     p = subprocess.run([CLI] + args, capture_output=True, text=True)
     if check and p.returncode != 0:
-        raise RuntimeError("lockstep %s failed (%d): %s" % (" ".join(args[:1]), p.returncode, p.stderr.strip()))
+        raise RuntimeError("lockstep %s failed (%d): %s" % (args[0], p.returncode, p.stderr.strip()))
     return p
 
 
@@ -98,28 +125,23 @@ def step_stat_ms(path):
     return statistics.median(statistics.mean(v) for v in per_step.values()) / 1e6
 
 
-def record(model, key, nproc, cap, link, path):
-    args = ["run", "--nproc", str(nproc), "--bucket-mb", num(cap), "--out", path] + MODEL_FLAGS[model] + COMMON
-    if link > 0:
-        args += ["--link-gbps", num(link)]
+def record(model, config, path):
+    if REUSE and os.path.exists(path):
+        return True
+    args = ["run", "--out", path] + config.run_flags() + MODEL_FLAGS[model] + COMMON
     for attempt in range(2):  # one retry: a rank can lose its rendezvous port to another process
         p = run(args, check=False)
         if p.returncode == 0:
             return True
-        print("# %s %s: run failed (attempt %d): %s" % (model, key, attempt + 1, p.stderr.strip()[-300:]),
+        print("# %s: run failed (attempt %d): %s" % (os.path.basename(path), attempt + 1, p.stderr.strip()[-300:]),
               flush=True)
     return False
 
 
-def predict_files(base, out_dir, extra):
-    """`lockstep predict BASE EXTRA --out-dir OUT`: one predicted run file per configuration."""
-    run(["predict", base, "--out-dir", out_dir, "--force"] + extra)
-
-
-def predicted_file(out_dir, base, cap, nproc, link):
-    stem = os.path.splitext(os.path.basename(base))[0]
-    name = "%s.predict-b%s-f1-n%d%s.db" % (stem, num(cap), nproc, ("-l" + num(link)) if link > 0 else "")
-    path = os.path.join(out_dir, name)
+def predict(base, config, out_dir):
+    """Predicts `config` from the run `base`; returns the predicted run file."""
+    run(["predict", base, "--out-dir", out_dir, "--force"] + config.predict_flags())
+    path = os.path.join(out_dir, config.predicted_name(base))
     if not os.path.exists(path):
         raise RuntimeError("lockstep predict did not write " + path)
     return path
@@ -139,75 +161,56 @@ def main():
     keep = os.environ.get("KEEP")
     work = keep or tempfile.mkdtemp(prefix="lockstep-bench-whatif-")
     os.makedirs(work, exist_ok=True)
+    pred_dir = os.path.join(work, "predicted")
+    os.makedirs(pred_dir, exist_ok=True)
     print("# lockstep: %s; models %s; repeats %d; steps %d (warmup %d); caps %s MiB; links %s Gbit/s"
           % (CLI, ",".join(MODELS), REPEATS, STEPS, WARMUP, ",".join(num(c) for c in CAPS),
              ",".join(num(x) for x in LINKS)))
     print("load_avg_start: %.2f" % os.getloadavg()[0], flush=True)
 
-    # Real runs, interleaved: repeat r of every configuration of every model, then repeat r+1.
-    runs = {}  # (model, key) -> [paths]
+    # pairs[(model, key)] = [(predicted ms, measured ms, base ms)]; advised[model] = [cap MiB]
+    pairs, advised = {}, {}
     for r in range(REPEATS):
         for model in MODELS:
-            for key, nproc, cap, link in configurations():
-                path = os.path.join(work, "%s-%s-r%d.db" % (model, key, r))
-                if (REUSE and os.path.exists(path)) or record(model, key, nproc, cap, link, path):
-                    runs.setdefault((model, key), []).append(path)
-                    print("# ran %s %s r%d: %.1f ms" % (model, key, r, step_stat_ms(path)), flush=True)
+            for key, _, _, base_cfg, target_cfg in targets():
+                base = os.path.join(work, "%s-%s-base-r%d.db" % (model, key, r))
+                target = os.path.join(work, "%s-%s-r%d.db" % (model, key, r))
+                if not (record(model, base_cfg, base) and record(model, target_cfg, target)):
+                    continue
+                predicted = step_stat_ms(predict(base, target_cfg, pred_dir))
+                measured, base_ms = step_stat_ms(target), step_stat_ms(base)
+                pairs.setdefault((model, key), []).append((predicted, measured, base_ms))
+                print("# %s %s r%d: base %.1f ms, predicted %.1f ms, measured %.1f ms"
+                      % (model, key, r, base_ms, predicted, measured), flush=True)
+                if base_cfg is BASE2 and key == "cap%s" % num(CAPS[0]):
+                    a = json.loads(run(["advise", base, "--json", "--first-bucket-mb", "1", "--bucket-mb",
+                                        ",".join(num(c) for c in CAPS)]).stdout)
+                    advised.setdefault(model, []).append(a["best"]["bucket_cap_bytes"] / 2**20)
 
-    errors = []
-    by_kind = {}  # caps | links | world -> |error| list
-    noise = []
+    errors, by_kind, noise = [], {}, []
     advised_best = 0
     for model in MODELS:
-        print("\n# %s: configuration, predicted ms, measured ms (min..max of repeats), error" % model)
-        preds = {}  # compared key -> [predicted ms per base]
-        advised = []
-        for base in runs.get((model, "base2"), []):
-            out = os.path.join(work, "pred-" + os.path.splitext(os.path.basename(base))[0])
-            predict_files(base, out, ["--bucket-mb", ",".join(num(c) for c in CAPS)])
-            predict_files(base, out, ["--link-gbps", ",".join(num(x) for x in LINKS)])
-            predict_files(base, out, ["--nproc", "1"])
-            for c in CAPS:
-                preds.setdefault("cap%s" % num(c), []).append(step_stat_ms(predicted_file(out, base, c, 2, 0)))
-            for x in LINKS:
-                preds.setdefault("link%s" % num(x), []).append(step_stat_ms(predicted_file(out, base, BASE_CAP, 2, x)))
-            preds.setdefault("base1", []).append(step_stat_ms(predicted_file(out, base, BASE_CAP, 1, 0)))
-            a = json.loads(run(["advise", base, "--json", "--first-bucket-mb", "1", "--bucket-mb",
-                                ",".join(num(c) for c in CAPS)]).stdout)
-            advised.append(a["best"]["bucket_cap_bytes"] / 2**20)
-        for base in runs.get((model, "base1"), []):
-            out = os.path.join(work, "pred-" + os.path.splitext(os.path.basename(base))[0])
-            predict_files(base, out, ["--nproc", "2", "--link-gbps", num(LINKS[0])])
-            preds.setdefault("1to2", []).append(step_stat_ms(predicted_file(out, base, BASE_CAP, 2, LINKS[0])))
-
-        compared = [("cap%s" % num(c), "cap%s" % num(c), "%s MiB, 2 ranks" % num(c)) for c in CAPS]
-        compared += [("link%s" % num(x), "link%s" % num(x), "25 MiB, 2 ranks, link %s Gbit/s" % num(x)) for x in LINKS]
-        compared += [("base1", "base1", "25 MiB, 2 -> 1 rank"),
-                     ("1to2", "link%s" % num(LINKS[0]), "25 MiB, 1 -> 2 ranks, link %s Gbit/s" % num(LINKS[0]))]
+        print("\n# %s: target, predicted / measured (medians of the pairs), median error of the pairs" % model)
         measured_caps = {}
-        for pkey, mkey, label in compared:
-            measured_runs = [step_stat_ms(p) for p in runs.get((model, mkey), [])]
-            if pkey not in preds or not measured_runs:
-                print("%s %s: not compared (a run failed)" % (model, label))
+        for key, kind, label, _, _ in targets():
+            ps = pairs.get((model, key))
+            if not ps:
+                print("%-11s %-40s not compared (a run failed)" % (model, label))
                 continue
-            pred = statistics.median(preds[pkey])
-            meas = statistics.median(measured_runs)
-            err = (pred - meas) / meas * 100
+            errs = [(p - m) / m * 100 for p, m, _ in ps]
+            err = statistics.median(errs)
             errors.append(abs(err))
-            by_kind.setdefault("caps" if pkey.startswith("cap") else "links" if pkey.startswith("link") else "world",
-                               []).append(abs(err))
-            if pkey.startswith("cap"):
-                measured_caps[float(pkey[3:])] = meas
-            print("%-11s %-40s predicted %8.1f ms  measured %8.1f ms (%7.1f..%7.1f)  error %+6.1f%%"
-                  % (model, label, pred, meas, min(measured_runs), max(measured_runs), err))
-        same = [step_stat_ms(p) for p in runs.get((model, "base2"), [])]
-        again = [step_stat_ms(p) for p in runs.get((model, "cap%s" % num(BASE_CAP)), [])]
-        if same and again:
-            diff = abs(statistics.median(again) - statistics.median(same)) / statistics.median(same) * 100
-            noise.append(diff)
-            print("whatif_same_config_diff_pct_%s: %.1f %%" % (model, diff))
-        if advised and measured_caps:
-            adv = statistics.median_low(advised)
+            by_kind.setdefault(kind, []).append(abs(err))
+            meas = statistics.median(m for _, m, _ in ps)
+            if kind == "caps":
+                measured_caps[float(key[3:])] = meas
+                if float(key[3:]) == BASE_CAP:
+                    noise += [abs(m - b) / b * 100 for _, m, b in ps]
+            print("%-11s %-40s predicted %7.1f ms  measured %7.1f ms  error %+6.1f%%  (pairs: %s)"
+                  % (model, label, statistics.median(p for p, _, _ in ps), meas, err,
+                     " ".join("%+.0f%%" % e for e in errs)))
+        if advised.get(model) and measured_caps:
+            adv = statistics.median_low(advised[model])
             best = min(measured_caps, key=measured_caps.get)
             gap = (measured_caps.get(adv, float("nan")) - measured_caps[best]) / measured_caps[best] * 100
             advised_best += adv == best
@@ -222,11 +225,12 @@ def main():
     print("whatif_max_err_pct: %.1f %%" % (max(errors) if errors else float("nan")))
     for kind in ("caps", "links", "world"):
         if kind in by_kind:
-            print("whatif_median_err_pct_%s: %.1f %% (%d configurations)"
+            print("whatif_median_err_pct_%s: %.1f %% (%d targets)"
                   % (kind, statistics.median(by_kind[kind]), len(by_kind[kind])))
     print("whatif_advised_is_measured_best: %d of %d models" % (advised_best, len(MODELS)))
     if noise:
-        print("whatif_same_config_diff_pct: %.1f %% (median over models: the noise floor)" % statistics.median(noise))
+        print("whatif_same_config_diff_pct: %.1f %% (median of %d back-to-back pairs of one configuration)"
+              % (statistics.median(noise), len(noise)))
     print("load_avg_end: %.2f" % os.getloadavg()[0])
     if not keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -88,6 +88,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 
 namespace lockstep::core {
 
@@ -226,6 +227,25 @@ Line fitLine(const std::vector<std::pair<double, double>>& points)
     return line;
 }
 
+// How long a transfer of `bytes` takes when the last gradient of its step is ready `busyFor` ns
+// after it starts: the latency, then the bytes at the busy rate while backward lasts and at the
+// idle rate after; `stretch` scales all of it (the step's own link speed, see fitLink).
+double transferNs(const LinkFit& l, double latency, double bytes, double busyFor, double stretch)
+{
+    if (bytes <= 0)
+        return 0;
+    const double busyRate = l.nsPerByteBusy * stretch, idleRate = l.nsPerByteIdle * stretch;
+    double t = latency * stretch;
+    if (t < busyFor) {
+        const double busyBytes = busyRate > 0 ? (busyFor - t) / busyRate : bytes;
+        if (bytes <= busyBytes)
+            return t + bytes * busyRate;
+        bytes -= busyBytes;
+        t = busyFor;
+    }
+    return t + bytes * idleRate;
+}
+
 std::string mib(int64_t bytes)
 {
     char buf[32];
@@ -309,6 +329,29 @@ struct Unit {
     int64_t numel = 0;
 };
 
+// The runtime's bucket assignment (header essay, 2): units in packing order, a bucket closes as
+// soon as its float32 size reaches the cap (the first bucket's cap for bucket 0).
+std::vector<std::vector<int32_t>> assignUnits(const std::vector<Unit>& units, const WhatIfConfig& cfg)
+{
+    std::vector<std::vector<int32_t>> buckets;
+    std::vector<int32_t> open;
+    int64_t size = 0;
+    int64_t cap = cfg.firstBucketCapBytes;
+    for (size_t u = 0; u < units.size(); ++u) {
+        open.push_back(static_cast<int32_t>(u));
+        size += units[u].numel * kGradElemBytes;
+        if (size >= cap) {
+            buckets.push_back(std::move(open));
+            open.clear();
+            size = 0;
+            cap = cfg.bucketCapBytes;
+        }
+    }
+    if (!open.empty())
+        buckets.push_back(std::move(open));
+    return buckets;
+}
+
 struct RankStep {
     int32_t rank = 0;
     int32_t step = 0;
@@ -344,6 +387,7 @@ struct WhatIfModel::Data {
     WhatIfConfig recorded;
     WhatIfNumbers measured;
     std::vector<std::string> notes;
+    std::vector<double> linkStretch;    // per replayed step: its link time / the fit's (fitLink)
     WhatIfNumbers replayed;             // the recorded configuration, predicted
     StringId waitName;                  // interned name of the wait span the replay emits
 };
@@ -439,15 +483,17 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
                           + "): the link is fitted on warm-up steps");
 
     struct Sample {
-        double total = 0; // completion - start
-        double busy = 0;  // of which before the last rank's end of backward
+        size_t step = 0;    // index into d.stepIds
+        double total = 0;   // completion - start
+        double busy = 0;    // of which before the last gradient of the step
+        double busyFor = 0; // from the start to the last gradient of the step (0 if after)
     };
     std::vector<std::vector<Sample>> samples(nb);
     std::vector<std::vector<double>> launchCost(nb);
     int censored = 0;
+    // Every step gives samples (its own link speed below); the rates are fitted on steady ones.
+    const auto fitted = [&](size_t si) { return !anySteady || d.stepIds[si] >= d.config.warmupSteps; };
     for (size_t si = 0; si < d.stepIds.size(); ++si) {
-        if (anySteady && d.stepIds[si] < d.config.warmupSteps)
-            continue;
         const RankStep* rs = &d.rankSteps[si * static_cast<size_t>(n)];
         // Backward is busy until the last gradient of the last rank is ready.
         TimeNs busyUntil = kNever;
@@ -486,7 +532,7 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
                     allReady = allReady && x.unitReady[u] != kNever;
                     ready = std::max(ready, x.unitReady[u]);
                 }
-                if (allReady) {
+                if (allReady && fitted(si)) {
                     const TimeNs after = b > 0 && x.launch[b - 1] != kNever ? std::max(ready, x.launch[b - 1]) : ready;
                     launchCost[b].push_back(static_cast<double>(std::max<TimeNs>(0, x.launch[b] - after)));
                 }
@@ -495,8 +541,9 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
                 } else if (prevKnown && maxLaunch[b] != kNever) {
                     const TimeNs start = b > 0 ? std::max(maxLaunch[b], x.completion[b - 1]) : maxLaunch[b];
                     const TimeNs done = std::max(start, x.completion[b]);
-                    samples[b].push_back(Sample{static_cast<double>(done - start),
-                                                static_cast<double>(std::clamp(busyUntil, start, done) - start)});
+                    samples[b].push_back(Sample{si, static_cast<double>(done - start),
+                                                static_cast<double>(std::clamp(busyUntil, start, done) - start),
+                                                static_cast<double>(std::max<TimeNs>(0, busyUntil - start))});
                 }
                 prevKnown = !held;
             }
@@ -522,6 +569,8 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
     for (size_t b = 0; b < nb; ++b) {
         std::vector<double> idle, all;
         for (const Sample& x : samples[b]) {
+            if (!fitted(x.step))
+                continue;
             all.push_back(x.total);
             if (x.busy == 0)
                 idle.push_back(x.total);
@@ -559,6 +608,8 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
         std::vector<double> busyRates;
         for (size_t b = 0; b < nb; ++b)
             for (const Sample& x : samples[b]) {
+                if (!fitted(x.step))
+                    continue;
                 const double busy = x.busy - line.intercept;
                 const double left = work[b] - (x.total - x.busy) / std::max(line.slope, 1e-12);
                 if (x.busy > 0 && busy > 0 && left >= 0.1 * work[b])
@@ -566,6 +617,31 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
             }
         if (!busyRates.empty())
             d.link.nsPerByteBusy = std::max(line.slope, median(busyRates));
+    }
+    // Each step's own link speed: the fit describes a typical step, but on a shared machine whole
+    // steps run slow or fast (another job takes the CPU for a while), and the replay keeps each
+    // step's recorded compute with its slowness. Communication gets the same: per step, its
+    // recorded transfer time over the fit's for the same transfers, applied to every transfer of
+    // that step in a prediction. The mean over steps is then not biased low by fitting medians.
+    {
+        std::vector<double> recorded(d.stepIds.size(), 0), modelled(d.stepIds.size(), 0);
+        for (size_t b = 0; b < nb; ++b)
+            for (const Sample& x : samples[b]) {
+                recorded[x.step] += x.total;
+                modelled[x.step] += transferNs(d.link, line.intercept, work[b], x.busyFor, 1.0);
+            }
+        std::vector<double> steady;
+        for (size_t si = 0; si < d.stepIds.size(); ++si) {
+            if (modelled[si] > 0 && recorded[si] > 0)
+                d.linkStretch[si] = recorded[si] / modelled[si];
+            if (fitted(si))
+                steady.push_back(d.linkStretch[si]);
+        }
+        std::sort(steady.begin(), steady.end());
+        if (!steady.empty()) {
+            d.link.stretchLow = steady[steady.size() / 10];
+            d.link.stretchHigh = steady[steady.size() - 1 - steady.size() / 10];
+        }
     }
     if (!line.separable)
         d.notes.push_back("fewer than two bucket sizes moved after backward: the link's latency cannot be told "
@@ -773,6 +849,7 @@ Result<WhatIfModel> WhatIfModel::build(const Run& run)
         d->notes.push_back(std::to_string(missingReady) + " (rank, step, parameter) gradient-ready instants are "
                            "missing: those parameters count as ready at the end of backward");
 
+    d->linkStretch.assign(d->stepIds.size(), 1.0);
     fitLink(*d, run);
     // Missing readiness counts as the end of backward from here on (the fit skipped it).
     for (RankStep& x : d->rankSteps)
@@ -801,6 +878,18 @@ double WhatIfModel::selfErrorPct() const
 }
 const LinkFit& WhatIfModel::link() const { return m_data->link; }
 const std::vector<std::string>& WhatIfModel::notes() const { return m_data->notes; }
+
+std::vector<size_t> WhatIfModel::bucketSizes(const WhatIfConfig& config) const
+{
+    std::vector<size_t> sizes;
+    for (const auto& units : assignUnits(m_data->units, config)) {
+        size_t params = 0;
+        for (int32_t u : units)
+            params += m_data->units[u].names.size();
+        sizes.push_back(params);
+    }
+    return sizes;
+}
 
 int64_t WhatIfModel::gradientBytes() const
 {
@@ -842,28 +931,13 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
 
     // Buckets: the runtime's assignment (header essay, 2).
     const int64_t wire = wireElemBytes(cfg.compress);
-    std::vector<std::vector<int32_t>> bucketUnits;
+    const std::vector<std::vector<int32_t>> bucketUnits = assignUnits(d.units, cfg);
     std::vector<int64_t> bucketWire;
-    {
-        std::vector<int32_t> open;
-        int64_t size = 0, numel = 0;
-        int64_t cap = cfg.firstBucketCapBytes;
-        for (size_t u = 0; u < d.units.size(); ++u) {
-            open.push_back(static_cast<int32_t>(u));
-            size += d.units[u].numel * kGradElemBytes;
+    for (const auto& units : bucketUnits) {
+        int64_t numel = 0;
+        for (int32_t u : units)
             numel += d.units[u].numel;
-            if (size >= cap) {
-                bucketUnits.push_back(std::move(open));
-                bucketWire.push_back(numel * wire);
-                open.clear();
-                size = numel = 0;
-                cap = cfg.bucketCapBytes;
-            }
-        }
-        if (!open.empty()) {
-            bucketUnits.push_back(std::move(open));
-            bucketWire.push_back(numel * wire);
-        }
+        bucketWire.push_back(numel * wire);
     }
     const size_t nb = bucketUnits.size();
     std::vector<int32_t> bucketOfUnit(d.units.size());
@@ -883,22 +957,6 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
         if (cfg.linkGbps > 0)
             emulatedXfer[b] = static_cast<TimeNs>(bytes * 8.0 / cfg.linkGbps);
     }
-    // A transfer starting at `start`: the latency, then its bytes at the busy rate until the last
-    // rank's backward ends (`busyUntil`), at the idle rate after.
-    const auto transferEnd = [&](TimeNs start, double bytes, TimeNs busyUntil) -> TimeNs {
-        if (bytes <= 0)
-            return start;
-        double t = static_cast<double>(start) + latency;
-        if (t < static_cast<double>(busyUntil)) {
-            const double busyBytes = (static_cast<double>(busyUntil) - t) / d.link.nsPerByteBusy;
-            if (d.link.nsPerByteBusy <= 0 || bytes <= busyBytes)
-                return static_cast<TimeNs>(std::llround(t + bytes * d.link.nsPerByteBusy));
-            bytes -= busyBytes;
-            t = static_cast<double>(busyUntil);
-        }
-        return static_cast<TimeNs>(std::llround(t + bytes * d.link.nsPerByteIdle));
-    };
-
     // The predicted run: the recording's identity, the new configuration, marked predicted.
     Run& out = p.run;
     out.config = d.config;
@@ -949,20 +1007,47 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
         out.lanes.push_back(Lane{LaneId{static_cast<uint32_t>(2 * r + 1)}, r, LaneKind::Comm, -1, -1,
                                  d.commLaneName[base]});
     }
-    size_t spanCount = 0, instantCount = 0;
-    for (const RankStep& x : d.rankSteps) {
-        spanCount += x.before.size() + x.after.size() + 1 + nb;
-        instantCount += x.instants.size();
+    // The steps replayed: all, or up to the options' number of steady steps.
+    size_t stepCount = d.stepIds.size();
+    if (options.maxSteadySteps > 0) {
+        int32_t steady = 0;
+        for (size_t si = 0; si < d.stepIds.size(); ++si)
+            if (d.stepIds[si] >= d.config.warmupSteps && ++steady == options.maxSteadySteps) {
+                stepCount = si + 1;
+                break;
+            }
     }
-    const size_t scale = static_cast<size_t>((n + d.world - 1) / d.world);
-    out.spans.reserve(spanCount * scale);
-    out.instants.reserve(instantCount * scale);
+    // Spans and instants are written straight into their final place, lane after lane, in time
+    // order, so the run needs no sort (a replayed step keeps its recorded order and follows the
+    // previous one): a cursor per lane, starting where the lanes before it end.
+    std::vector<size_t> spanCursor(2 * static_cast<size_t>(n)), instantCursor(n);
+    {
+        std::vector<size_t> computeSpans(d.world, 0), instants(d.world, 0);
+        for (size_t si = 0; si < stepCount; ++si)
+            for (int32_t b = 0; b < d.world; ++b) {
+                const RankStep& x = d.rankSteps[si * static_cast<size_t>(d.world) + b];
+                computeSpans[b] += x.before.size() + x.after.size() + 1;
+                instants[b] += x.instants.size();
+            }
+        size_t spans = 0, ins = 0;
+        for (int32_t r = 0; r < n; ++r) {
+            spanCursor[2 * r] = spans;
+            spans += computeSpans[r % d.world];
+            spanCursor[2 * r + 1] = spans;
+            spans += nb * stepCount;
+            instantCursor[r] = ins;
+            ins += instants[r % d.world];
+        }
+        out.spans.resize(spans);
+        out.instants.resize(ins);
+        out.steps.reserve(static_cast<size_t>(n) * stepCount);
+    }
 
     // Replay, step by step (header essay, 1-5).
     std::vector<TimeNs> prevEnd(n, kNever);      // predicted end of each rank's previous step
     std::vector<TimeNs> launch(static_cast<size_t>(n) * nb), done(static_cast<size_t>(n) * nb);
     std::vector<TimeNs> shift1(n), backwardEnd(n);
-    for (size_t si = 0; si < d.stepIds.size(); ++si) {
+    for (size_t si = 0; si < stepCount; ++si) {
         const RankStep* rec = &d.rankSteps[si * static_cast<size_t>(d.world)];
         // Training threads up to the end of backward; bucket launches; the last gradient.
         TimeNs busyUntil = kNever;
@@ -993,7 +1078,10 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             TimeNs start = linkDone;
             for (int32_t r = 0; r < n; ++r)
                 start = std::max(start, launch[r * nb + b]);
-            linkDone = transferEnd(start, work[b], busyUntil);
+            linkDone = start
+                + static_cast<TimeNs>(std::llround(transferNs(d.link, latency, work[b],
+                                                              static_cast<double>(std::max<TimeNs>(0, busyUntil - start)),
+                                                              d.linkStretch[si])));
             for (int32_t r = 0; r < n; ++r)
                 done[r * nb + b] = linkDone;
         }
@@ -1014,44 +1102,34 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             const TimeNs waitEnd = std::max(backwardEnd[r], lastDone) + x.post;
             const TimeNs shift2 = waitEnd - x.waitEnd;
             const LaneId computeLane{static_cast<uint32_t>(2 * r)}, commLane{static_cast<uint32_t>(2 * r + 1)};
-            for (Span s : x.before) {
-                s.start += shift1[r];
-                s.end += shift1[r];
-                s.lane = computeLane;
-                out.spans.push_back(s);
+            Span* compute = &out.spans[spanCursor[2 * r]];
+            for (const Span& s : x.before) {
+                *compute = s;
+                compute->start += shift1[r];
+                compute->end += shift1[r];
+                compute->lane = computeLane;
+                ++compute;
             }
-            for (Span s : x.after) {
-                s.start += shift2;
-                s.end += shift2;
-                s.lane = computeLane;
-                out.spans.push_back(s);
+            *compute++ = Span{backwardEnd[r], waitEnd, 0, computeLane, d.waitName, x.step, kNoBucket, SpanKind::Wait};
+            for (const Span& s : x.after) {
+                *compute = s;
+                compute->start += shift2;
+                compute->end += shift2;
+                compute->lane = computeLane;
+                ++compute;
             }
-            Span wait;
-            wait.start = backwardEnd[r];
-            wait.end = waitEnd;
-            wait.lane = computeLane;
-            wait.name = d.waitName;
-            wait.step = x.step;
-            wait.kind = SpanKind::Wait;
-            out.spans.push_back(wait);
+            spanCursor[2 * r] = static_cast<size_t>(compute - out.spans.data());
             for (size_t b = 0; b < nb; ++b) {
-                Span c;
-                c.start = launch[r * nb + b];
-                c.end = std::max(c.start, done[r * nb + b]);
-                c.bytes = bucketWire[b];
-                c.lane = commLane;
-                c.name = commName[b];
-                c.step = x.step;
-                c.bucket = static_cast<int32_t>(b);
-                c.kind = SpanKind::Comm;
-                out.spans.push_back(c);
+                const TimeNs l = launch[r * nb + b];
+                out.spans[spanCursor[2 * r + 1]++] = Span{l, std::max(l, done[r * nb + b]), bucketWire[b], commLane,
+                                                          commName[b], x.step, static_cast<int32_t>(b), SpanKind::Comm};
             }
             for (Instant in : x.instants) {
                 in.ts += in.ts < x.backwardEnd ? shift1[r] : shift2;
                 in.lane = computeLane;
                 if (in.kind == InstantKind::GradReady && in.name.v < d.unitOfName.size() && d.unitOfName[in.name.v] >= 0)
                     in.bucket = bucketOfUnit[d.unitOfName[in.name.v]];
-                out.instants.push_back(in);
+                out.instants[instantCursor[r]++] = in;
             }
             Step st;
             st.rank = r;
@@ -1064,7 +1142,19 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             prevEnd[r] = st.end;
         }
     }
-    out.normalize();
+    // Steps were produced step-major; the invariant is rank-major. Spans and instants are in order
+    // unless a recording put one inside its own wait (none of ours does): then sort them.
+    std::sort(out.steps.begin(), out.steps.end(),
+              [](const Step& a, const Step& b) { return std::tie(a.rank, a.step) < std::tie(b.rank, b.step); });
+    const auto spanOrder = [](const Span& a, const Span& b) {
+        return std::tie(a.lane.v, a.start, a.end) < std::tie(b.lane.v, b.start, b.end);
+    };
+    const auto instantOrder = [](const Instant& a, const Instant& b) {
+        return std::tie(a.lane.v, a.ts) < std::tie(b.lane.v, b.ts);
+    };
+    if (!std::is_sorted(out.spans.begin(), out.spans.end(), spanOrder)
+        || !std::is_sorted(out.instants.begin(), out.instants.end(), instantOrder))
+        out.normalize();
     p.numbers = numbersOf(summarize(out), static_cast<int32_t>(nb));
     if (!options.keepTimeline)
         p.run = Run{};
@@ -1102,27 +1192,29 @@ Result<Advice> advise(const WhatIfModel& model, const AdviseOptions& options)
         for (int64_t f : firsts)
             grid.emplace_back(c, f);
 
+    // Each candidate replays at most kAdviseSteadySteps steady steps: enough that the per-step
+    // noise averages out (its standard error shrinks as 1/sqrt(steps)), few enough that a long
+    // run's advice takes seconds. The candidates are compared with each other, the first of them
+    // being the recorded caps, over the same steps.
+    constexpr int32_t kAdviseSteadySteps = 32;
     a.measuredStepMs = model.measured().stepTimeMs;
-    a.predictedCurrentMs = model.replayed().stepTimeMs;
+    a.replayedMs = model.replayed().stepTimeMs;
     a.selfErrorPct = model.selfErrorPct();
-
     // Caps that give the same bucket layout give the same prediction: each layout is evaluated
     // once, under the first (cap, first cap) that produced it.
-    std::set<std::vector<std::string>> seen;
+    std::set<std::vector<size_t>> seen;
     for (const auto& [cap, first] : grid) {
         WhatIfConfig c = a.current;
         c.bucketCapBytes = cap;
         c.firstBucketCapBytes = first;
-        auto pred = model.predict(c, PredictOptions{.keepTimeline = true});
+        if (!seen.insert(model.bucketSizes(c)).second)
+            continue;
+        auto pred = model.predict(c, PredictOptions{.keepTimeline = false, .maxSteadySteps = kAdviseSteadySteps});
         if (!pred)
             return std::unexpected(pred.error());
-        std::vector<std::string> layout;
-        for (const Bucket& b : pred->run.buckets)
-            layout.push_back(std::to_string(b.params.size()) + ":" + (b.params.empty() ? "" : b.params.front()));
-        if (!seen.insert(layout).second)
-            continue;
         a.candidates.push_back(AdviceCandidate{c, pred->numbers});
     }
+    a.predictedCurrentMs = a.candidates.front().numbers.stepTimeMs;
     std::stable_sort(a.candidates.begin(), a.candidates.end(), [](const AdviceCandidate& x, const AdviceCandidate& y) {
         return x.numbers.stepTimeMs < y.numbers.stepTimeMs;
     });

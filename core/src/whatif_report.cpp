@@ -73,8 +73,9 @@ std::string modelText(const WhatIfModel& model)
         out += "  link fitted on " + std::to_string(l.samples) + " all-reduces (" + std::to_string(l.busySamples)
             + " during backward): " + fmt("%.1f us", l.latencyNs / 1e3) + " per round, "
             + fmt("%.3f GB/s", gbps(l.nsPerByteIdle)) + " per rank after backward, "
-            + fmt("%.3f GB/s", gbps(l.nsPerByteBusy)) + " during it; launch " + fmt("%.1f us", l.launchNs / 1e3)
-            + " + " + fmt("%.3f ms/MiB", l.launchNsPerByte * (1 << 20) / 1e6) + "\n";
+            + fmt("%.3f GB/s", gbps(l.nsPerByteBusy)) + " during it; per step x" + fmt("%.2f", l.stretchLow) + " to x"
+            + fmt("%.2f", l.stretchHigh) + " of that; launch " + fmt("%.1f us", l.launchNs / 1e3) + " + "
+            + fmt("%.3f ms/MiB", l.launchNsPerByte * (1 << 20) / 1e6) + "\n";
     for (const std::string& n : model.notes())
         out += "  note: " + n + "\n";
     return out;
@@ -137,6 +138,8 @@ void modelJson(JsonWriter& w, const WhatIfModel& model)
     key(w, "ns_per_byte_busy"), number(w, l.nsPerByteBusy);
     key(w, "samples"), w.Int(l.samples);
     key(w, "busy_samples"), w.Int(l.busySamples);
+    key(w, "step_stretch_p10"), number(w, l.stretchLow);
+    key(w, "step_stretch_p90"), number(w, l.stretchHigh);
     key(w, "launch_ns"), number(w, l.launchNs);
     key(w, "launch_ns_per_byte"), number(w, l.launchNsPerByte);
     w.EndObject();
@@ -194,7 +197,7 @@ std::string adviceText(const Advice& a)
 {
     std::string out = "Recorded: " + describe(a.current) + "\n";
     out += "  measured step time " + fmt("%.3f ms", a.measuredStepMs) + "; the model's replay of it "
-        + fmt("%.3f ms", a.predictedCurrentMs) + " (" + signedPct(a.selfErrorPct) + ")\n";
+        + fmt("%.3f ms", a.replayedMs) + " (" + signedPct(a.selfErrorPct) + ")\n";
     const bool change = !(a.best == a.current);
     out += "\nAdvice: ";
     if (!change) {
@@ -235,8 +238,9 @@ std::string adviceJson(const Advice& a)
     key(w, "current"), configJson(w, a.current);
     key(w, "best"), configJson(w, a.best);
     key(w, "measured_step_ms"), number(w, a.measuredStepMs);
-    key(w, "predicted_current_ms"), number(w, a.predictedCurrentMs);
+    key(w, "replayed_ms"), number(w, a.replayedMs);
     key(w, "self_error_pct"), number(w, a.selfErrorPct);
+    key(w, "predicted_current_ms"), number(w, a.predictedCurrentMs);
     key(w, "predicted_best_ms"), number(w, a.predictedBestMs);
     key(w, "gain_ms"), number(w, a.gainMs);
     key(w, "gain_pct"), number(w, a.gainPct);

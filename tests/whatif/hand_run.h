@@ -24,6 +24,8 @@
 //   wait             [400, 465)        [420, 465)   460 + 5 µs of write-back ("post")
 //   optimizer        [465, 515)        [465, 515)
 // Step time 515 µs on both ranks; 16 samples per rank.
+// step(n, origin, slow) records a step whose link is `slow` times slower: b0 done 210 + 60 slow,
+// b1 done 420 + 40 slow, the wait and the optimizer after it.
 #pragma once
 
 #include "lockstep/core/types.h"
@@ -78,9 +80,10 @@ public:
         m_run.clocksCorrected = true;
     }
 
-    // One step as in the header, starting at `origin`.
-    HandRun& step(int32_t step, TimeNs origin)
+    // One step as in the header, starting at `origin`; its link `slow` times slower.
+    HandRun& step(int32_t step, TimeNs origin, double slow = 1.0)
     {
+        const TimeNs done0 = us(210 + 60 * slow), done1 = us(420 + 40 * slow);
         const RankTimes* times[2] = {&kRank0, &kRank1};
         for (int32_t r = 0; r < 2; ++r) {
             const RankTimes& t = *times[r];
@@ -99,11 +102,11 @@ public:
                 in.kind = core::InstantKind::GradReady;
                 m_run.instants.push_back(in);
             }
-            span(comm, core::SpanKind::Comm, origin + t.ready[1], origin + us(270), step, "allreduce bucket 0", 0, 1024);
-            span(comm, core::SpanKind::Comm, origin + t.ready[3], origin + us(460), step, "allreduce bucket 1", 1, 2048);
-            span(compute, core::SpanKind::Wait, origin + t.backwardEnd, origin + us(465), step, "wait for buckets");
-            span(compute, core::SpanKind::Optimizer, origin + us(465), origin + us(515), step, "optimizer sgd");
-            m_run.steps.push_back(core::Step{r, step, origin, origin + us(515), 1.0, 16});
+            span(comm, core::SpanKind::Comm, origin + t.ready[1], origin + done0, step, "allreduce bucket 0", 0, 1024);
+            span(comm, core::SpanKind::Comm, origin + t.ready[3], origin + done1, step, "allreduce bucket 1", 1, 2048);
+            span(compute, core::SpanKind::Wait, origin + t.backwardEnd, origin + done1 + us(5), step, "wait for buckets");
+            span(compute, core::SpanKind::Optimizer, origin + done1 + us(5), origin + done1 + us(55), step, "optimizer sgd");
+            m_run.steps.push_back(core::Step{r, step, origin, origin + done1 + us(55), 1.0, 16});
         }
         return *this;
     }

@@ -226,6 +226,9 @@ TEST(WhatIfReplay, BucketAssignmentFollowsTheRuntimesRules)
                                    {"head.bias", "head.weight"}, {"l1.weight", "l0.weight"}}));
     // The predicted run records its own parameter sizes for the new layout.
     EXPECT_EQ(p.run.config.extra.at(kParamNumelKey), "64,192,256,256");
+    // bucketSizes gives the layout without a replay.
+    EXPECT_EQ(m.bucketSizes(configWith(m, 1500, 200)), (std::vector<size_t>{1, 2, 1}));
+    EXPECT_EQ(m.bucketSizes(m.recorded()), (std::vector<size_t>{2, 2}));
 }
 
 TEST(WhatIfReplay, MoreRanksUseTheRingFactors)
@@ -324,6 +327,38 @@ TEST(WhatIfReplay, NextStepStartsAfterThePredictedEndPlusTheRecordedGap)
         EXPECT_EQ(s.end, s.step == 0 ? us(495) : us(1000));
     }
     EXPECT_NEAR(p.numbers.stepTimeMs, 495 * kUsInMs, 1e-9);
+    // Asked for one steady step only (both are steady: no warm-up here), the replay stops after
+    // step 0.
+    auto one = m.predict(configWith(m, 1024, 1024), PredictOptions{.keepTimeline = true, .maxSteadySteps = 1});
+    ASSERT_TRUE(one.has_value());
+    ASSERT_EQ(one->run.steps.size(), 2u);
+    EXPECT_EQ(one->run.steps[0].step, 0);
+    EXPECT_NEAR(one->numbers.stepTimeMs, 495 * kUsInMs, 1e-9);
+    EXPECT_EQ(one->run.spans.size(), p.run.spans.size() / 2);
+}
+
+TEST(WhatIfReplay, EachStepKeepsItsOwnLinkSpeed)
+{
+    // Three steps, the last one's link twice as slow: b0 done 330, b1 done 500, step 555 µs
+    // (hand_run.h). Per-bucket medians over the six samples each (60, 60, 60, 60, 120, 120 µs and
+    // 40 x 4, 80 x 2) are the fast steps': the same rates as before. Step 2's transfers took
+    // 2 x 120 + 2 x 80 = 400 µs where the fit says 200: its link runs x2.
+    const WhatIfModel m = modelOf(HandRun().step(0, 0).step(1, us(525)).step(2, us(1050), 2.0).build());
+    EXPECT_NEAR(m.link().nsPerByteBusy, 60'000.0 / 1024, 1e-9);
+    EXPECT_NEAR(m.link().nsPerByteIdle, 40'000.0 / 2048, 1e-9);
+    // The replay of the recording is exact: (515 + 515 + 555) / 3.
+    EXPECT_NEAR(m.replayed().stepTimeMs, 1585.0 / 3 * kUsInMs, 1e-9);
+    // At 1 KiB caps steps 0 and 1 take 495 µs (test above). Step 2 at x2: b0 starts 210, 120 µs
+    // during backward: 330; b1 starts 330, 90 µs until the last gradient (420) move 768 B at
+    // 117.1875 ns/B, the other 256 B at 39.0625 ns/B take 10 µs: 430; b2 starts max(420, 430) =
+    // 430, 1 KiB after backward: 40 µs, 470. The wait ends at 475, 30 µs before the recorded 505:
+    // a step of 525 µs. Mean (495 + 495 + 525) / 3 = 505 µs.
+    const Prediction p = predictOk(m, configWith(m, 1024, 1024));
+    EXPECT_NEAR(p.numbers.stepTimeMs, 505 * kUsInMs, 1e-9);
+    ASSERT_EQ(p.run.steps.size(), 6u);
+    EXPECT_EQ(p.run.steps[2].end - p.run.steps[2].start, us(525));
+    EXPECT_NEAR(m.link().stretchHigh, 2.0, 1e-9);
+    EXPECT_NEAR(m.link().stretchLow, 1.0, 1e-9);
 }
 
 TEST(WhatIfReplay, ALateRankMakesTheOthersWait)

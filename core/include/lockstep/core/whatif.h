@@ -64,6 +64,8 @@ struct LinkFit {
     double nsPerByteBusy = 0;      // the same while some rank is still in backward (>= idle)
     int samples = 0;               // all-reduces the fit used
     int busySamples = 0;           // of which moved (partly) during backward
+    double stretchLow = 1;         // each step's own link speed, relative to the fit (its recorded
+    double stretchHigh = 1;        //   transfer time / the fit's): 10th and 90th percentile
     double launchNs = 0;           // launch overhead on the training thread: launchNs + bytes *
     double launchNsPerByte = 0;    //   launchNsPerByte (dividing the bucket by the world size)
 };
@@ -89,6 +91,9 @@ struct Prediction {
 struct PredictOptions {
     // false: numbers only; the predicted Run is built internally and dropped (saves a copy)
     bool keepTimeline = true;
+    // > 0: replay the steps up to this many steady steps only (a long run's numbers in less
+    // time: the replay costs O(spans replayed)); 0: every step
+    int32_t maxSteadySteps = 0;
 };
 
 class WhatIfModel {
@@ -107,6 +112,9 @@ public:
     const LinkFit& link() const;
     const std::vector<std::string>& notes() const; // about the recording as a whole
     int64_t gradientBytes() const;                 // all parameters' gradients, float32
+    // The bucket layout a configuration gives: parameters per bucket, in launch order (cheap:
+    // no replay; equal layouts predict equal numbers).
+    std::vector<size_t> bucketSizes(const WhatIfConfig& config) const;
 
     Result<Prediction> predict(const WhatIfConfig& config, const PredictOptions& options = {}) const;
 
@@ -129,8 +137,10 @@ struct Advice {
     WhatIfConfig current;          // the recorded configuration
     WhatIfConfig best;
     double measuredStepMs = 0;     // the recorded run, measured
-    double predictedCurrentMs = 0; // the model's replay of the recorded configuration
-    double selfErrorPct = 0;       // (predictedCurrent - measured) / measured * 100
+    double replayedMs = 0;         // the model's replay of the recorded configuration, every step
+    double selfErrorPct = 0;       // (replayed - measured) / measured * 100: the model's self-check
+    double predictedCurrentMs = 0; // the recorded caps over the steps advise replays (at most 32
+                                   // steady steps), to compare with the candidates
     double predictedBestMs = 0;
     double gainMs = 0;             // predictedCurrent - predictedBest (model against model)
     double gainPct = 0;            // gainMs / predictedCurrent * 100
