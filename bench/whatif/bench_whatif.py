@@ -28,6 +28,10 @@ Robust on a shared machine (2 cores, other engineers' builds beside it):
   - the load average before and after is printed.
 whatif_median_err_pct / whatif_p90_err_pct: median / 90th percentile of |error| over all targets
 (goals: <= 5, <= 10); also per kind (caps, links, world).
+The part the model re-derives: the model keeps the base run's compute and recomputes the wait at
+the end of backward (and with it the step). On a machine whose compute time drifts between runs,
+the step-time error mixes that drift with the model's error; the wait alone (median over steady
+steps of the wait span, mean over ranks) shows the model's: whatif_wait_median_abs_err_ms.
 
 Usage: bench_whatif.py [LOCKSTEP_BINARY]
   env: MODELS (mlp,transformer,convnet) REPEATS (2) STEPS (16) WARMUP (4) CAPS (1,4,25,100)
@@ -125,6 +129,18 @@ def step_stat_ms(path):
     return statistics.median(statistics.mean(v) for v in per_step.values()) / 1e6
 
 
+def wait_stat_ms(path):
+    """Median over steady steps of the wait at the end of backward, averaged over ranks (ms)."""
+    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    try:
+        per_step = {}
+        for step, dur in db.execute("SELECT step, dur_ns FROM spans WHERE kind = 5 AND step >= ?", (WARMUP,)):
+            per_step.setdefault(step, []).append(dur)
+    finally:
+        db.close()
+    return statistics.median(statistics.mean(v) for v in per_step.values()) / 1e6 if per_step else 0.0
+
+
 def record(model, config, path):
     if REUSE and os.path.exists(path):
         return True
@@ -169,7 +185,7 @@ def main():
     print("load_avg_start: %.2f" % os.getloadavg()[0], flush=True)
 
     # pairs[(model, key)] = [(predicted ms, measured ms, base ms)]; advised[model] = [cap MiB]
-    pairs, advised = {}, {}
+    pairs, advised, waits = {}, {}, {}
     for r in range(REPEATS):
         for model in MODELS:
             for key, _, _, base_cfg, target_cfg in targets():
@@ -177,9 +193,11 @@ def main():
                 target = os.path.join(work, "%s-%s-r%d.db" % (model, key, r))
                 if not (record(model, base_cfg, base) and record(model, target_cfg, target)):
                     continue
-                predicted = step_stat_ms(predict(base, target_cfg, pred_dir))
+                predicted_file = predict(base, target_cfg, pred_dir)
+                predicted = step_stat_ms(predicted_file)
                 measured, base_ms = step_stat_ms(target), step_stat_ms(base)
                 pairs.setdefault((model, key), []).append((predicted, measured, base_ms))
+                waits.setdefault((model, key), []).append((wait_stat_ms(predicted_file), wait_stat_ms(target)))
                 print("# %s %s r%d: base %.1f ms, predicted %.1f ms, measured %.1f ms"
                       % (model, key, r, base_ms, predicted, measured), flush=True)
                 if base_cfg is BASE2 and key == "cap%s" % num(CAPS[0]):
@@ -187,7 +205,7 @@ def main():
                                         ",".join(num(c) for c in CAPS)]).stdout)
                     advised.setdefault(model, []).append(a["best"]["bucket_cap_bytes"] / 2**20)
 
-    errors, by_kind, noise = [], {}, []
+    errors, by_kind, noise, wait_errors = [], {}, [], []
     advised_best = 0
     for model in MODELS:
         print("\n# %s: target, predicted / measured (medians of the pairs), median error of the pairs" % model)
@@ -206,9 +224,12 @@ def main():
                 measured_caps[float(key[3:])] = meas
                 if float(key[3:]) == BASE_CAP:
                     noise += [abs(m - b) / b * 100 for _, m, b in ps]
-            print("%-11s %-40s predicted %7.1f ms  measured %7.1f ms  error %+6.1f%%  (pairs: %s)"
+            wp = statistics.median(p for p, _ in waits[(model, key)])
+            wm = statistics.median(m for _, m in waits[(model, key)])
+            wait_errors.append(abs(wp - wm))
+            print("%-11s %-40s predicted %7.1f ms  measured %7.1f ms  error %+6.1f%%  (pairs: %s)  wait %.1f / %.1f ms"
                   % (model, label, statistics.median(p for p, _, _ in ps), meas, err,
-                     " ".join("%+.0f%%" % e for e in errs)))
+                     " ".join("%+.0f%%" % e for e in errs), wp, wm))
         if advised.get(model) and measured_caps:
             adv = statistics.median_low(advised[model])
             best = min(measured_caps, key=measured_caps.get)
@@ -227,6 +248,9 @@ def main():
         if kind in by_kind:
             print("whatif_median_err_pct_%s: %.1f %% (%d targets)"
                   % (kind, statistics.median(by_kind[kind]), len(by_kind[kind])))
+    if wait_errors:
+        print("whatif_wait_median_abs_err_ms: %.1f ms (predicted vs measured wait at the end of backward)"
+              % statistics.median(wait_errors))
     print("whatif_advised_is_measured_best: %d of %d models" % (advised_best, len(MODELS)))
     if noise:
         print("whatif_same_config_diff_pct: %.1f %% (median of %d back-to-back pairs of one configuration)"

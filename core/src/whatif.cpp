@@ -1223,6 +1223,17 @@ Result<Advice> advise(const WhatIfModel& model, const AdviseOptions& options)
     a.gainMs = a.predictedCurrentMs - a.predictedBestMs;
     a.gainPct = a.predictedCurrentMs > 0 ? a.gainMs / a.predictedCurrentMs * 100 : 0;
     a.gainWithinError = !(std::fabs(a.gainPct) > std::fabs(a.selfErrorPct));
+    // More buckets than recorded cost one latency more each; a run that cannot tell its link's
+    // latency (fewer than two bucket sizes moved after backward) predicts them as free, so such
+    // advice is a hypothesis to measure, not a finding.
+    const bool moreBuckets = model.bucketSizes(a.best).size() > model.bucketSizes(a.current).size();
+    if (a.gainWithinError)
+        a.confidenceNote = "the gain is within the model's own error on this run";
+    else if (moreBuckets && model.link().fitted && !model.link().latencySeparable)
+        a.confidenceNote = "the advised caps make more buckets than recorded, and this run cannot tell the link's "
+                           "latency per bucket (fewer than two bucket sizes moved after backward): record at the "
+                           "advised caps and advise again";
+    a.confident = a.confidenceNote.empty();
     return a;
 }
 

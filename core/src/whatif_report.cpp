@@ -208,11 +208,10 @@ std::string adviceText(const Advice& a)
             + " (" + fmt("%.1f%%", a.gainPct) + ") over the recorded caps, model against model\n";
         out += "  expected step time on this machine: " + fmt("%.3f ms", a.measuredStepMs - a.gainMs)
             + " (measured minus the gain)\n";
-        out += a.gainWithinError
-            ? "  how sure: NOT sure: the gain is within the model's own error on this run ("
-                + fmt("%.1f%%", std::fabs(a.selfErrorPct)) + "); measure before changing\n"
-            : "  how sure: the gain is larger than the model's own error on this run ("
-                + fmt("%.1f%%", std::fabs(a.selfErrorPct)) + ")\n";
+        out += a.confident ? "  how sure: the gain is larger than the model's own error on this run ("
+                + fmt("%.1f%%", std::fabs(a.selfErrorPct)) + ")\n"
+                           : "  how sure: NOT sure: " + a.confidenceNote + " (model error on this run "
+                + fmt("%.1f%%", std::fabs(a.selfErrorPct)) + "); measure before changing\n";
     }
     std::vector<std::vector<std::string>> rows{
         {"candidate", "buckets", "step ms", "vs recorded caps", "overlap", "exposed ms", "samples/s"}};
@@ -245,6 +244,8 @@ std::string adviceJson(const Advice& a)
     key(w, "gain_ms"), number(w, a.gainMs);
     key(w, "gain_pct"), number(w, a.gainPct);
     key(w, "gain_within_error"), w.Bool(a.gainWithinError);
+    key(w, "confident"), w.Bool(a.confident);
+    key(w, "confidence_note"), string(w, a.confidenceNote);
     key(w, "candidates");
     w.StartArray();
     for (const AdviceCandidate& c : a.candidates) {

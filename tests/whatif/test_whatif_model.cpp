@@ -484,9 +484,13 @@ TEST(WhatIfAdvise, PicksTheFasterCapAndSaysHowSure)
     EXPECT_NEAR(a->predictedBestMs, 495 * kUsInMs, 1e-9);
     EXPECT_NEAR(a->gainMs, 20 * kUsInMs, 1e-9);
     EXPECT_NEAR(a->gainPct, 20.0 / 515 * 100, 1e-9);
-    // The replay of the recorded caps is exact here (error 0): the gain is beyond the model's error.
+    // The replay of the recorded caps is exact here (error 0): the gain is beyond the model's error,
+    // but the advice makes 3 buckets of 2 and this run moved one size only after backward: its
+    // latency is unknown, so the advice is not confident.
     EXPECT_NEAR(a->selfErrorPct, 0, 1e-9);
     EXPECT_FALSE(a->gainWithinError);
+    EXPECT_FALSE(a->confident);
+    EXPECT_NE(a->confidenceNote.find("latency per bucket"), std::string::npos);
     // Two distinct layouts: the recorded one and the 3-bucket one.
     EXPECT_EQ(a->candidates.size(), 2u);
     // With only the recorded cap on offer the advice is to keep it, gain 0.
@@ -495,6 +499,19 @@ TEST(WhatIfAdvise, PicksTheFasterCapAndSaysHowSure)
     EXPECT_TRUE(a->best == a->current);
     EXPECT_NEAR(a->gainMs, 0, 1e-12);
     EXPECT_TRUE(a->gainWithinError);
+    EXPECT_FALSE(a->confident);
+}
+
+TEST(WhatIfAdvise, ConfidentWhenTheLatencyIsKnown)
+{
+    // The idle-link run (latency 10 µs known): caps 1 KiB (recorded, 3 buckets, 405 µs) against
+    // 25 KiB (2 buckets, 395 µs, test above): fewer buckets, 10 µs (2.5%) faster, exact replay.
+    const WhatIfModel m = modelOf(idleLinkRun());
+    auto a = advise(m, AdviseOptions{{1024, 25 * 1024}, {1024}});
+    ASSERT_TRUE(a.has_value()) << a.error().message;
+    EXPECT_EQ(a->best.bucketCapBytes, 25 * 1024);
+    EXPECT_NEAR(a->gainMs, 10 * kUsInMs, 1e-9);
+    EXPECT_TRUE(a->confident) << a->confidenceNote;
 }
 
 TEST(WhatIfBadInput, RunsTheModelCannotReplayAreRefusedWithAReason)

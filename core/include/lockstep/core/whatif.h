@@ -145,6 +145,9 @@ struct Advice {
     double gainMs = 0;             // predictedCurrent - predictedBest (model against model)
     double gainPct = 0;            // gainMs / predictedCurrent * 100
     bool gainWithinError = false;  // |gainPct| <= |selfErrorPct|: not distinguishable from noise
+    bool confident = false;        // the gain is beyond the model's error and the advice does not
+                                   // rest on what this run cannot tell (see confidenceNote)
+    std::string confidenceNote;    // why not confident, or empty
     std::vector<AdviceCandidate> candidates; // one per distinct bucket layout, fastest first
     std::vector<std::string> notes;
 };
