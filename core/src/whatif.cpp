@@ -55,7 +55,9 @@
 //     comes in bursts that a mean would spread over every prediction; with one bucket size only,
 //     latency and bandwidth cannot be told apart and the latency is 0). The busy rate is the
 //     median over the other transfers of their busy time (less the latency) per byte left once
-//     their idle part is accounted for at the idle rate; never faster than idle.
+//     their idle part is accounted for at the idle rate; never faster than idle. Each step then
+//     keeps its own link speed (its recorded transfer time over the fit's), as it keeps its own
+//     compute (fitLink says why).
 //
 //  4. Emulated link. `lockstep run --link-gbps X` holds each bucket's completion until a serial
 //     pipe of X Gbit/s per rank would have carried it: emulated end = max(own launch, previous
@@ -86,7 +88,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <numeric>
 #include <set>
 #include <tuple>
 
