@@ -12,6 +12,7 @@ int& exitStatus();
 
 void registerCoreCommands(CLI::App& app);   // report, export, merge   (cli_core.cpp)
 void registerImportCommands(CLI::App& app); // import                  (cli_import.cpp)
+void registerWhatIfCommands(CLI::App& app); // predict, advise         (cli_predict.cpp)
 void registerRunCommands(CLI::App& app);    // run, sweep              (cli_run.cpp)
 // `lockstep worker ARGS...` is lockstep-worker: this process becomes it (exec), so the CLI itself
 // never loads LibTorch. registerWorkerCommand only lists it in --help.  (cli_worker.cpp)

@@ -30,6 +30,7 @@ int main(int argc, char** argv)
     app.footer(lockstep::app::kExitStatusHelp);
     lockstep::app::registerCoreCommands(app);
     lockstep::app::registerImportCommands(app);
+    lockstep::app::registerWhatIfCommands(app);
     lockstep::app::registerRunCommands(app);
     lockstep::app::registerWorkerCommand(app);
     try {

@@ -4,6 +4,7 @@
 #include "lockstep/rt/worker.h"
 #include "runtime_torch.h"
 
+#include "lockstep/core/whatif.h"
 #include "lockstep/job/flags.h"
 #include "lockstep/job/launcher.h"
 #include "lockstep/job/progress.h"
@@ -444,14 +445,19 @@ void Trainer::setup()
         layout.paramStage = m_model->paramStage;
         layout.paramBucket = m_reducer->paramBucket();
         const auto& bp = m_reducer->bucketParams();
+        std::vector<std::vector<int64_t>> numel(bp.size());
         for (size_t b = 0; b < bp.size(); ++b) {
             core::Bucket bucket;
             bucket.index = static_cast<int32_t>(b);
             bucket.bytes = m_reducer->bucketBytes(static_cast<int>(b));
-            for (int32_t p : bp[b])
+            for (int32_t p : bp[b]) {
                 bucket.params.push_back(m_model->paramNames[p]);
+                numel[b].push_back(m_model->params[p].numel());
+            }
             layout.buckets.push_back(std::move(bucket));
         }
+        // Parameter sizes, so `lockstep predict` can re-bucket at other caps (whatif.h).
+        c.extra[core::kParamNumelKey] = core::formatParamNumel(numel);
         std::string dir = m_o.outDir.empty() ? envText(job::kEnvShardDir) : m_o.outDir;
         if (dir.empty())
             dir = ".";

@@ -1,0 +1,219 @@
+// `lockstep predict RUN.db --bucket-mb 1,4,25,100 [--first-bucket-mb X] [--nproc 2,4,8]
+// [--link-gbps X] [--compress fp16] [--json] [--out-dir DIR]` and `lockstep advise RUN.db`: the
+// what-if model of core (whatif.h) on the command line. Needs only core: starts in milliseconds.
+#include "commands.h"
+
+#include "lockstep/core/run_db.h"
+#include "lockstep/core/whatif.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+namespace lockstep::app {
+
+namespace {
+
+struct WhatIfArgs {
+    std::string run;
+    std::vector<double> bucketMb;
+    std::vector<double> firstBucketMb;
+    std::vector<int> nproc;
+    std::vector<double> linkGbps;
+    std::vector<std::string> compress;
+    bool json = false;
+    std::string outDir;
+    bool force = false;
+};
+
+int fail(const std::string& message)
+{
+    std::cerr << "lockstep: " << message << '\n';
+    return 1;
+}
+
+// MiB to bytes exactly as the runtime converts --bucket-mb, so a cap means the same layout here.
+int64_t mibToBytes(double mb) { return std::max<int64_t>(1, static_cast<int64_t>(mb * 1024 * 1024)); }
+
+std::string number(double v)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+core::Result<core::WhatIfModel> loadModel(const std::string& path)
+{
+    auto run = core::loadRun(path);
+    if (!run)
+        return std::unexpected(run.error());
+    auto model = core::WhatIfModel::build(*run);
+    if (!model)
+        return core::fail(path + ": " + model.error().message);
+    return model;
+}
+
+// The grid of configurations: every combination of the lists; a list not given is the recorded value.
+std::vector<core::WhatIfConfig> configurations(const WhatIfArgs& a, const core::WhatIfConfig& recorded)
+{
+    const auto orRecorded = [](const auto& list, auto value) {
+        using T = decltype(value);
+        std::vector<T> out;
+        for (const auto& v : list)
+            out.push_back(static_cast<T>(v));
+        if (out.empty())
+            out.push_back(value);
+        return out;
+    };
+    std::vector<int64_t> caps, firsts;
+    for (double mb : a.bucketMb)
+        caps.push_back(mibToBytes(mb));
+    for (double mb : a.firstBucketMb)
+        firsts.push_back(mibToBytes(mb));
+    if (caps.empty())
+        caps.push_back(recorded.bucketCapBytes);
+    if (firsts.empty())
+        firsts.push_back(recorded.firstBucketCapBytes);
+    const auto worlds = orRecorded(a.nproc, recorded.worldSize);
+    const auto links = orRecorded(a.linkGbps, recorded.linkGbps);
+    const auto compress = orRecorded(a.compress, recorded.compress);
+    std::vector<core::WhatIfConfig> out;
+    for (int32_t n : worlds)
+        for (double link : links)
+            for (const std::string& c : compress)
+                for (int64_t first : firsts)
+                    for (int64_t cap : caps)
+                        out.push_back(core::WhatIfConfig{cap, first, n, link, c});
+    return out;
+}
+
+std::string outFileName(const std::string& runPath, const core::WhatIfConfig& c)
+{
+    std::string name = std::filesystem::path(runPath).stem().string() + ".predict-b"
+        + number(static_cast<double>(c.bucketCapBytes) / (1 << 20)) + "-f"
+        + number(static_cast<double>(c.firstBucketCapBytes) / (1 << 20)) + "-n" + std::to_string(c.worldSize);
+    if (c.linkGbps > 0)
+        name += "-l" + number(c.linkGbps);
+    if (c.compress != "none")
+        name += "-" + c.compress;
+    return name + ".db";
+}
+
+int runPredict(const WhatIfArgs& a)
+{
+    auto model = loadModel(a.run);
+    if (!model)
+        return fail(model.error().message);
+    if (!a.outDir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(a.outDir, ec);
+        if (ec)
+            return fail("cannot create " + a.outDir + ": " + ec.message());
+    }
+    std::vector<core::Prediction> predictions;
+    for (const core::WhatIfConfig& c : configurations(a, model->recorded())) {
+        auto p = model->predict(c, core::PredictOptions{.keepTimeline = !a.outDir.empty()});
+        if (!p)
+            return fail(describe(c) + ": " + p.error().message);
+        if (!a.outDir.empty()) {
+            const std::string path = (std::filesystem::path(a.outDir) / outFileName(a.run, c)).string();
+            const auto mode = a.force ? core::RunWriter::Mode::Overwrite : core::RunWriter::Mode::CreateNew;
+            if (auto s = core::saveRun(p->run, path, mode); !s)
+                return fail(s.error().message + (a.force ? "" : " (--force overwrites)"));
+            std::cerr << "wrote " << path << '\n';
+            p->run = core::Run{};
+        }
+        predictions.push_back(std::move(*p));
+    }
+    std::cout << (a.json ? core::predictionsJson(*model, predictions) + "\n" : core::predictionsText(*model, predictions));
+    std::cout.flush();
+    return std::cout ? 0 : fail("writing the predictions failed");
+}
+
+int runAdvise(const WhatIfArgs& a)
+{
+    auto model = loadModel(a.run);
+    if (!model)
+        return fail(model.error().message);
+    core::AdviseOptions o;
+    for (double mb : a.bucketMb)
+        o.bucketCaps.push_back(mibToBytes(mb));
+    for (double mb : a.firstBucketMb)
+        o.firstBucketCaps.push_back(mibToBytes(mb));
+    auto advice = core::advise(*model, o);
+    if (!advice)
+        return fail(a.run + ": " + advice.error().message);
+    std::cout << (a.json ? core::adviceJson(*advice) + "\n" : core::adviceText(*advice));
+    std::cout.flush();
+    return std::cout ? 0 : fail("writing the advice failed");
+}
+
+} // namespace
+
+void registerWhatIfCommands(CLI::App& app)
+{
+    auto args = std::make_shared<WhatIfArgs>();
+    const auto positive = CLI::PositiveNumber;
+
+    CLI::App* predict = app.add_subcommand(
+        "predict", "Predict step time, overlap, exposed communication and throughput of other configurations "
+                   "from one recorded run, without running them");
+    predict->add_option("RUN", args->run, "recorded run database (.db)")->required();
+    predict->add_option("--bucket-mb", args->bucketMb, "bucket caps in MiB, comma-separated (default: the recorded)")
+        ->delimiter(',')
+        ->check(positive);
+    predict->add_option("--first-bucket-mb", args->firstBucketMb,
+                        "first-bucket caps in MiB, comma-separated (default: the recorded)")
+        ->delimiter(',')
+        ->check(positive);
+    predict->add_option("--nproc", args->nproc, "world sizes, comma-separated (default: the recorded)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 1 << 20));
+    predict->add_option("--link-gbps", args->linkGbps,
+                        "emulated link speeds in Gbit/s as `lockstep run --link-gbps`, comma-separated; "
+                        "0 = not emulated (default: the recorded)")
+        ->delimiter(',')
+        ->check(CLI::NonNegativeNumber);
+    predict->add_option("--compress", args->compress, "gradient compression: none, fp16, bf16 (default: the recorded)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"none", "fp16", "bf16"}));
+    predict->add_flag("--json", args->json, "print the predictions as JSON (schema lockstep.whatif/1)");
+    predict->add_option("--out-dir", args->outDir,
+                        "write each predicted timeline as a run file marked \"predicted\" into this folder");
+    predict->add_flag("--force", args->force, "overwrite existing files in --out-dir");
+    predict->footer(
+        "Every combination of the lists is predicted. The model keeps the run's recorded compute (forward,\n"
+        "backward with its gradient-ready instants, optimizer) and replays DDP's bucketing, launch order,\n"
+        "one link fitted from the run's own all-reduces (latency + bytes / bandwidth, the ring's 2(N-1)/N\n"
+        "for other world sizes) and the wait at the end of backward. The first lines say how far its replay\n"
+        "of the recorded configuration is from what was measured.\n\n"
+        "Examples:\n"
+        "  lockstep predict runs/mlp.db --bucket-mb 1,4,25,100\n"
+        "  lockstep predict runs/mlp.db --nproc 2,4,8 --link-gbps 1 --out-dir runs/whatif\n"
+        "  lockstep predict runs/mlp.db --compress fp16 --json");
+    predict->callback([args] { exitStatus() = runPredict(*args); });
+
+    CLI::App* advise = app.add_subcommand(
+        "advise", "Advise the bucket cap and first-bucket cap that minimize predicted step time, with the "
+                  "expected gain and how sure the model is");
+    advise->add_option("RUN", args->run, "recorded run database (.db)")->required();
+    advise->add_option("--bucket-mb", args->bucketMb,
+                       "candidate bucket caps in MiB, comma-separated (default: 0.25 to 256 MiB)")
+        ->delimiter(',')
+        ->check(positive);
+    advise->add_option("--first-bucket-mb", args->firstBucketMb,
+                       "candidate first-bucket caps in MiB, comma-separated (default: 0.25 to 8 MiB)")
+        ->delimiter(',')
+        ->check(positive);
+    advise->add_flag("--json", args->json, "print the advice as JSON (schema lockstep.whatif/1)");
+    advise->footer("The gain is the model's prediction for the advised caps against its own replay of the\n"
+                   "recorded caps; \"how sure\" compares it with the model's error on the recorded run itself.\n\n"
+                   "Example:\n"
+                   "  lockstep advise runs/mlp.db");
+    advise->callback([args] { exitStatus() = runAdvise(*args); });
+}
+
+} // namespace lockstep::app

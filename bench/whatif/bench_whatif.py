@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""What-if proof against reality: predicted vs measured step time (prints `name: value unit`).
+
+For each model (mlp, transformer, convnet) and each target configuration, the script records a
+base run, predicts the target from it with `lockstep predict`, and runs the target for real with
+`lockstep run`:
+  target                                         base it is predicted from
+  bucket caps CAPS MiB (2 ranks)                 2 ranks, 25 MiB
+  emulated links LINKS Gbit/s (2 ranks, 25 MiB)  2 ranks, 25 MiB
+  1 rank (25 MiB)                                2 ranks, 25 MiB          (world size 2 -> 1)
+  2 ranks, link LINKS[0] Gbit/s (25 MiB)         1 rank, 25 MiB           (world size 1 -> 2: a
+                                                 1-rank run has no all-reduce to fit the real link
+                                                 from; the emulated link is what it can predict)
+It also asks `lockstep advise` (candidates = CAPS, first bucket 1 MiB) for the best cap and checks
+it against the cap measured fastest.
+
+Robust on a shared machine (2 cores, other engineers' builds beside it):
+  - pairs: every target run follows its own base run immediately, so load that drifts over
+    minutes hits both alike; the error of a pair is (predicted - measured) / measured;
+  - one number per run file, the same for measured and predicted runs: the median over steady
+    steps (step >= WARMUP) of the step time averaged over ranks (a median: a step that lost the
+    CPU to another process does not move it);
+  - REPEATS pairs per target; the target's error is the median of its pairs' errors;
+  - the noise floor: the "25 MiB, 2 ranks" target is the base's own configuration, so its pairs
+    measure the same configuration twice in a row; whatif_same_config_diff_pct is the median of
+    |second - first| / first over those pairs. No prediction can be trusted to be closer to a
+    measurement than two measurements of one configuration are to each other;
+  - the load average before and after is printed.
+whatif_median_err_pct / whatif_p90_err_pct: median / 90th percentile of |error| over all targets
+(goals: <= 5, <= 10); also per kind (caps, links, world).
+The part the model re-derives: the model keeps the base run's compute and recomputes the wait at
+the end of backward (and with it the step). On a machine whose compute time drifts between runs,
+the step-time error mixes that drift with the model's error; the wait alone (median over steady
+steps of the wait span, mean over ranks) shows the model's: whatif_wait_median_abs_err_ms.
+
+Usage: bench_whatif.py [LOCKSTEP_BINARY]
+  env: MODELS (mlp,transformer,convnet) REPEATS (2) STEPS (16) WARMUP (4) CAPS (1,4,25,100)
+       LINKS (1,4) KEEP=DIR (keep run files there; default a temporary folder, removed)
+       REUSE=1 (with KEEP: runs already in DIR are not run again, e.g. to redo the analysis)
+"""
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLI = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
+    "LOCKSTEP_CLI", os.path.join(HERE, "..", "..", "build", "app", "lockstep"))
+MODELS = os.environ.get("MODELS", "mlp,transformer,convnet").split(",")
+REPEATS = int(os.environ.get("REPEATS", "2"))
+STEPS = int(os.environ.get("STEPS", "16"))
+WARMUP = int(os.environ.get("WARMUP", "4"))
+CAPS = [float(c) for c in os.environ.get("CAPS", "1,4,25,100").split(",")]
+LINKS = [float(x) for x in os.environ.get("LINKS", "1,4").split(",")]
+REUSE = os.environ.get("REUSE") == "1" and os.environ.get("KEEP")
+BASE_CAP = 25.0
+
+# Sizes: steps of a few hundred ms on this machine's reference BLAS, with gradients large enough
+# that communication is a visible part of the step (mlp 32 MiB, transformer 12 MiB, convnet 5 MiB).
+MODEL_FLAGS = {
+    "mlp": ["--model", "mlp", "--layers", "8", "--width", "1024", "--batch", "4"],
+    "transformer": ["--model", "transformer", "--layers", "4", "--width", "256", "--heads", "4",
+                    "--seq", "8", "--batch", "2"],
+    "convnet": ["--model", "convnet", "--layers", "2", "--width", "192", "--batch", "2"],
+}
+# One thread per rank at every world size: per-rank compute is the same work on 1 and 2 ranks.
+COMMON = ["--threads", "1", "--steps", str(STEPS), "--warmup", str(WARMUP), "--first-bucket-mb", "1",
+          "--progress", "none", "--force"]
+
+
+def num(x):
+    return "%g" % x
+
+
+class Config:
+    def __init__(self, nproc, cap, link):
+        self.nproc, self.cap, self.link = nproc, cap, link
+
+    def run_flags(self):
+        f = ["--nproc", str(self.nproc), "--bucket-mb", num(self.cap)]
+        return f + (["--link-gbps", num(self.link)] if self.link > 0 else [])
+
+    def predict_flags(self):
+        return ["--nproc", str(self.nproc), "--bucket-mb", num(self.cap), "--link-gbps", num(self.link)]
+
+    def predicted_name(self, base_path):
+        stem = os.path.splitext(os.path.basename(base_path))[0]
+        return "%s.predict-b%s-f1-n%d%s.db" % (stem, num(self.cap), self.nproc,
+                                               ("-l" + num(self.link)) if self.link > 0 else "")
+
+
+BASE2 = Config(2, BASE_CAP, 0.0)
+BASE1 = Config(1, BASE_CAP, 0.0)
+
+
+def targets():
+    """(key, kind, label, base config, target config)"""
+    out = [("cap%s" % num(c), "caps", "%s MiB, 2 ranks" % num(c), BASE2, Config(2, c, 0.0)) for c in CAPS]
+    out += [("link%s" % num(x), "links", "25 MiB, 2 ranks, link %s Gbit/s" % num(x), BASE2, Config(2, BASE_CAP, x))
+            for x in LINKS]
+    out += [("to1", "world", "25 MiB, 2 -> 1 rank", BASE2, Config(1, BASE_CAP, 0.0)),
+            ("to2", "world", "25 MiB, 1 -> 2 ranks, link %s Gbit/s" % num(LINKS[0]), BASE1,
+             Config(2, BASE_CAP, LINKS[0]))]
+    return out
+
+
+def run(args, check=True):
+    p = subprocess.run([CLI] + args, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise RuntimeError("lockstep %s failed (%d): %s" % (args[0], p.returncode, p.stderr.strip()))
+    return p
+
+
+def step_stat_ms(path):
+    """Median over steady steps of the mean-over-ranks step time (ms)."""
+    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    try:
+        per_step = {}
+        for step, dur in db.execute("SELECT step, end_ns - start_ns FROM steps WHERE step >= ?", (WARMUP,)):
+            per_step.setdefault(step, []).append(dur)
+    finally:
+        db.close()
+    if not per_step:
+        raise RuntimeError("%s has no steady step" % path)
+    return statistics.median(statistics.mean(v) for v in per_step.values()) / 1e6
+
+
+def wait_stat_ms(path):
+    """Median over steady steps of the wait at the end of backward, averaged over ranks (ms)."""
+    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    try:
+        per_step = {}
+        for step, dur in db.execute("SELECT step, dur_ns FROM spans WHERE kind = 5 AND step >= ?", (WARMUP,)):
+            per_step.setdefault(step, []).append(dur)
+    finally:
+        db.close()
+    return statistics.median(statistics.mean(v) for v in per_step.values()) / 1e6 if per_step else 0.0
+
+
+def record(model, config, path):
+    if REUSE and os.path.exists(path):
+        return True
+    args = ["run", "--out", path] + config.run_flags() + MODEL_FLAGS[model] + COMMON
+    for attempt in range(2):  # one retry: a rank can lose its rendezvous port to another process
+        p = run(args, check=False)
+        if p.returncode == 0:
+            return True
+        print("# %s: run failed (attempt %d): %s" % (os.path.basename(path), attempt + 1, p.stderr.strip()[-300:]),
+              flush=True)
+    return False
+
+
+def predict(base, config, out_dir):
+    """Predicts `config` from the run `base`; returns the predicted run file."""
+    run(["predict", base, "--out-dir", out_dir, "--force"] + config.predict_flags())
+    path = os.path.join(out_dir, config.predicted_name(base))
+    if not os.path.exists(path):
+        raise RuntimeError("lockstep predict did not write " + path)
+    return path
+
+
+def percentile(values, q):
+    v = sorted(values)
+    if not v:
+        return float("nan")
+    k = (len(v) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def main():
+    keep = os.environ.get("KEEP")
+    work = keep or tempfile.mkdtemp(prefix="lockstep-bench-whatif-")
+    os.makedirs(work, exist_ok=True)
+    pred_dir = os.path.join(work, "predicted")
+    os.makedirs(pred_dir, exist_ok=True)
+    print("# lockstep: %s; models %s; repeats %d; steps %d (warmup %d); caps %s MiB; links %s Gbit/s"
+          % (CLI, ",".join(MODELS), REPEATS, STEPS, WARMUP, ",".join(num(c) for c in CAPS),
+             ",".join(num(x) for x in LINKS)))
+    print("load_avg_start: %.2f" % os.getloadavg()[0], flush=True)
+
+    # pairs[(model, key)] = [(predicted ms, measured ms, base ms)]; advised[model] = [cap MiB]
+    pairs, advised, waits = {}, {}, {}
+    for r in range(REPEATS):
+        for model in MODELS:
+            for key, _, _, base_cfg, target_cfg in targets():
+                base = os.path.join(work, "%s-%s-base-r%d.db" % (model, key, r))
+                target = os.path.join(work, "%s-%s-r%d.db" % (model, key, r))
+                if not (record(model, base_cfg, base) and record(model, target_cfg, target)):
+                    continue
+                predicted_file = predict(base, target_cfg, pred_dir)
+                predicted = step_stat_ms(predicted_file)
+                measured, base_ms = step_stat_ms(target), step_stat_ms(base)
+                pairs.setdefault((model, key), []).append((predicted, measured, base_ms))
+                waits.setdefault((model, key), []).append((wait_stat_ms(predicted_file), wait_stat_ms(target)))
+                print("# %s %s r%d: base %.1f ms, predicted %.1f ms, measured %.1f ms"
+                      % (model, key, r, base_ms, predicted, measured), flush=True)
+                if base_cfg is BASE2 and key == "cap%s" % num(CAPS[0]):
+                    a = json.loads(run(["advise", base, "--json", "--first-bucket-mb", "1", "--bucket-mb",
+                                        ",".join(num(c) for c in CAPS)]).stdout)
+                    advised.setdefault(model, []).append(a["best"]["bucket_cap_bytes"] / 2**20)
+
+    errors, by_kind, noise, wait_errors = [], {}, [], []
+    advised_best = 0
+    for model in MODELS:
+        print("\n# %s: target, predicted / measured (medians of the pairs), median error of the pairs" % model)
+        measured_caps = {}
+        for key, kind, label, _, _ in targets():
+            ps = pairs.get((model, key))
+            if not ps:
+                print("%-11s %-40s not compared (a run failed)" % (model, label))
+                continue
+            errs = [(p - m) / m * 100 for p, m, _ in ps]
+            err = statistics.median(errs)
+            errors.append(abs(err))
+            by_kind.setdefault(kind, []).append(abs(err))
+            meas = statistics.median(m for _, m, _ in ps)
+            if kind == "caps":
+                measured_caps[float(key[3:])] = meas
+                if float(key[3:]) == BASE_CAP:
+                    noise += [abs(m - b) / b * 100 for _, m, b in ps]
+            wp = statistics.median(p for p, _ in waits[(model, key)])
+            wm = statistics.median(m for _, m in waits[(model, key)])
+            wait_errors.append(abs(wp - wm))
+            print("%-11s %-40s predicted %7.1f ms  measured %7.1f ms  error %+6.1f%%  (pairs: %s)  wait %.1f / %.1f ms"
+                  % (model, label, statistics.median(p for p, _, _ in ps), meas, err,
+                     " ".join("%+.0f%%" % e for e in errs), wp, wm))
+        if advised.get(model) and measured_caps:
+            adv = statistics.median_low(advised[model])
+            best = min(measured_caps, key=measured_caps.get)
+            gap = (measured_caps.get(adv, float("nan")) - measured_caps[best]) / measured_caps[best] * 100
+            advised_best += adv == best
+            print("whatif_advised_cap_mb_%s: %s MiB" % (model, num(adv)))
+            print("whatif_measured_best_cap_mb_%s: %s MiB" % (model, num(best)))
+            print("whatif_advised_cap_measured_gap_pct_%s: %.1f %%" % (model, gap))
+
+    print()
+    print("whatif_configs: %d" % len(errors))
+    print("whatif_median_err_pct: %.1f %%" % (statistics.median(errors) if errors else float("nan")))
+    print("whatif_p90_err_pct: %.1f %%" % percentile(errors, 0.9))
+    print("whatif_max_err_pct: %.1f %%" % (max(errors) if errors else float("nan")))
+    for kind in ("caps", "links", "world"):
+        if kind in by_kind:
+            print("whatif_median_err_pct_%s: %.1f %% (%d targets)"
+                  % (kind, statistics.median(by_kind[kind]), len(by_kind[kind])))
+    if wait_errors:
+        print("whatif_wait_median_abs_err_ms: %.1f ms (predicted vs measured wait at the end of backward)"
+              % statistics.median(wait_errors))
+    print("whatif_advised_is_measured_best: %d of %d models" % (advised_best, len(MODELS)))
+    if noise:
+        print("whatif_same_config_diff_pct: %.1f %% (median of %d back-to-back pairs of one configuration)"
+              % (statistics.median(noise), len(noise)))
+    print("load_avg_end: %.2f" % os.getloadavg()[0])
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

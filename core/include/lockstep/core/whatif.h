@@ -1,0 +1,162 @@
+// What if: predict a run under another configuration (bucket caps, world size, emulated link
+// speed, compression) from one recorded run, without running it. The model of the step and the
+// reasons behind it are in src/whatif.cpp; this header is the API the CLI (`lockstep predict`,
+// `lockstep advise`) and the app's What-if panel use.
+//
+// Use: build a WhatIfModel once per recorded run (it indexes the run and fits the link, O(run)),
+// then call predict() as often as a slider moves: each call replays the recorded steps under the
+// new configuration and returns a predicted timeline (a Run that opens, compares and charts like
+// any run, marked predicted) plus its numbers. Qt-free, no exceptions: errors are values.
+#pragma once
+
+#include "lockstep/core/analysis.h"
+#include "lockstep/core/result.h"
+#include "lockstep/core/types.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::core {
+
+// ---- What a recording carries for the model -------------------------------------------------
+// Re-bucketing at another cap needs every parameter's size, which the bucket table (names and a
+// total per bucket) does not give. Recorders store it in the run's config_extra under this key:
+// element counts of every parameter in the bucket table's packing order (bucket 0's parameters
+// first, each bucket's in its `params` order), comma-separated, e.g. "10,5120,512,262144,...".
+// Without it the model regroups whole recorded buckets and says so in its notes.
+inline constexpr const char* kParamNumelKey = "param_numel";
+std::string formatParamNumel(const std::vector<std::vector<int64_t>>& numelPerBucket);
+// Checks the list against the bucket table (one number per parameter, positive).
+Result<std::vector<std::vector<int64_t>>> parseParamNumel(std::string_view text, const std::vector<Bucket>& buckets);
+
+// ---- Predicted runs are marked ---------------------------------------------------------------
+// A predicted run's RunConfig::source is kPredictedSource; extra["predicted_from"] names the
+// recorded run and extra["predicted_config"] the configuration (describe()). The app shows the
+// mark wherever isPredicted() holds.
+inline constexpr const char* kPredictedSource = "predicted";
+bool isPredicted(const RunConfig& config);
+
+// A configuration to predict: the knobs of `lockstep run` that the model replays. linkGbps is
+// the runtime's emulated link (`lockstep run --link-gbps`), 0 = none.
+struct WhatIfConfig {
+    int64_t bucketCapBytes = 25ll << 20;
+    int64_t firstBucketCapBytes = 1ll << 20;
+    int32_t worldSize = 2;
+    double linkGbps = 0.0;
+    std::string compress = "none"; // none | fp16 | bf16
+    friend bool operator==(const WhatIfConfig&, const WhatIfConfig&) = default;
+};
+// "4 MiB buckets (first 1 MiB), 2 ranks, link 1 Gbit/s, fp16" — for names and tables.
+std::string describe(const WhatIfConfig& config);
+
+// The cost of one bucket's all-reduce on the real link, fitted from the run's own all-reduces
+// (whatif.cpp, "Communication"): latencyNs per round of the algorithm, then the bytes each rank
+// sends at nsPerByteBusy while backward still computes on some rank (the link shares the CPU or
+// the GPU with it) and at nsPerByteIdle once every rank has finished backward.
+struct LinkFit {
+    bool fitted = false;           // false: nothing to fit (1-rank run, or every all-reduce hidden
+                                   // under the recorded emulated link); real communication costs 0
+    bool latencySeparable = false; // false: fewer than two bucket sizes moved while idle: latency 0
+    double latencyNs = 0;          // per round
+    double nsPerByteIdle = 0;      // per byte one rank sends, every rank done with backward
+    double nsPerByteBusy = 0;      // the same while some rank is still in backward (>= idle)
+    int samples = 0;               // all-reduces the fit used
+    int busySamples = 0;           // of which moved (partly) during backward
+    double stretchLow = 1;         // each step's own link speed, relative to the fit (its recorded
+    double stretchHigh = 1;        //   transfer time / the fit's): 10th and 90th percentile
+    double launchNs = 0;           // launch overhead on the training thread: launchNs + bytes *
+    double launchNsPerByte = 0;    //   launchNsPerByte (dividing the bucket by the world size)
+};
+
+// The numbers the CLI prints and the panel shows; the same definitions as a measured run's
+// summary (they come from summarize() of the predicted run).
+struct WhatIfNumbers {
+    double stepTimeMs = 0;    // mean over steady steps and ranks
+    double overlapRatio = 0;  // NaN when there is no communication (one rank)
+    double exposedCommMs = 0;
+    double commMs = 0;
+    double throughput = 0;    // samples/s, all ranks
+    int32_t buckets = 0;
+};
+
+struct Prediction {
+    WhatIfConfig config;
+    WhatIfNumbers numbers;
+    Run run;                        // the predicted timeline (empty when not asked for)
+    std::vector<std::string> notes; // where this prediction extrapolates beyond the recording
+};
+
+struct PredictOptions {
+    // false: numbers only; the predicted Run is built internally and dropped (saves a copy)
+    bool keepTimeline = true;
+    // > 0: replay the steps up to this many steady steps only (a long run's numbers in less
+    // time: the replay costs O(spans replayed)); 0: every step
+    int32_t maxSteadySteps = 0;
+};
+
+class WhatIfModel {
+public:
+    // Indexes the run and fits its link. Needs a run recorded by a DDP recorder: a bucket table,
+    // gradient-ready instants named by parameter, per-bucket communication spans. Refuses runs
+    // with GPU stream lanes (the model replays host timelines) with a clear message.
+    static Result<WhatIfModel> build(const Run& run);
+
+    WhatIfConfig recorded() const;
+    WhatIfNumbers measured() const;               // summarize() of the recorded run
+    // The model's replay of the recorded configuration, and its error against measured(): how
+    // far the model is from the truth on this very run (the communication fit's error).
+    WhatIfNumbers replayed() const;
+    double selfErrorPct() const;                  // (replayed - measured) / measured * 100
+    const LinkFit& link() const;
+    const std::vector<std::string>& notes() const; // about the recording as a whole
+    int64_t gradientBytes() const;                 // all parameters' gradients, float32
+    // The bucket layout a configuration gives: parameters per bucket, in launch order (cheap:
+    // no replay; equal layouts predict equal numbers).
+    std::vector<size_t> bucketSizes(const WhatIfConfig& config) const;
+
+    Result<Prediction> predict(const WhatIfConfig& config, const PredictOptions& options = {}) const;
+
+    struct Data; // opaque: the indexed recording and the fit (whatif.cpp); copies share it
+
+private:
+    std::shared_ptr<const Data> m_data;
+};
+
+// `lockstep advise`: the caps that minimize predicted step time, and how sure the model is.
+struct AdviseOptions {
+    std::vector<int64_t> bucketCaps;      // candidates; empty = a grid from 0.25 MiB to 256 MiB
+    std::vector<int64_t> firstBucketCaps; // candidates; empty = a grid from 0.25 MiB to 8 MiB
+};
+struct AdviceCandidate {
+    WhatIfConfig config;
+    WhatIfNumbers numbers;
+};
+struct Advice {
+    WhatIfConfig current;          // the recorded configuration
+    WhatIfConfig best;
+    double measuredStepMs = 0;     // the recorded run, measured
+    double replayedMs = 0;         // the model's replay of the recorded configuration, every step
+    double selfErrorPct = 0;       // (replayed - measured) / measured * 100: the model's self-check
+    double predictedCurrentMs = 0; // the recorded caps over the steps advise replays (at most 32
+                                   // steady steps), to compare with the candidates
+    double predictedBestMs = 0;
+    double gainMs = 0;             // predictedCurrent - predictedBest (model against model)
+    double gainPct = 0;            // gainMs / predictedCurrent * 100
+    bool gainWithinError = false;  // |gainPct| <= |selfErrorPct|: not distinguishable from noise
+    bool confident = false;        // the gain is beyond the model's error and the advice does not
+                                   // rest on what this run cannot tell (see confidenceNote)
+    std::string confidenceNote;    // why not confident, or empty
+    std::vector<AdviceCandidate> candidates; // one per distinct bucket layout, fastest first
+    std::vector<std::string> notes;
+};
+Result<Advice> advise(const WhatIfModel& model, const AdviseOptions& options = {});
+
+// Text for a terminal and JSON for scripts (whatif_report.cpp).
+std::string predictionsText(const WhatIfModel& model, const std::vector<Prediction>& predictions);
+std::string predictionsJson(const WhatIfModel& model, const std::vector<Prediction>& predictions);
+std::string adviceText(const Advice& advice);
+std::string adviceJson(const Advice& advice);
+
+} // namespace lockstep::core

@@ -1,0 +1,301 @@
+// The what-if model on real recorded runs: two 2-rank runs of a small mlp recorded with
+// `$LOCKSTEP_CLI run` (real LibTorch training over gloo on 127.0.0.1) at two bucket caps; the
+// model built from the first must lay out the second's buckets exactly as the runtime did, replay
+// its own configuration close to what was measured, and drive `lockstep predict` / `advise`.
+#include "lockstep/core/run_db.h"
+#include "lockstep/core/whatif.h"
+
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <unistd.h>
+
+using namespace lockstep::core;
+namespace core = lockstep::core;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Ran {
+    int status = -1;
+    std::string out;
+    std::string err;
+};
+
+std::string quoted(const std::string& s)
+{
+    std::string q = "'";
+    for (char c : s)
+        q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+fs::path dir()
+{
+    const fs::path d = fs::temp_directory_path() / ("lockstep-whatif-real-" + std::to_string(getpid()));
+    fs::create_directories(d);
+    return d;
+}
+
+// Runs the lockstep CLI with arguments (no user input reaches the shell: every argument is quoted).
+Ran runCli(const std::vector<std::string>& args)
+{
+    const char* cli = std::getenv("LOCKSTEP_CLI");
+    std::string cmd = quoted(cli ? cli : LOCKSTEP_BINARY_DIR "/app/lockstep");
+    for (const auto& a : args)
+        cmd += " " + quoted(a);
+    const fs::path errFile = dir() / "stderr.txt";
+    cmd += " 2>" + quoted(errFile.string());
+    Ran r;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p)
+        return r;
+    char buf[4096];
+    size_t n = 0;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+        r.out.append(buf, n);
+    const int status = pclose(p);
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream e(errFile);
+    std::stringstream ss;
+    ss << e.rdbuf();
+    r.err = ss.str();
+    return r;
+}
+
+// mlp 4 x 256 (+ head): packing order head.fc.bias 40 B, head.fc.weight 10 KiB, layer3 bias 1 KiB
+// and weight 256 KiB, then layers 2, 1, 0 alike. First cap 0.25 MiB: bucket 0 closes with
+// layer3.fc.weight (273,448 B >= 262,144). Cap 25 MiB: the other three layers in one bucket;
+// cap 0.5 MiB: layers 2 and 1 (526,336 B >= 524,288), then layer 0.
+std::string record(const std::string& name, const std::string& bucketMb)
+{
+    const std::string out = (dir() / name).string();
+    const Ran r = runCli({"run", "--nproc", "2", "--model", "mlp", "--layers", "4", "--width", "256", "--batch", "64",
+                          "--steps", "14", "--warmup", "2", "--threads", "1", "--bucket-mb", bucketMb,
+                          "--first-bucket-mb", "0.25", "--progress", "none", "--force", "--out", out});
+    EXPECT_EQ(r.status, 0) << r.err;
+    return out;
+}
+
+class WhatIfReal : public ::testing::Test {
+protected:
+    static void SetUpTestSuite()
+    {
+        s_run25 = record("mlp-25.db", "25");
+        s_run05 = record("mlp-05.db", "0.5");
+    }
+    static void TearDownTestSuite() { fs::remove_all(dir()); }
+
+    static core::Run load(const std::string& path)
+    {
+        auto run = loadRun(path);
+        EXPECT_TRUE(run.has_value()) << (run ? "" : run.error().message);
+        return run ? *run : core::Run{};
+    }
+
+    static std::string s_run25, s_run05;
+};
+std::string WhatIfReal::s_run25, WhatIfReal::s_run05;
+
+} // namespace
+
+TEST_F(WhatIfReal, TheRuntimeRecordsParameterSizesThatAddUpToItsBuckets)
+{
+    const core::Run run = load(s_run25);
+    ASSERT_TRUE(run.config.extra.count(kParamNumelKey));
+    auto numel = parseParamNumel(run.config.extra.at(kParamNumelKey), run.buckets);
+    ASSERT_TRUE(numel.has_value()) << numel.error().message;
+    ASSERT_EQ(run.buckets.size(), 2u);
+    for (size_t b = 0; b < run.buckets.size(); ++b) {
+        int64_t sum = 0;
+        for (int64_t n : (*numel)[b])
+            sum += n * 4;
+        EXPECT_EQ(sum, run.buckets[b].bytes) << "bucket " << b;
+    }
+    // Bucket 0 as derived above: 40 + 10,240 + 1,024 + 262,144 B.
+    EXPECT_EQ(run.buckets[0].bytes, 273'448);
+}
+
+TEST_F(WhatIfReal, PredictedLayoutAtAnotherCapIsTheRuntimesOwn)
+{
+    const core::Run run25 = load(s_run25), run05 = load(s_run05);
+    auto m = WhatIfModel::build(run25);
+    ASSERT_TRUE(m.has_value()) << m.error().message;
+    WhatIfConfig c = m->recorded();
+    c.bucketCapBytes = run05.config.bucketCapBytes;
+    auto p = m->predict(c);
+    ASSERT_TRUE(p.has_value()) << p.error().message;
+    ASSERT_EQ(p->run.buckets.size(), run05.buckets.size());
+    ASSERT_EQ(run05.buckets.size(), 3u);
+    for (size_t b = 0; b < run05.buckets.size(); ++b) {
+        EXPECT_EQ(p->run.buckets[b].bytes, run05.buckets[b].bytes) << "bucket " << b;
+        EXPECT_EQ(p->run.buckets[b].params, run05.buckets[b].params) << "bucket " << b;
+    }
+    // And the other way round: the 0.5 MiB run predicts the 25 MiB run's layout.
+    auto m05 = WhatIfModel::build(run05);
+    ASSERT_TRUE(m05.has_value()) << m05.error().message;
+    auto back = m05->predict(m->recorded());
+    ASSERT_TRUE(back.has_value());
+    ASSERT_EQ(back->run.buckets.size(), run25.buckets.size());
+    for (size_t b = 0; b < run25.buckets.size(); ++b)
+        EXPECT_EQ(back->run.buckets[b].params, run25.buckets[b].params) << "bucket " << b;
+}
+
+// Median over steady steps of the step time averaged over ranks (ms): the statistic bench/whatif
+// compares, robust to the few steps that lose the CPU to other processes on a shared machine.
+double medianStepMs(const core::Run& run)
+{
+    std::map<int32_t, std::vector<double>> perStep;
+    for (const Step& s : run.steps)
+        if (s.step >= run.config.warmupSteps)
+            perStep[s.step].push_back(static_cast<double>(s.end - s.start) / 1e6);
+    std::vector<double> means;
+    for (const auto& [step, v] : perStep)
+        means.push_back(std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()));
+    std::sort(means.begin(), means.end());
+    if (means.empty())
+        return 0;
+    const size_t mid = means.size() / 2;
+    return means.size() % 2 ? means[mid] : (means[mid - 1] + means[mid]) / 2;
+}
+
+TEST_F(WhatIfReal, ReplayKeepsTheRecordedComputeAndReDerivesOnlyTheWait)
+{
+    const core::Run run = load(s_run25);
+    auto m = WhatIfModel::build(run);
+    ASSERT_TRUE(m.has_value()) << m.error().message;
+    EXPECT_TRUE(m->link().fitted);
+    EXPECT_GT(m->link().samples, 0);
+    for (const std::string& n : m->notes())
+        EXPECT_EQ(n.find("not recorded"), std::string::npos) << n;
+    auto p = m->predict(m->recorded());
+    ASSERT_TRUE(p.has_value());
+    ASSERT_EQ(p->run.steps.size(), run.steps.size());
+    EXPECT_EQ(p->run.ranks.size(), 2u);
+    EXPECT_EQ(p->run.instants.size(), run.instants.size());
+    // Per (rank, step): the same compute spans with the same durations, and a step that is
+    // longer or shorter than recorded by exactly what its wait is longer or shorter.
+    const auto perRankStep = [](const core::Run& r) {
+        std::map<std::pair<int32_t, int32_t>, std::pair<std::vector<TimeNs>, TimeNs>> out; // durations, wait
+        for (const Span& s : r.spans) {
+            if (r.lanes[s.lane.v].kind != LaneKind::Compute)
+                continue;
+            auto& e = out[{r.lanes[s.lane.v].rank, s.step}];
+            if (s.kind == SpanKind::Wait)
+                e.second += s.duration();
+            else
+                e.first.push_back(s.duration());
+        }
+        return out;
+    };
+    const auto rec = perRankStep(run), pred = perRankStep(p->run);
+    ASSERT_EQ(rec.size(), pred.size());
+    for (size_t i = 0; i < run.steps.size(); ++i) {
+        const Step &a = run.steps[i], &b = p->run.steps[i];
+        ASSERT_EQ(a.rank, b.rank);
+        ASSERT_EQ(a.step, b.step);
+        const auto& ra = rec.at({a.rank, a.step});
+        const auto& pb = pred.at({b.rank, b.step});
+        EXPECT_EQ(ra.first, pb.first) << "rank " << a.rank << " step " << a.step;
+        EXPECT_EQ((b.end - b.start) - (a.end - a.start), pb.second - ra.second) << "rank " << a.rank << " step " << a.step;
+    }
+    // On a steady step the replay is within 10% of the measurement: compute is kept, and the
+    // wait the model re-derives is a fraction of a step of this run (batch 64: compute-heavy).
+    const double measured = medianStepMs(run), replayed = medianStepMs(p->run);
+    EXPECT_GT(measured, 0);
+    EXPECT_LT(std::fabs(replayed - measured) / measured, 0.10) << "measured " << measured << " ms, replayed "
+                                                               << replayed << " ms";
+    EXPECT_TRUE(std::isfinite(m->selfErrorPct()));
+}
+
+TEST_F(WhatIfReal, PredictCommandPrintsJsonAndWritesPredictedRuns)
+{
+    const fs::path outDir = dir() / "predicted";
+    const Ran r = runCli({"predict", s_run25, "--bucket-mb", "0.5,25", "--nproc", "2,4", "--json", "--out-dir",
+                          outDir.string()});
+    ASSERT_EQ(r.status, 0) << r.err;
+    rapidjson::Document doc;
+    doc.Parse(r.out.c_str());
+    ASSERT_FALSE(doc.HasParseError()) << r.out;
+    EXPECT_STREQ(doc["schema"].GetString(), "lockstep.whatif/1");
+    ASSERT_TRUE(doc["predictions"].IsArray());
+    ASSERT_EQ(doc["predictions"].Size(), 4u);
+    for (const auto& pred : doc["predictions"].GetArray()) {
+        EXPECT_GT(pred["predicted"]["step_time_ms"].GetDouble(), 0);
+        EXPECT_TRUE(pred["predicted"]["overlap_ratio"].IsNumber());
+    }
+    EXPECT_TRUE(doc["measured"]["step_time_ms"].IsNumber());
+    int files = 0;
+    for (const auto& entry : fs::directory_iterator(outDir)) {
+        if (entry.path().extension() != ".db")
+            continue;
+        ++files;
+        const core::Run run = load(entry.path().string());
+        EXPECT_TRUE(isPredicted(run.config)) << entry.path();
+        EXPECT_EQ(static_cast<int>(run.ranks.size()), run.config.worldSize);
+        EXPECT_EQ(run.buckets.size(), run.config.bucketCapBytes == (1 << 19) ? 3u : 2u) << entry.path();
+        EXPECT_GT(summarize(run).stepTimeMs, 0);
+    }
+    EXPECT_EQ(files, 4);
+    // Existing files are not overwritten without --force.
+    const Ran again = runCli({"predict", s_run25, "--out-dir", outDir.string(), "--bucket-mb", "0.5"});
+    EXPECT_NE(again.status, 0);
+    EXPECT_NE(again.err.find("--force"), std::string::npos) << again.err;
+}
+
+TEST_F(WhatIfReal, AdviseCommandNamesCapsGainAndConfidence)
+{
+    const Ran text = runCli({"advise", s_run25, "--bucket-mb", "0.5,25"});
+    ASSERT_EQ(text.status, 0) << text.err;
+    EXPECT_NE(text.out.find("Advice:"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("the model's replay of it"), std::string::npos) << text.out;
+    const Ran r = runCli({"advise", s_run25, "--json"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    rapidjson::Document doc;
+    doc.Parse(r.out.c_str());
+    ASSERT_FALSE(doc.HasParseError()) << r.out;
+    auto m = WhatIfModel::build(load(s_run25));
+    ASSERT_TRUE(m.has_value());
+    EXPECT_NEAR(doc["self_error_pct"].GetDouble(), m->selfErrorPct(), 1e-9);
+    EXPECT_GE(doc["gain_ms"].GetDouble(), 0); // the recorded caps are a candidate
+    EXPECT_GT(doc["candidates"].Size(), 1u);
+    EXPECT_TRUE(doc["best"]["bucket_cap_bytes"].IsInt64());
+}
+
+TEST(WhatIfCli, BadFilesAndRunsWithoutBucketsFailWithAMessage)
+{
+    const fs::path text = dir() / "notes.txt";
+    std::ofstream(text) << "hello\n";
+    Ran r = runCli({"predict", text.string(), "--bucket-mb", "1"});
+    EXPECT_NE(r.status, 0);
+    EXPECT_TRUE(r.out.empty());
+    EXPECT_NE(r.err.find("not a Lockstep run database"), std::string::npos) << r.err;
+    r = runCli({"advise", (dir() / "missing.db").string()});
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("lockstep:"), std::string::npos) << r.err;
+
+    // A run with steps and spans but no bucket table (as an imported trace): refused, and why.
+    core::Run run;
+    run.config.name = "imported";
+    run.lanes.push_back(Lane{LaneId{0}, 0, LaneKind::Compute, -1, -1, "compute"});
+    run.steps.push_back(Step{0, 0, 0, 1000, 1.0, 1});
+    const fs::path db = dir() / "nobuckets.db";
+    ASSERT_TRUE(saveRun(run, db.string(), RunWriter::Mode::Overwrite).has_value());
+    r = runCli({"predict", db.string()});
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("no bucket table"), std::string::npos) << r.err;
+
+    r = runCli({"predict", "--help"});
+    EXPECT_EQ(r.status, 0);
+    EXPECT_NE(r.out.find("--bucket-mb"), std::string::npos);
+    r = runCli({"predict", db.string(), "--compress", "int8"});
+    EXPECT_NE(r.status, 0);
+}
