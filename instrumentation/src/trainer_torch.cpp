@@ -430,6 +430,8 @@ void Trainer::setup()
         c.status = core::RunStatus::Running;
         // Resolved values, what actually ran: --threads 0 means cores / local ranks.
         c.extra["threads"] = std::to_string(threads);
+        // As asked (0 = automatic): what makes runs comparable across world sizes (comparison.h).
+        c.extra["threads_requested"] = std::to_string(m_o.threads);
         c.extra["momentum"] = m_o.optimizer == "sgd" ? job::formatNumber(job::kMomentum) : std::string("-");
         c.extra["local_rank"] = std::to_string(m_env.localRank);
         c.extra["rendezvous"] = !m_env.rendezvousFile.empty()           ? std::string("file store in the shard folder")
