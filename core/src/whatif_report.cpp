@@ -58,7 +58,7 @@ std::string table(const std::vector<std::vector<std::string>>& rows)
 std::vector<std::string> numberCells(const WhatIfNumbers& n)
 {
     return {std::to_string(n.buckets), fmt("%.3f", n.stepTimeMs), percentOf(n.overlapRatio),
-            fmt("%.3f", n.exposedCommMs), fmt("%.1f", n.throughput)};
+            std::isfinite(n.exposedCommMs) ? fmt("%.3f", n.exposedCommMs) : "n/a", fmt("%.1f", n.throughput)};
 }
 
 std::string modelText(const WhatIfModel& model)
