@@ -7,8 +7,9 @@ Why each one exists:
   bucket. So lockstep owns the slot (a :class:`CommSlot` registered with DDP) and the user's
   hook runs inside it, whether the user registers it before or after ``lockstep.attach``.
   Registering twice still fails exactly as DDP would.
-- ``torch.optim.Optimizer.__init__``: remembers every optimizer (weakly), so the recorder can
-  find the one that steps the DDP's parameters and time its ``step``.
+- ``torch.optim.Optimizer.__init__``: remembers every optimizer (weakly) and shows it to the
+  attached recorders, so each finds the one that steps its DDP's parameters and times its
+  ``step`` (an optimizer built before a recorder attached is found in the registry).
 - ``torch.autograd.backward``: the moment backward is called (the first backward segment starts
   there) and the loss it starts from. Tensor.backward calls it too.
 - ``torch.distributed.destroy_process_group``: recorders finish (and measure their closing clock
@@ -39,10 +40,13 @@ def _default_allreduce(slot, bucket):
     bucket (a multiplication by the rounded reciprocal), or, when the gradient already *is* a
     view of the bucket (gradient_as_bucket_view, after the first step), divides it in place.
     Multiplying by 1/3 and dividing by 3 can differ in the last bit, so the hook does what DDP
-    would have done for each parameter: the gradient was a view exactly when ``p.grad`` was
-    not None when backward started (DDP makes every gradient a bucket view and keeps it so;
-    set_to_none starts the cycle again). For a world size that is a power of two both are
-    exact, and for gradient_as_bucket_view=False DDP always multiplies.
+    would have done for each parameter. DDP makes every gradient a view of its bucket when it
+    copies it in, and it stays one while it is zeroed in place or accumulated into (no_sync,
+    or DDP's rebuild re-pointing it); it stops being one when it is set to None, because
+    autograd then stores a fresh tensor. So a gradient is a view at the synchronized backward
+    exactly when ``p.grad`` was not None when the first backward since the last synchronized
+    one started (CommSlot.note_backward_start). For a world size that is a power of two both
+    are exact, and with gradient_as_bucket_view=False DDP always multiplies.
     """
     buf = bucket.buffer()
     world = slot.world
@@ -84,6 +88,7 @@ class CommSlot:
         self.recorder = None
         self.grad_was_none = {}
         self._params = None
+        self._snapshot_due = True  # the next backward is the first since a synchronized one
 
     @property
     def hook_name(self):
@@ -96,15 +101,22 @@ class CommSlot:
 
     def note_backward_start(self):
         # Only the default hook's exact scaling needs it, and only in the one case where
-        # multiplying and dividing can differ.
+        # multiplying and dividing can differ (see _default_allreduce).
+        if not self._snapshot_due:
+            return
+        self._snapshot_due = False
         if self.user_hook is None and not self.exact_scaling and self.ddp.gradient_as_bucket_view:
             if self._params is None:
                 self._params = [p for p in self.ddp.parameters() if p.requires_grad]
             self.grad_was_none = {id(p): p.grad is None for p in self._params}
 
+    def note_synchronized(self):
+        self._snapshot_due = True
+
 
 def _slot_hook(state, bucket):
     # DDP inspects the hook's signature: the second parameter must be named `bucket`.
+    state.note_synchronized()
     rec = state.recorder
     if rec is None:
         return state.run_inner(bucket)
@@ -163,6 +175,8 @@ def _register_builtin_comm_hook(self, comm_hook_type):
 def _optimizer_init(self, *args, **kwargs):
     _orig["optimizer_init"](self, *args, **kwargs)
     optimizers.add(self)
+    for rec in list(recorders):
+        rec._offer_optimizer(self)
 
 
 def _backward(*args, **kwargs):

@@ -78,18 +78,24 @@ def shard_path(out_dir, rank):
     return os.path.join(out_dir, f"rank-{rank}.db")
 
 
-def attach(ddp, out="lockstep-shards", *, run_name=None, warmup=3, optimizer=None, progress_fd=None):
+def attach(ddp, out=None, *, run_name=None, warmup=3, optimizer=None, progress_fd=None):
     """Records `ddp` (a torch.nn.parallel.DistributedDataParallel) into OUT/rank-<rank>.db.
 
-    Call it on every rank, after the DDP is built and before training. `optimizer` is only
-    needed for an optimizer created before lockstep was imported. The shard is finished when
-    the process group is destroyed, at interpreter exit, or by Recorder.close(); merge the
-    ranks' shards with `lockstep merge OUT/rank-*.db --out run.db`.
+    Call it on every rank, after the DDP is built and before training. OUT defaults to the
+    folder `lockstep record` gives its ranks (LOCKSTEP_SHARD_DIR), else "lockstep-shards".
+    `optimizer` is only needed for an optimizer created before lockstep was imported. A DDP
+    that is already recorded (a script calling attach() under `lockstep record`) keeps its
+    recorder, which is returned. The shard is finished when the process group is destroyed, at
+    interpreter exit, or by Recorder.close(); merge the ranks' shards with
+    `lockstep merge OUT/rank-*.db --out run.db`.
     """
     if not isinstance(ddp, DDP):
         raise TypeError(f"lockstep.attach expects a torch.nn.parallel.DistributedDataParallel, got {type(ddp).__name__}")
-    if ddp.__dict__.get("_lockstep_recorder") is not None:
-        raise RecorderError("this DistributedDataParallel is already being recorded")
+    existing = ddp.__dict__.get("_lockstep_recorder")
+    if existing is not None:
+        return existing
+    if out is None:
+        out = os.environ.get("LOCKSTEP_SHARD_DIR") or "lockstep-shards"
     if progress_fd is None and os.environ.get("LOCKSTEP_PROGRESS_FD"):
         progress_fd = int(os.environ["LOCKSTEP_PROGRESS_FD"])
     return Recorder(ddp, out, run_name=run_name, warmup=warmup, optimizer=optimizer, progress_fd=progress_fd)
@@ -286,16 +292,17 @@ class Recorder:
         if self._synced_done:
             # The previous step had its synchronized backward but no optimizer step we could see.
             self._close_step(self._wait_end_ns)
+        now = _core.now_ns()
         if not self._open:
             self._open = True
-            core.mark_at(Ev.StepStart, self._prev_end if self._prev_end is not None else _core.now_ns())
+            core.mark_at(Ev.StepStart, self._prev_end if self._prev_end is not None else now)
             if self._device:
                 self._device.step_opened()
         self._sync = bool(self._ddp.require_backward_grad_sync)
         self._micros += 1
         samples = _batch_size(args)
         self._samples += samples
-        core.mark(Ev.ForwardBegin, 0, samples)
+        core.mark_at(Ev.ForwardBegin, now, 0, samples)
         self._in_forward = True
         if self._device:
             self._device.forward_begin()
@@ -433,10 +440,11 @@ class Recorder:
 
     def _find_optimizers(self):
         for opt in list(_patches.optimizers):
-            if opt in self._optimizers:
-                continue
-            if any(id(p) in self._index_of for g in opt.param_groups for p in g["params"]):
-                self._wrap_optimizer(opt)
+            self._offer_optimizer(opt)
+
+    def _offer_optimizer(self, opt):
+        if opt not in self._optimizers and any(id(p) in self._index_of for g in opt.param_groups for p in g["params"]):
+            self._wrap_optimizer(opt)
 
     def _wrap_optimizer(self, opt):
         if opt in self._optimizers:
@@ -513,7 +521,6 @@ class Recorder:
         self._losses = []
         self._micros = 0
         self._samples = 0
-        self._find_optimizers()
 
     def _report(self, step, loss, start_ns, end_ns):
         """The progress line of the launcher's protocol, when asked for (LOCKSTEP_PROGRESS_FD)."""
@@ -521,6 +528,8 @@ class Recorder:
             return
         line = f"LOCKSTEP step={step} rank={self.rank} loss={loss:.6f} step_ms={(end_ns - start_ns) / 1e6:.3f}\n"
         try:
+            if self._progress_fd == 1:
+                sys.stdout.flush()  # the script's own complete lines first, never half a line
             os.write(self._progress_fd, line.encode())
         except OSError:
             self._progress_fd = None

@@ -25,7 +25,8 @@ def _parse(argv):
         prog="python -m lockstep.record",
         description="Run a PyTorch DDP script with every DistributedDataParallel it builds recorded "
                     "into OUT_DIR/rank-<rank>.db (merge them with `lockstep merge`).")
-    p.add_argument("--out-dir", default="lockstep-shards", help="folder for the rank shards (default: lockstep-shards)")
+    p.add_argument("--out-dir", default=os.environ.get("LOCKSTEP_SHARD_DIR") or "lockstep-shards",
+                   help="folder for the rank shards (default: $LOCKSTEP_SHARD_DIR, else lockstep-shards)")
     p.add_argument("--run-name", help="name of the run shown in the app (default: the script's name)")
     p.add_argument("--warmup", type=int, default=3, help="steps left out of run-level numbers (default 3)")
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, run like python -m")
@@ -37,8 +38,9 @@ def _parse(argv):
 def _script_traceback(error):
     """The traceback as `python script.py` would print it: without this runner's frames."""
     tb = error.__traceback__
-    skip = {os.path.abspath(__file__), os.path.abspath(runpy.__file__)}
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) in skip:
+    skip = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
+    while tb is not None and (tb.tb_frame.f_code.co_filename in skip
+                              or os.path.abspath(tb.tb_frame.f_code.co_filename) in skip):
         tb = tb.tb_next
     traceback.print_exception(type(error), error, tb)
 
@@ -110,8 +112,11 @@ def _protocol(fd, rank, cause):
     """The launcher's last line for this rank: done, or failed with the cause."""
     if fd is None:
         return
+    cause = " ".join(cause.split())  # one line
     line = f"LOCKSTEP failed rank={rank} cause={cause}\n" if cause else f"LOCKSTEP done rank={rank}\n"
     try:
+        if fd == 1:
+            sys.stdout.flush()
         os.write(fd, line.encode())
     except OSError:
         pass

@@ -134,9 +134,8 @@ struct LaunchMark {
 thread_local LaunchMark t_launchMark;
 } // namespace
 
-void ShardRecorder::grad(int32_t param)
+void ShardRecorder::gradAt(int32_t param, TimeNs ts)
 {
-    TimeNs ts = nowNs();
     LaunchMark& m = t_launchMark;
     if (m.owner == this && m.generation == m_backwardGen) {
         ts = std::min(ts, m.ts);
@@ -149,9 +148,8 @@ void ShardRecorder::grad(int32_t param)
     m_log.push_back(e);
 }
 
-int32_t ShardRecorder::commLaunch(int32_t bucket, int64_t bytes, int32_t label)
+int32_t ShardRecorder::commLaunchAt(int32_t bucket, int64_t bytes, int32_t label, TimeNs ts)
 {
-    const TimeNs ts = nowNs();
     LaunchMark& m = t_launchMark;
     if (m.owner != this || m.generation != m_backwardGen)
         m = LaunchMark{this, m_backwardGen, ts};

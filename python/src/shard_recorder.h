@@ -102,8 +102,11 @@ public:
     // ---- hot path: callers are serialized (in Python: by the GIL) ----
     void mark(Ev kind, int32_t a = 0, int64_t value = 0, int32_t c = 0) { markAt(kind, nowNs(), a, value, c); }
     void markAt(Ev kind, TimeNs ts, int32_t a = 0, int64_t value = 0, int32_t c = 0);
-    void grad(int32_t param);
-    int32_t commLaunch(int32_t bucket, int64_t bytes, int32_t label);
+    void grad(int32_t param) { gradAt(param, nowNs()); }
+    int32_t commLaunch(int32_t bucket, int64_t bytes, int32_t label) { return commLaunchAt(bucket, bytes, label, nowNs()); }
+    // The same with a given time (tests; the hooks use the two above).
+    void gradAt(int32_t param, TimeNs ts);
+    int32_t commLaunchAt(int32_t bucket, int64_t bytes, int32_t label, TimeNs ts);
     void commDone(int32_t slot);
     // A label for events (comm hook names, optimizer classes); interned by the writer later.
     int32_t label(const std::string& text);

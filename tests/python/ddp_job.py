@@ -27,13 +27,16 @@ p.add_argument("--hook", choices=["none", "fp16", "allreduce"], default="none")
 p.add_argument("--hook-after-attach", action="store_true", help="register the hook after lockstep.attach")
 p.add_argument("--grad-view", action="store_true", help="gradient_as_bucket_view=True")
 p.add_argument("--set-to-none", action="store_true", help="zero_grad(set_to_none=True)")
-p.add_argument("--attach", metavar="OUT_DIR", help="import lockstep and lockstep.attach(ddp, out=OUT_DIR)")
+p.add_argument("--attach", metavar="OUT_DIR", help="import lockstep first and lockstep.attach(ddp, out=OUT_DIR)")
+p.add_argument("--import-late", action="store_true", help="with --attach: import lockstep only just before attach")
 p.add_argument("--no-ddp", action="store_true", help="train without DistributedDataParallel")
 p.add_argument("--fail-at", type=int, default=-1, help="raise an exception at this step")
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--dump")
 p.add_argument("--ddp-info")
 a = p.parse_args()
+if a.attach and not a.import_late:
+    import lockstep  # noqa: F401  (as a user of lockstep.attach would, at the top)
 
 torch.set_num_threads(a.threads)
 dist.init_process_group("gloo")
@@ -62,7 +65,11 @@ else:
         register_hook(ddp)
     if a.attach:
         import lockstep
-        lockstep.attach(ddp, out=a.attach)
+        try:
+            lockstep.attach(ddp, out=a.attach)
+        except lockstep.RecorderError as e:
+            print(f"RecorderError: {e}", file=sys.stderr)
+            sys.exit(3)
     if a.hook != "none" and a.hook_after_attach:
         register_hook(ddp)
 opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
