@@ -18,9 +18,9 @@ What is hooked, and why there (torch 1.13 and 2.x alike, public API or DDP's own
 - The optimizer step: the instance's step() wrapped, for every optimizer that holds one of the
   DDP's parameters (found through the Optimizer registry or passed to attach()).
 
-A step is one optimizer step: it opens at the first training forward (grad enabled) after the
-previous step and closes when the optimizer step that follows a synchronized backward returns
-(under no_sync, several forward/backward micro-batches come first). A script without a
+A step is one optimizer step: it opens at the first training forward (grad enabled, module in
+training mode) after the previous step and closes when the optimizer step that follows a
+synchronized backward returns (under no_sync, several forward/backward micro-batches come first). A script without a
 recognizable optimizer step gets steps that close at the next forward, ending where the
 synchronized backward's wait ended. Steps are contiguous: everything between two steps (data
 loading, zero_grad, logging) belongs to the later one, as "between steps".
@@ -286,7 +286,7 @@ class Recorder:
 
     @_guarded
     def _forward_pre(self, module, args):
-        if not torch.is_grad_enabled():
+        if not torch.is_grad_enabled() or not module.training:
             return  # evaluation: not part of a training step
         core = self._core
         if self._synced_done:
