@@ -1,9 +1,12 @@
-// `lockstep report RUN [--json]`, `lockstep export RUN --chrome OUT.json`,
+// `lockstep report RUN [--json]`, `lockstep export RUN --chrome OUT.json [--force]`,
 // `lockstep merge SHARD... --out RUN.db [--force]`: the core's run database, analyses and
-// export on the command line. Errors go to stderr and set a non-zero exit status.
+// export on the command line. Errors go to stderr and set a non-zero exit status. Every output
+// is written whole or not at all and is never one of the inputs (core/output_file.h).
+#include "cli_flags.h"
 #include "commands.h"
 
 #include "lockstep/core/chrome_export.h"
+#include "lockstep/core/output_file.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
 
@@ -20,6 +23,7 @@ struct CoreArgs {
     std::string run;
     bool json = false;
     std::string chromeOut;
+    bool exportForce = false;
     std::vector<std::string> shards;
     std::string mergeOut;
     bool force = false;
@@ -46,10 +50,16 @@ int runReport(const CoreArgs& a)
 
 int runExport(const CoreArgs& a)
 {
+    // Refused before the (possibly long) load: an output that would replace the run or another file.
+    auto output = core::OutputFile::create(a.chromeOut, a.exportForce, {a.run});
+    if (!output)
+        return fail(output.error().message);
     auto run = core::loadRun(a.run);
     if (!run)
         return fail(run.error().message);
-    if (auto s = core::exportChromeTrace(*run, a.chromeOut); !s)
+    if (auto s = core::exportChromeTrace(*run, output->path()); !s)
+        return fail(output->explain(s.error()).message);
+    if (auto s = output->commit(); !s)
         return fail(s.error().message);
     std::cerr << "wrote " << a.chromeOut << " (" << run->spans.size() << " spans, "
               << run->instants.size() << " instants)\n";
@@ -58,8 +68,9 @@ int runExport(const CoreArgs& a)
 
 int runMerge(const CoreArgs& a)
 {
-    const auto mode = a.force ? core::RunWriter::Mode::Overwrite : core::RunWriter::Mode::CreateNew;
-    auto stats = core::mergeRunFiles(a.shards, a.mergeOut, mode);
+    core::MergeOptions options;
+    options.overwrite = a.force;
+    auto stats = core::mergeRunFiles(a.shards, a.mergeOut, options);
     if (!stats)
         return fail(stats.error().message);
     std::cerr << "merged " << a.shards.size() << " shard(s) into " << a.mergeOut << ": " << stats->ranks
@@ -79,18 +90,22 @@ void registerCoreCommands(CLI::App& app)
     report->add_option("RUN", args->run, "run database (.db)")->required();
     report->add_flag("--json", args->json, "print the summary as JSON");
     report->callback([args] { exitStatus() = runReport(*args); });
+    report->footer(kExitStatusHelp);
 
     CLI::App* exp = app.add_subcommand("export", "Export a run to Chrome trace-event JSON "
                                                  "(Perfetto, chrome://tracing)");
     exp->add_option("RUN", args->run, "run database (.db)")->required();
     exp->add_option("--chrome", args->chromeOut, "output JSON file")->required();
+    exp->add_flag("--force,-f", args->exportForce, "replace the output if it exists");
     exp->callback([args] { exitStatus() = runExport(*args); });
+    exp->footer(kExitStatusHelp);
 
     CLI::App* merge = app.add_subcommand("merge", "Merge rank shards into one run database");
     merge->add_option("SHARD", args->shards, "shard run databases")->required();
     merge->add_option("--out,-o", args->mergeOut, "merged run database")->required();
-    merge->add_flag("--force,-f", args->force, "overwrite the output if it exists");
+    merge->add_flag("--force,-f", args->force, "replace the output if it exists (only once the merge succeeded)");
     merge->callback([args] { exitStatus() = runMerge(*args); });
+    merge->footer(kExitStatusHelp);
 }
 
 } // namespace lockstep::app

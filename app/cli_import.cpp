@@ -1,7 +1,9 @@
 // `lockstep import FILE... --out RUN.db`: torch.profiler (Kineto) JSON / gzip traces and Nsight
 // Systems SQLite exports, one file per rank, into one run database (lockstep/import/import.h).
+#include "cli_flags.h"
 #include "commands.h"
 
+#include "lockstep/core/output_file.h"
 #include "lockstep/import/import.h"
 
 #include <CLI/CLI.hpp>
@@ -29,6 +31,11 @@ struct ImportArgs {
 
 int runImport(const ImportArgs& a)
 {
+    // The run database is written whole or not at all (saveRun); refuse an output that is a trace.
+    if (auto s = core::refuseOutputIsInput(a.out, a.files); !s) {
+        std::cerr << "lockstep import: " << s.error().message << "\n";
+        return 1;
+    }
     core::ImportOptions options;
     if (a.rank >= 0)
         options.rank = a.rank;
@@ -103,6 +110,7 @@ void registerImportCommands(CLI::App& app)
     cmd->add_flag("-f,--force", args->force, "replace the output file if it exists");
     cmd->add_flag("-q,--quiet", args->quiet, "no progress display");
     cmd->callback([args] { exitStatus() = runImport(*args); });
+    cmd->footer(kExitStatusHelp);
 }
 
 } // namespace lockstep::app

@@ -1,76 +1,48 @@
-// `lockstep worker`: one rank of a DDP run. Flags map 1:1 onto lockstep::rt::WorkerOptions;
-// rank and rendezvous come from the environment so the same command runs under
-// `lockstep run`, torchrun --no-python and srun.
+// `lockstep worker ARGS...`: one rank of a DDP run, as documented for torchrun and srun. The
+// rank itself is lockstep-worker (worker_main.cpp), the only executable that links LibTorch;
+// this process replaces itself with it (same arguments, same environment), so the `lockstep` CLI
+// starts in milliseconds for every other command.
 #include "commands.h"
 
-#include "lockstep/rt/worker.h"
+#include "cli_flags.h"
+
+#include "lockstep/job/process.h"
 
 #include <CLI/CLI.hpp>
 
-#include <iostream>
-#include <memory>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
 
 namespace lockstep::app {
 
 void registerWorkerCommand(CLI::App& app)
 {
-    auto opts = std::make_shared<rt::WorkerOptions>();
-    auto straggler = std::make_shared<std::string>();
-    auto crash = std::make_shared<std::string>();
-    auto noRecord = std::make_shared<bool>(false);
-    CLI::App* cmd = app.add_subcommand("worker", "run one rank of a recorded DDP training run");
-    cmd->add_option("--out-dir", opts->outDir, "directory of the shard (rank-<r>.db)");
-    cmd->add_option("--run-name", opts->runName, "name of the run");
-    cmd->add_option("--model", opts->model, "mlp | transformer | convnet")
-        ->check(CLI::IsMember({"mlp", "transformer", "convnet"}));
-    cmd->add_option("--layers", opts->layers, "layers / blocks")->check(CLI::Range(1, 1024));
-    cmd->add_option("--width", opts->width, "hidden width / channels")->check(CLI::Range(1, 65536));
-    cmd->add_option("--heads", opts->heads, "attention heads (transformer)")->check(CLI::Range(1, 256));
-    cmd->add_option("--seq", opts->seq, "sequence length (transformer)")->check(CLI::Range(1, 65536));
-    cmd->add_option("--batch", opts->batch, "samples per rank per micro-batch")->check(CLI::Range(1, 1 << 24));
-    cmd->add_option("--steps", opts->steps, "optimizer steps")->check(CLI::Range(1, 1 << 30));
-    cmd->add_option("--warmup", opts->warmup, "steps excluded from steady-state metrics")->check(CLI::Range(0, 1 << 30));
-    cmd->add_option("--bucket-mb", opts->bucketMb, "bucket cap (MiB)")->check(CLI::PositiveNumber);
-    cmd->add_option("--first-bucket-mb", opts->firstBucketMb, "first bucket cap (MiB)")->check(CLI::PositiveNumber);
-    cmd->add_option("--compress", opts->compress, "none | fp16 | bf16")
-        ->check(CLI::IsMember({"none", "fp16", "bf16"}));
-    cmd->add_option("--accumulate", opts->accumulate, "micro-batches per step (sync on the last)")
-        ->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--optimizer", opts->optimizer, "sgd | adamw")->check(CLI::IsMember({"sgd", "adamw"}));
-    cmd->add_option("--lr", opts->lr, "learning rate")->check(CLI::PositiveNumber);
-    cmd->add_option("--seed", opts->seed, "seed of data, teacher and initialization");
-    cmd->add_option("--dataset-size", opts->datasetSize, "synthetic samples per epoch")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-    cmd->add_option("--timeout-s", opts->timeoutS, "collective / rendezvous timeout (s)")->check(CLI::PositiveNumber);
-    cmd->add_option("--threads", opts->threads, "intra-op threads (0 = cores / local ranks)")->check(CLI::Range(0, 1024));
-    cmd->add_option("--straggler", *straggler, "RANK:MS extra compute in that rank's backward, every step");
-    cmd->add_option("--link-gbps", opts->linkGbps, "emulated link speed (Gbit/s)")->check(CLI::PositiveNumber);
-    cmd->add_option("--crash", *crash, "RANK:STEP that rank exits (status 3) at the start of STEP");
-    cmd->add_flag("--no-record", *noRecord, "do not write a shard");
-    cmd->add_option("--check-every", opts->checkEvery, "replica check period in steps (0 = off)")->check(CLI::Range(0, 1 << 30));
-    cmd->add_option("--dump-params", opts->dumpParams, "write final parameters as raw float32 ({rank} expands)");
-    cmd->add_option("--backend", opts->backend, "gloo | nccl")->check(CLI::IsMember({"gloo", "nccl"}));
-    cmd->add_option("--device", opts->device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-    cmd->add_flag("--quiet", opts->quiet, "no per-step progress lines");
-    cmd->callback([opts, straggler, crash, noRecord] {
-        if (!straggler->empty()) {
-            if (!rt::parseRankValue(*straggler, &opts->stragglerRank, &opts->stragglerMs) || opts->stragglerMs < 0) {
-                std::cerr << "lockstep worker: --straggler wants RANK:MS, got '" << *straggler << "'\n";
-                exitStatus() = 2;
-                return;
-            }
-        }
-        if (!crash->empty()) {
-            double step = 0;
-            if (!rt::parseRankValue(*crash, &opts->crashRank, &step) || step < 0 || step != static_cast<int>(step)) {
-                std::cerr << "lockstep worker: --crash wants RANK:STEP, got '" << *crash << "'\n";
-                exitStatus() = 2;
-                return;
-            }
-            opts->crashStep = static_cast<int>(step);
-        }
-        opts->record = !*noRecord;
-        exitStatus() = rt::runWorker(*opts);
-    });
+    // Never parsed here: main() hands `lockstep worker ...` to execWorker first.
+    app.add_subcommand("worker", "Run one rank of a recorded DDP training run (lockstep-worker; rank and "
+                                 "rendezvous from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT or Slurm; see "
+                                 "`lockstep worker --help`)");
+}
+
+int execWorker(int argc, char** argv)
+{
+    auto worker = job::siblingExecutable("lockstep-worker");
+    if (!worker) {
+        std::fprintf(stderr, "lockstep worker: %s; this build has no training runtime (LOCKSTEP_BUILD_RUNTIME=OFF?)\n",
+                     worker.error().message.c_str());
+        return 2;
+    }
+    std::vector<char*> args;
+    args.push_back(worker->data());
+    for (int i = 2; i < argc; ++i)
+        args.push_back(argv[i]);
+    args.push_back(nullptr);
+    execv(worker->c_str(), args.data());
+    std::fprintf(stderr, "lockstep worker: cannot start %s: %s\n", worker->c_str(), std::strerror(errno));
+    return 2;
 }
 
 } // namespace lockstep::app

@@ -12,9 +12,10 @@ int& exitStatus();
 
 void registerCoreCommands(CLI::App& app);   // report, export, merge   (cli_core.cpp)
 void registerImportCommands(CLI::App& app); // import                  (cli_import.cpp)
-#ifdef LOCKSTEP_HAVE_RUNTIME
-void registerWorkerCommand(CLI::App& app);  // worker (one rank)       (cli_worker.cpp)
 void registerRunCommands(CLI::App& app);    // run, sweep              (cli_run.cpp)
-#endif
+// `lockstep worker ARGS...` is lockstep-worker: this process becomes it (exec), so the CLI itself
+// never loads LibTorch. registerWorkerCommand only lists it in --help.  (cli_worker.cpp)
+void registerWorkerCommand(CLI::App& app);
+int execWorker(int argc, char** argv);
 
 } // namespace lockstep::app

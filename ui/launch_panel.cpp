@@ -3,6 +3,11 @@
 
 #include "timeline/timeline_widget.h"
 
+#include "lockstep/core/run_files.h"
+#include "lockstep/job/flags.h"
+#include "lockstep/job/progress.h"
+#include "lockstep/job/shard_layout.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QCoreApplication>
@@ -11,20 +16,26 @@
 #include <QDoubleSpinBox>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QFutureWatcher>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRegularExpression>
+#include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <QtConcurrent>
 
-#include "lockstep/core/run_db.h"
+#include <climits>
+#include <cmath>
 
 namespace lockstep::ui {
 
@@ -44,96 +55,171 @@ QString lockstepCliPath()
 }
 
 namespace {
-void appendCommon(QStringList& a, const LaunchSettings& s)
-{
-    a << "--model" << s.model << "--layers" << QString::number(s.layers) << "--width" << QString::number(s.width)
-      << "--steps" << QString::number(s.steps) << "--batch" << QString::number(s.batch)
-      << "--backend" << s.backend << "--device" << s.device << "--progress" << "plain";
-    if (s.stragglerRank >= 0 && s.stragglerMs > 0)
-        a << "--straggler" << QStringLiteral("%1:%2").arg(s.stragglerRank).arg(s.stragglerMs);
-    if (s.linkGbps > 0)
-        a << "--link-gbps" << QString::number(s.linkGbps);
-}
 
-QStringList bucketList(const QString& text)
+QStringList toQt(const std::vector<std::string>& v)
 {
     QStringList out;
-    for (const QString& part : text.split(',', Qt::SkipEmptyParts))
-        if (!part.trimmed().isEmpty())
-            out << part.trimmed();
+    for (const auto& s : v)
+        out << QString::fromStdString(s);
     return out;
 }
+
+// The training flags as arguments, without --bucket-mb (the run and sweep commands place it).
+QStringList trainingArguments(job::TrainingOptions t)
+{
+    t.bucketMb = job::TrainingOptions{}.bucketMb;
+    return toQt(job::toArguments(t));
+}
+
+// A flag's range for its tooltip: "1 to 1024", "more than 0 to 65536 MiB".
+QString rangeText(const job::Flag& f)
+{
+    switch (f.type) {
+    case job::FlagType::Integer:
+        return QStringLiteral("%1 to %2").arg(f.intMin).arg(f.intMax);
+    case job::FlagType::Number:
+        return QStringLiteral("%1%2 to %3 %4")
+            .arg(f.minOpen ? QStringLiteral("more than ") : QString())
+            .arg(f.min)
+            .arg(f.max)
+            .arg(QString::fromUtf8(f.unit.data(), qsizetype(f.unit.size())));
+    default:
+        return {};
+    }
+}
+
+QString qs(std::string_view v) { return QString::fromUtf8(v.data(), qsizetype(v.size())); }
+
+// The value widget of a Number flag. When the default lies outside the flag's range (an emulated
+// link speed of 0 = not emulated) the widget's minimum is the default, shown as "off", and reads
+// as "not given".
+QDoubleSpinBox* numberBox(QWidget* parent, double lo, double hi, bool minOpen, double defaultValue, std::string_view unit)
+{
+    auto* box = new QDoubleSpinBox(parent);
+    box->setDecimals(4);
+    const double step = 0.0001; // the widget's resolution at 4 decimals
+    const bool offAtDefault = defaultValue < lo || (minOpen && defaultValue == lo) || defaultValue > hi;
+    box->setRange(offAtDefault ? defaultValue : (minOpen ? lo + step : lo), hi);
+    if (offAtDefault)
+        box->setSpecialValueText(QObject::tr("off"));
+    if (!unit.empty())
+        box->setSuffix(QStringLiteral(" ") + qs(unit));
+    return box;
+}
+
+QSpinBox* integerBox(QWidget* parent, int64_t lo, int64_t hi)
+{
+    auto* box = new QSpinBox(parent);
+    // A spin box holds an int: the form offers up to INT_MAX (the CLI takes the table's full range).
+    box->setRange(int(std::max<int64_t>(lo, INT_MIN)), int(std::min<int64_t>(hi, INT_MAX)));
+    return box;
+}
+
 } // namespace
+
+QStringList bucketList(const QString& text, QString* error)
+{
+    QStringList out;
+    const job::Flag* flag = job::findFlag("--bucket-mb");
+    for (const QString& part : text.split(',', Qt::SkipEmptyParts)) {
+        const QString v = part.trimmed();
+        if (v.isEmpty())
+            continue;
+        if (auto ok = job::parseFlagValue(*flag, v.toStdString()); !ok) {
+            if (error)
+                *error = QString::fromStdString(ok.error().message);
+            return {};
+        }
+        out << v;
+    }
+    if (out.isEmpty() && error)
+        *error = QObject::tr("--bucket-mb: give one cap, or a comma list for a sweep");
+    return out;
+}
 
 QStringList runArguments(const LaunchSettings& s, const QString& outFile)
 {
-    QStringList a{"run", "--nproc", QString::number(s.worldSize), "--out", outFile};
+    QStringList a{"run", "--nproc", QString::number(s.worldSize), "--out", outFile, "--progress", "protocol"};
     const QStringList buckets = bucketList(s.bucketMb);
-    a << "--bucket-mb" << (buckets.isEmpty() ? QStringLiteral("25") : buckets.front());
-    appendCommon(a, s);
-    return a;
+    if (!buckets.isEmpty() && job::parseFlagValue(*job::findFlag("--bucket-mb"), buckets.front().toStdString())->number
+                                  != job::TrainingOptions{}.bucketMb)
+        a << "--bucket-mb" << buckets.front();
+    return a + trainingArguments(s.training);
 }
 
 QStringList sweepArguments(const LaunchSettings& s, const QString& outDir)
 {
     QStringList a{"sweep", "--nproc", QString::number(s.worldSize), "--bucket-mb", bucketList(s.bucketMb).join(','),
-                  "--out-dir", outDir};
-    appendCommon(a, s);
-    return a;
+                  "--out-dir", outDir, "--progress", "protocol"};
+    return a + trainingArguments(s.training);
 }
 
-bool parseProgressLine(const QString& line, ProgressLine* out)
-{
-    // Two spellings: the workers' protocol line, and the launcher's plain progress line
-    // ("step K/N loss=… step_ms=…", K counted from 1) that it prints when stderr is not a terminal.
-    static const QRegularExpression worker(
-        QStringLiteral(R"(LOCKSTEP\s+step=(\d+)\s+rank=(\d+)(?:\s+loss=(\S+))?(?:\s+step_ms=(\S+))?)"));
-    static const QRegularExpression launcher(
-        QStringLiteral(R"(^step\s+(\d+)(?:/(\d+))?\s+loss=(\S+)\s+step_ms=(\S+))"));
-    if (const auto m = worker.match(line); m.hasMatch()) {
-        out->step = m.captured(1).toInt();
-        out->rank = m.captured(2).toInt();
-        out->loss = m.captured(3).toDouble();
-        out->stepMs = m.captured(4).toDouble();
-        return true;
-    }
-    if (const auto m = launcher.match(line); m.hasMatch()) {
-        out->step = m.captured(1).toInt() - 1;
-        out->rank = 0;
-        out->loss = m.captured(3).toDouble();
-        out->stepMs = m.captured(4).toDouble();
-        return true;
-    }
-    return false;
-}
+QStringList liveFilesFor(const QString& outFile) { return toQt(job::liveFilesFor(outFile.toStdString())); }
 
-namespace {
-// The launcher keeps rank shards in a hidden folder beside the run file:
-// ".<RUN.db>.shards-XXXXXX/rank-<r>.db" (app/launcher.cpp). Newest folder first.
-QStringList shardsIn(const QDir& parent, const QString& runFileName)
+QString LaunchPanel::FlagField::text() const
 {
-    const QString prefix = runFileName.isEmpty() ? QStringLiteral(".") : QStringLiteral(".%1.shards").arg(runFileName);
-    const auto dirs = parent.entryInfoList(QDir::Dirs | QDir::Hidden | QDir::NoDotAndDotDot, QDir::Time);
-    for (const QFileInfo& d : dirs) {
-        if (!d.fileName().startsWith(prefix) || !d.fileName().contains(QLatin1String(".shards")))
-            continue;
-        QStringList files;
-        for (const QFileInfo& f : QDir(d.absoluteFilePath()).entryInfoList({"rank-*.db"}, QDir::Files, QDir::Name))
-            if (f.size() > 0)
-                files << f.absoluteFilePath();
-        if (!files.isEmpty())
-            return files;
+    using job::FlagType;
+    switch (flag->type) {
+    case FlagType::Integer:
+        return QString::number(static_cast<QSpinBox*>(widget)->value());
+    case FlagType::Number: {
+        auto* box = static_cast<QDoubleSpinBox*>(widget);
+        if (!box->specialValueText().isEmpty() && box->value() == box->minimum())
+            return {};
+        return QString::fromStdString(job::formatNumber(box->value()));
+    }
+    case FlagType::Choice:
+        return static_cast<QComboBox*>(widget)->currentText();
+    case FlagType::Switch:
+        return static_cast<QCheckBox*>(widget)->isChecked() ? QStringLiteral("true") : QString();
+    case FlagType::RankValue: {
+        if (rank->value() < 0)
+            return {};
+        const QString value = flag->valueInteger ? QString::number(static_cast<QSpinBox*>(widget)->value())
+                                                 : QString::fromStdString(job::formatNumber(
+                                                       static_cast<QDoubleSpinBox*>(widget)->value()));
+        return QStringLiteral("%1:%2").arg(rank->value()).arg(value);
+    }
+    case FlagType::Text:
+        return static_cast<QLineEdit*>(widget)->text();
     }
     return {};
 }
-} // namespace
 
-QStringList liveFilesFor(const QString& outFile)
+void LaunchPanel::FlagField::setText(const QString& t)
 {
-    const QFileInfo out(outFile);
-    if (out.exists() && core::validateRunFile(outFile.toStdString()))
-        return {out.absoluteFilePath()};
-    return shardsIn(out.dir(), out.fileName());
+    using job::FlagType;
+    const auto parsed = t.isEmpty() ? core::Result<job::FlagValue>(job::FlagValue{})
+                                    : job::parseFlagValue(*flag, t.toStdString());
+    const job::FlagValue v = parsed ? *parsed : job::FlagValue{};
+    switch (flag->type) {
+    case FlagType::Integer:
+        static_cast<QSpinBox*>(widget)->setValue(int(v.integer));
+        break;
+    case FlagType::Number: {
+        auto* box = static_cast<QDoubleSpinBox*>(widget);
+        box->setValue(t.isEmpty() ? box->minimum() : v.number);
+        break;
+    }
+    case FlagType::Choice:
+        static_cast<QComboBox*>(widget)->setCurrentText(t);
+        break;
+    case FlagType::Switch:
+        static_cast<QCheckBox*>(widget)->setChecked(v.on);
+        break;
+    case FlagType::RankValue:
+        // Cleared (""): no rank, and the value back at its start so nothing stale is kept.
+        rank->setValue(t.isEmpty() ? -1 : v.rank);
+        if (flag->valueInteger)
+            static_cast<QSpinBox*>(widget)->setValue(t.isEmpty() ? int(flag->intMin) : int(v.integer));
+        else
+            static_cast<QDoubleSpinBox*>(widget)->setValue(t.isEmpty() ? flag->min : v.number);
+        widget->setEnabled(!t.isEmpty());
+        break;
+    case FlagType::Text:
+        static_cast<QLineEdit*>(widget)->setText(t);
+        break;
+    }
 }
 
 LaunchPanel::LaunchPanel(QWidget* parent)
@@ -141,86 +227,34 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     , m_liveTimer(new QTimer(this))
     , m_liveLoader(new RunLoader(this))
     , m_name(new QLineEdit(this))
-    , m_model(new QComboBox(this))
-    , m_layers(new QSpinBox(this))
-    , m_width(new QSpinBox(this))
     , m_world(new QSpinBox(this))
     , m_bucket(new QLineEdit(this))
-    , m_steps(new QSpinBox(this))
-    , m_batch(new QSpinBox(this))
-    , m_backend(new QComboBox(this))
-    , m_stragglerRank(new QSpinBox(this))
-    , m_stragglerMs(new QSpinBox(this))
-    , m_link(new QDoubleSpinBox(this))
     , m_runButton(new QPushButton(tr("Run"), this))
     , m_sweepButton(new QPushButton(tr("Sweep"), this))
     , m_cancelButton(new QPushButton(tr("Cancel"), this))
     , m_progress(new QProgressBar(this))
     , m_status(new QLabel(this))
     , m_log(new QPlainTextEdit(this))
+    , m_sweepTable(new QTableWidget(this))
     , m_liveTimeline(new TimelineWidget(this))
     , m_follow(new QCheckBox(tr("Follow"), this))
 {
     m_name->setPlaceholderText(tr("automatic (model-ranks-bucket-time)"));
     m_name->setToolTip(tr("Name of the run file written into the workspace folder"));
-    m_model->addItems({"mlp", "transformer", "convnet"});
-    m_model->setToolTip(tr("Model trained by every rank"));
-    m_layers->setRange(1, 256);
-    m_layers->setValue(4);
-    m_layers->setToolTip(tr("Number of layers (--layers)"));
-    m_width->setRange(8, 16384);
-    m_width->setValue(256);
-    m_width->setSingleStep(64);
-    m_width->setToolTip(tr("Hidden width (--width)"));
-    m_world->setRange(1, 64);
+    m_world->setRange(1, job::kMaxLocalRanks);
     m_world->setValue(2);
-    m_world->setToolTip(tr("Number of local ranks (--nproc)"));
-    m_bucket->setText("25");
-    m_bucket->setToolTip(tr("Gradient bucket cap in MiB (--bucket-mb). A comma list (1,4,25) is a sweep"));
-    m_steps->setRange(1, 100000);
-    m_steps->setValue(20);
-    m_steps->setToolTip(tr("Training steps (--steps)"));
-    m_batch->setRange(1, 65536);
-    m_batch->setValue(32);
-    m_batch->setToolTip(tr("Per-rank batch size (--batch)"));
-    m_backend->addItem("gloo / cpu", QStringList{"gloo", "cpu"});
-    m_backend->addItem("nccl / cuda", QStringList{"nccl", "cuda"});
-    m_backend->setToolTip(tr("Process group backend and device"));
-    m_stragglerRank->setRange(-1, 63);
-    m_stragglerRank->setValue(-1);
-    m_stragglerRank->setSpecialValueText(tr("none"));
-    m_stragglerRank->setToolTip(tr("Rank that gets extra compute every step (--straggler RANK:MS)"));
-    m_stragglerMs->setRange(0, 100000);
-    m_stragglerMs->setSuffix(" ms");
-    m_stragglerMs->setToolTip(tr("Extra compute of the straggler rank per step"));
-    m_link->setRange(0, 1000);
-    m_link->setDecimals(2);
-    m_link->setSpecialValueText(tr("not emulated"));
-    m_link->setSuffix(" Gbps");
-    m_link->setToolTip(tr("Emulated link speed for communication (--link-gbps)"));
+    m_world->setToolTip(tr("Number of local ranks (--nproc, 1 to %1)").arg(job::kMaxLocalRanks));
+    m_bucket->setText(QString::fromStdString(job::formatNumber(job::TrainingOptions{}.bucketMb)));
+    m_bucket->setToolTip(tr("%1 (--bucket-mb, MiB, %2). A comma list (1,4,25) is a sweep")
+                             .arg(qs(job::findFlag("--bucket-mb")->help), rangeText(*job::findFlag("--bucket-mb"))));
 
-    auto* form = new QFormLayout;
-    form->addRow(tr("Name"), m_name);
-    form->addRow(tr("Model"), m_model);
-    auto* size = new QHBoxLayout;
-    size->addWidget(new QLabel(tr("layers"), this));
-    size->addWidget(m_layers);
-    size->addWidget(new QLabel(tr("width"), this));
-    size->addWidget(m_width);
-    form->addRow(tr("Model size"), size);
-    form->addRow(tr("World size"), m_world);
-    form->addRow(tr("Bucket cap (MiB)"), m_bucket);
-    form->addRow(tr("Steps"), m_steps);
-    form->addRow(tr("Batch per rank"), m_batch);
-    form->addRow(tr("Backend / device"), m_backend);
-    auto* straggler = new QHBoxLayout;
-    straggler->addWidget(m_stragglerRank);
-    straggler->addWidget(m_stragglerMs);
-    form->addRow(tr("Straggler rank, delay"), straggler);
-    form->addRow(tr("Link speed"), m_link);
-    auto* box = new QGroupBox(tr("Training run"), this);
-    box->setLayout(form);
-    box->setMaximumWidth(460);
+    auto* formWidget = new QWidget(this);
+    buildForm(formWidget);
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidget(formWidget);
+    scroll->setWidgetResizable(true);
+    scroll->setMaximumWidth(480);
+    scroll->setMinimumWidth(360);
 
     m_runButton->setToolTip(tr("Record one run with these settings (Ctrl+R)"));
     m_sweepButton->setToolTip(tr("Record one run per bucket cap in the list (Ctrl+Shift+R)"));
@@ -246,10 +280,21 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     m_log->setFont(mono);
     m_status->setWordWrap(true);
 
+    // The sweep's results: one row per run, sortable.
+    const QStringList columns{tr("Run"), tr("Ranks"), tr("Bucket cap (MiB)"), tr("Status"), tr("Step time (ms)"),
+                              tr("Overlap (%)"), tr("Exposed comm. (ms)"), tr("Throughput (samples/s)")};
+    m_sweepTable->setColumnCount(int(columns.size()));
+    m_sweepTable->setHorizontalHeaderLabels(columns);
+    m_sweepTable->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_sweepTable->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_sweepTable->setSortingEnabled(true);
+    m_sweepTable->horizontalHeader()->setStretchLastSection(true);
+    m_sweepTable->verticalHeader()->hide();
+    m_sweepTable->hide();
+
     auto* left = new QVBoxLayout;
-    left->addWidget(box);
+    left->addWidget(scroll, 1);
     left->addLayout(buttons);
-    left->addStretch(1);
     m_follow->setChecked(true);
     m_follow->setToolTip(tr("Keep the whole recorded part of the run in view as it grows"));
     m_liveTimeline->setMinimumHeight(160);
@@ -264,9 +309,11 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     liveLayout->addWidget(m_liveTimeline, 1);
     auto* split = new QSplitter(Qt::Vertical, this);
     split->addWidget(liveBox);
+    split->addWidget(m_sweepTable);
     split->addWidget(m_log);
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
+    split->setStretchFactor(2, 2);
     auto* right = new QVBoxLayout;
     right->addWidget(m_progress);
     right->addWidget(m_status);
@@ -275,14 +322,14 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     layout->addLayout(left);
     layout->addLayout(right, 1);
 
-    // Live view: the run file (or its shards) is re-read once a second while the job records.
-    // One second keeps the timeline fresh while the reads stay a small fraction of the time.
+    // Live view: the run's shards (or the run file) are re-read once a second while the job
+    // records. One second keeps the timeline fresh while the reads stay a small fraction of the time.
     m_liveTimer->setInterval(1000);
     connect(m_liveTimer, &QTimer::timeout, this, &LaunchPanel::pollLive);
     connect(m_liveLoader, &RunLoader::runLoaded, this, [this](const QString&, LoadedRunPtr run) {
         if (!isRunning())
             return;
-        // The same file growing: update in place (keeps the user's zoom unless following).
+        // The same run growing: update in place (keeps the user's zoom unless following).
         const bool same = m_liveRun && m_liveRun->path == run->path && !m_liveTimeline->runs().empty();
         m_liveRun = run;
         if (same)
@@ -293,6 +340,97 @@ LaunchPanel::LaunchPanel(QWidget* parent)
             m_liveTimeline->fitAll();
         emit liveRunUpdated(run);
     });
+}
+
+void LaunchPanel::buildForm(QWidget* into)
+{
+    auto* layout = new QVBoxLayout(into);
+    auto* runBox = new QGroupBox(tr("Run"), into);
+    auto* runForm = new QFormLayout(runBox);
+    runForm->addRow(tr("Name"), m_name);
+    runForm->addRow(tr("World size"), m_world);
+    runForm->addRow(tr("Bucket cap (MiB)"), m_bucket);
+    layout->addWidget(runBox);
+
+    // One section per group of the table, one row per flag of the Training scope.
+    const job::TrainingOptions defaults;
+    QGroupBox* box = nullptr;
+    QFormLayout* form = nullptr;
+    std::string_view group;
+    for (const job::Flag& flag : job::trainingFlags()) {
+        if (flag.scope != job::FlagScope::Training || flag.name == "--bucket-mb")
+            continue;
+        if (!box || flag.group != group) {
+            group = flag.group;
+            box = new QGroupBox(qs(group), into);
+            form = new QFormLayout(box);
+            layout->addWidget(box);
+        }
+        FlagField field;
+        field.flag = &flag;
+        QWidget* row = nullptr;
+        const double defaultNumber = flag.type == job::FlagType::Number
+            ? job::parseNumber("", flag.text(defaults), -HUGE_VAL, HUGE_VAL).value_or(0)
+            : 0;
+        switch (flag.type) {
+        case job::FlagType::Integer:
+            field.widget = integerBox(box, flag.intMin, flag.intMax);
+            break;
+        case job::FlagType::Number:
+            field.widget = numberBox(box, flag.min, flag.max, flag.minOpen, defaultNumber, flag.unit);
+            break;
+        case job::FlagType::Choice: {
+            auto* combo = new QComboBox(box);
+            for (std::string_view c : flag.choices)
+                combo->addItem(qs(c));
+            field.widget = combo;
+            break;
+        }
+        case job::FlagType::Switch:
+            field.widget = new QCheckBox(box);
+            break;
+        case job::FlagType::RankValue: {
+            field.rank = new QSpinBox(box);
+            field.rank->setRange(-1, job::kMaxLocalRanks - 1);
+            field.rank->setSpecialValueText(tr("none"));
+            field.rank->setToolTip(tr("Rank (none: not injected)"));
+            field.widget = flag.valueInteger ? static_cast<QWidget*>(integerBox(box, flag.intMin, flag.intMax))
+                                             : numberBox(box, flag.min, flag.max, false, flag.min, flag.unit);
+            auto* pair = new QWidget(box);
+            auto* h = new QHBoxLayout(pair);
+            h->setContentsMargins(0, 0, 0, 0);
+            h->addWidget(field.rank);
+            h->addWidget(field.widget, 1);
+            row = pair;
+            QWidget* value = field.widget;
+            connect(field.rank, &QSpinBox::valueChanged, value, [value](int r) { value->setEnabled(r >= 0); });
+            break;
+        }
+        case job::FlagType::Text:
+            field.widget = new QLineEdit(box);
+            break;
+        }
+        field.widget->setObjectName(qs(flag.name));
+        QString tip = qs(flag.help) + QStringLiteral(" (") + qs(flag.name);
+        if (const QString range = rangeText(flag); !range.isEmpty())
+            tip += QStringLiteral(", ") + range;
+        tip += QStringLiteral(")");
+        field.widget->setToolTip(tip);
+        if (field.rank)
+            field.rank->setToolTip(tip);
+        form->addRow(qs(flag.label), row ? row : field.widget);
+        field.setText(QString::fromStdString(flag.text(defaults)));
+        m_fields.push_back(field);
+    }
+    layout->addStretch(1);
+}
+
+QWidget* LaunchPanel::flagWidget(const QString& name) const
+{
+    for (const FlagField& f : m_fields)
+        if (qs(f.flag->name) == name)
+            return f.widget;
+    return nullptr;
 }
 
 LaunchPanel::~LaunchPanel()
@@ -309,36 +447,26 @@ LaunchSettings LaunchPanel::settings() const
 {
     LaunchSettings s;
     s.name = m_name->text().trimmed();
-    s.model = m_model->currentText();
-    s.layers = m_layers->value();
-    s.width = m_width->value();
     s.worldSize = m_world->value();
     s.bucketMb = m_bucket->text().trimmed();
-    s.steps = m_steps->value();
-    s.batch = m_batch->value();
-    const QStringList bd = m_backend->currentData().toStringList();
-    s.backend = bd.value(0);
-    s.device = bd.value(1);
-    s.stragglerRank = m_stragglerRank->value();
-    s.stragglerMs = m_stragglerMs->value();
-    s.linkGbps = m_link->value();
+    for (const FlagField& f : m_fields) {
+        const QString t = f.text();
+        if (!t.isEmpty())
+            (void)job::setFlag(s.training, *f.flag, t.toStdString()); // the widget's range is the flag's
+    }
+    const QStringList buckets = bucketList(s.bucketMb);
+    if (!buckets.isEmpty())
+        s.training.bucketMb = buckets.front().toDouble();
     return s;
 }
 
 void LaunchPanel::setSettings(const LaunchSettings& s)
 {
     m_name->setText(s.name);
-    m_model->setCurrentText(s.model);
-    m_layers->setValue(s.layers);
-    m_width->setValue(s.width);
     m_world->setValue(s.worldSize);
     m_bucket->setText(s.bucketMb);
-    m_steps->setValue(s.steps);
-    m_batch->setValue(s.batch);
-    m_backend->setCurrentIndex(s.backend == QLatin1String("nccl") ? 1 : 0);
-    m_stragglerRank->setValue(s.stragglerRank);
-    m_stragglerMs->setValue(s.stragglerMs);
-    m_link->setValue(s.linkGbps);
+    for (FlagField& f : m_fields)
+        f.setText(QString::fromStdString(f.flag->text(s.training)));
 }
 
 bool LaunchPanel::isRunning() const
@@ -361,25 +489,41 @@ void LaunchPanel::start(bool sweep)
     if (isRunning())
         return;
     const LaunchSettings s = settings();
+    // The job library's rules, for every point, before anything starts.
+    QString bucketError;
+    const QStringList buckets = bucketList(s.bucketMb, &bucketError);
+    if (buckets.isEmpty()) {
+        m_status->setText(tr("⚠ %1").arg(bucketError));
+        return;
+    }
+    for (const QString& b : sweep ? buckets : buckets.mid(0, 1)) {
+        job::TrainingOptions t = s.training;
+        t.bucketMb = b.toDouble();
+        if (auto ok = job::checkOptions(t, s.worldSize); !ok) {
+            m_status->setText(tr("⚠ %1").arg(QString::fromStdString(ok.error().message)));
+            return;
+        }
+    }
     QString name = s.name;
     name.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._-]")), QStringLiteral("_"));
     if (name.isEmpty()) {
         name = QStringLiteral("%1-n%2-b%3-%4")
-                   .arg(s.model)
+                   .arg(QString::fromStdString(s.training.model))
                    .arg(s.worldSize)
-                   .arg(sweep ? QStringLiteral("sweep") : QString(s.bucketMb).replace(',', '_'))
+                   .arg(sweep ? QStringLiteral("sweep") : buckets.front())
                    .arg(QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss"));
     }
     const QString workspace = m_workspace.isEmpty() ? QDir::currentPath() : m_workspace;
     QDir().mkpath(workspace);
     m_sweep = sweep;
-    m_sweepRuns = sweep ? std::max<int>(1, int(s.bucketMb.split(',', Qt::SkipEmptyParts).size())) : 1;
+    m_sweepRuns = sweep ? int(buckets.size()) : 1;
     m_sweepIndex = 0;
-    m_lastStep = -1;
+    m_steps = s.training.steps;
     QStringList args;
     if (sweep) {
         m_outPath = QDir(workspace).filePath(name);
         args = sweepArguments(s, m_outPath);
+        m_liveOut.clear();
     } else {
         m_outPath = QDir(workspace).filePath(name + ".db");
         if (QFileInfo::exists(m_outPath)) {
@@ -387,7 +531,9 @@ void LaunchPanel::start(bool sweep)
             return;
         }
         args = runArguments(s, m_outPath);
+        m_liveOut = m_outPath;
     }
+    m_liveShardDir.clear();
     const QString cli = lockstepCliPath();
     if (!QFileInfo(cli).isExecutable()) {
         m_status->setText(tr("⚠ lockstep CLI not found at %1 (set LOCKSTEP_CLI)").arg(cli));
@@ -426,6 +572,7 @@ void LaunchPanel::start(bool sweep)
             QDir dir(m_outPath);
             for (const QFileInfo& f : dir.entryInfoList({"*.db"}, QDir::Files, QDir::Name))
                 outputs << f.absoluteFilePath();
+            fillSweepTable(outputs);
         } else if (QFileInfo::exists(m_outPath)) {
             outputs << m_outPath;
         }
@@ -435,19 +582,18 @@ void LaunchPanel::start(bool sweep)
                                                              : tr("⚠ lockstep exited with status %1").arg(code);
         m_status->setText(message);
         m_progress->setFormat(ok ? tr("done") : tr("stopped"));
-        if (ok) {
-            m_progress->setRange(0, 1);
-            m_progress->setValue(1);
-        }
+        if (ok)
+            m_progress->setValue(m_progress->maximum());
         emit finished(ok ? 0 : (code != 0 ? code : 1), message, outputs);
     });
 
     m_liveRun.reset();
     m_log->clear();
+    m_sweepTable->setRowCount(0);
+    m_sweepTable->setVisible(sweep);
     m_log->appendPlainText(QStringLiteral("$ %1 %2").arg(cli, args.join(' ')));
     m_status->setText(tr("recording %1").arg(m_outPath));
-    const int total = s.steps * m_sweepRuns;
-    m_progress->setRange(0, total);
+    m_progress->setRange(0, std::max(1, m_steps * m_sweepRuns));
     m_progress->setValue(0);
     m_progress->setFormat(tr("starting…"));
     m_runButton->setEnabled(false);
@@ -478,8 +624,6 @@ void LaunchPanel::readOutput(QProcess::ProcessChannel channel)
     QByteArray& partial = m_partial[channel == QProcess::StandardOutput ? 0 : 1];
     m_process->setReadChannel(channel);
     partial += m_process->readAll();
-    // Progress bars redraw with '\r'; treat it as a line end too.
-    partial.replace('\r', '\n');
     qsizetype nl;
     while ((nl = partial.indexOf('\n')) >= 0) {
         const QString line = QString::fromUtf8(partial.left(nl)).trimmed();
@@ -491,36 +635,95 @@ void LaunchPanel::readOutput(QProcess::ProcessChannel channel)
 
 void LaunchPanel::handleLine(const QString& line)
 {
-    ProgressLine p;
-    if (!parseProgressLine(line, &p)) {
+    const job::ProgressLine p = job::parseProgressLine(line.toStdString());
+    switch (p.kind) {
+    case job::ProgressLine::Kind::Job:
+        // The shard folder of the run now recording: what the live view reads.
+        m_liveShardDir = QString::fromStdString(p.text);
+        if (p.steps > 0)
+            m_steps = p.steps;
+        return;
+    case job::ProgressLine::Kind::Point:
+        // A sweep moved to its next point: the live view follows it.
+        m_sweepIndex = p.index;
+        m_sweepRuns = std::max(1, p.points);
+        m_liveOut = QString::fromStdString(p.text);
+        m_liveShardDir.clear();
+        m_progress->setRange(0, std::max(1, m_steps * m_sweepRuns));
+        m_log->appendPlainText(tr("— run %1 of %2: %3 —").arg(p.index + 1).arg(p.points).arg(QFileInfo(m_liveOut).fileName()));
+        return;
+    case job::ProgressLine::Kind::Progress: {
+        const int perRun = std::max(1, p.steps > 0 ? p.steps : m_steps);
+        m_progress->setValue(std::min(m_progress->maximum(), m_sweepIndex * perRun + p.step + 1));
+        m_progress->setFormat(m_sweep ? tr("run %1/%2, step %3/%4").arg(m_sweepIndex + 1).arg(m_sweepRuns).arg(p.step + 1).arg(perRun)
+                                      : tr("step %1/%2").arg(p.step + 1).arg(perRun));
+        m_status->setText(tr("step %1: loss %2, %3 ms/step").arg(p.step).arg(p.loss, 0, 'g', 4).arg(p.stepMs, 0, 'f', 1));
+        return;
+    }
+    default:
         m_log->appendPlainText(line);
         return;
     }
-    if (p.rank != 0)
-        return; // rank 0 speaks for the step; the others only add noise to the log
-    if (m_sweep && p.step < m_lastStep)
-        m_sweepIndex = std::min(m_sweepIndex + 1, m_sweepRuns - 1); // the sweep moved to its next run
-    m_lastStep = p.step;
-    const int perRun = m_progress->maximum() / std::max(1, m_sweepRuns);
-    m_progress->setValue(std::min(m_progress->maximum(), m_sweepIndex * perRun + p.step + 1));
-    m_progress->setFormat(m_sweep ? tr("run %1/%2, step %3/%4").arg(m_sweepIndex + 1).arg(m_sweepRuns).arg(p.step + 1).arg(perRun)
-                                  : tr("step %1/%2").arg(p.step + 1).arg(perRun));
-    m_status->setText(tr("step %1: loss %2, %3 ms/step").arg(p.step).arg(p.loss, 0, 'g', 4).arg(p.stepMs, 0, 'f', 1));
 }
 
 void LaunchPanel::pollLive()
 {
     if (!isRunning() || m_liveLoader->pendingJobs() > 0)
         return; // never pile up reads behind a slow one
+    // The shards of the run in progress (a run file of the same name may be an old one being
+    // replaced); once they are merged, the run file.
     QStringList files;
-    if (m_sweep) {
-        // The run being recorded is the one whose shards are in the sweep folder now.
-        files = shardsIn(QDir(m_outPath), QString());
-    } else {
-        files = liveFilesFor(m_outPath);
-    }
+    if (!m_liveShardDir.isEmpty())
+        files = toQt(job::shardFilesIn(m_liveShardDir.toStdString()));
+    if (files.isEmpty() && !m_liveOut.isEmpty())
+        files = liveFilesFor(m_liveOut);
     if (!files.isEmpty())
         m_liveLoader->load(files, QStringLiteral("live"));
+}
+
+void LaunchPanel::fillSweepTable(const QStringList& outputs)
+{
+    // Summaries are read off the GUI thread; the table is filled when they are in.
+    auto* watcher = new QFutureWatcher<std::vector<core::Result<core::FileSummary>>>(this);
+    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, outputs] {
+        watcher->deleteLater();
+        const auto results = watcher->result();
+        m_sweepTable->setSortingEnabled(false);
+        m_sweepTable->setRowCount(int(outputs.size()));
+        for (int row = 0; row < int(outputs.size()); ++row) {
+            const auto& r = results[size_t(row)];
+            // Numbers are stored as numbers: the columns sort by value.
+            auto set = [&](int col, const QVariant& value) {
+                auto* item = new QTableWidgetItem;
+                item->setData(Qt::DisplayRole, value);
+                item->setToolTip(outputs[row]);
+                m_sweepTable->setItem(row, col, item);
+            };
+            auto rounded = [](double v, int digits) { return std::round(v * std::pow(10, digits)) / std::pow(10, digits); };
+            if (!r) {
+                set(0, QFileInfo(outputs[row]).completeBaseName());
+                set(3, QString::fromStdString(r.error().message));
+                continue;
+            }
+            const core::RunSummary& s = r->summary;
+            set(0, QString::fromStdString(s.name));
+            set(1, s.worldSize);
+            set(2, rounded(double(s.bucketCapBytes) / (1024.0 * 1024.0), 3));
+            set(3, QString::fromLatin1(core::runStatusName(s.status)));
+            set(4, rounded(s.stepTimeMs, 2));
+            set(5, std::isfinite(s.overlapRatio) ? QVariant(rounded(100 * s.overlapRatio, 1)) : QVariant(QStringLiteral("—")));
+            set(6, rounded(s.exposedCommMs, 2));
+            set(7, rounded(s.throughput, 0));
+        }
+        m_sweepTable->setSortingEnabled(true);
+        m_sweepTable->resizeColumnsToContents();
+    });
+    watcher->setFuture(QtConcurrent::run([outputs] {
+        std::vector<core::Result<core::FileSummary>> out;
+        for (const QString& f : outputs)
+            out.push_back(core::summarizeFile(f.toStdString()));
+        return out;
+    }));
 }
 
 } // namespace lockstep::ui

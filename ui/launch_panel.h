@@ -1,60 +1,58 @@
-// The Launch panel: sets up a training run (or a bucket-size sweep), starts the `lockstep` CLI
-// through QProcess with an argument list (never a shell string), follows its progress lines,
-// and while it records re-reads the growing run every second for the live timeline.
+// The Launch panel: sets up a training run (or a sweep over bucket caps), starts the `lockstep`
+// CLI through QProcess with an argument list (never a shell string), follows its progress, and
+// while it records re-reads the growing run every second for the live timeline.
+//
+// Everything about the job comes from the job library: the form is built from its flag table
+// (a widget per flag by type, ranges and choices from the table, the help as tooltip), the
+// options are checked by its rules before anything starts, the progress is its protocol
+// (`--progress protocol`: job, progress and sweep point lines), and the files of the live view
+// are found by its shard layout.
 #pragma once
 
 #include "run_loader.h"
+
+#include "lockstep/job/training_options.h"
 
 #include <QProcess>
 #include <QStringList>
 #include <QWidget>
 
-class QComboBox;
-class QDoubleSpinBox;
+#include <vector>
+
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
 class QProgressBar;
 class QPushButton;
 class QSpinBox;
+class QTableWidget;
 class QTimer;
 class QCheckBox;
+
+namespace lockstep::job {
+struct Flag;
+}
 
 namespace lockstep::ui {
 
 class TimelineWidget;
 
 struct LaunchSettings {
-    QString name;           // run name; file name in the workspace
-    QString model = QStringLiteral("mlp");
-    int layers = 4;
-    int width = 256;
-    int worldSize = 2;
+    QString name;                 // run name; file name in the workspace
+    int worldSize = 2;            // --nproc
     QString bucketMb = QStringLiteral("25"); // one value, or a comma list for a sweep
-    int steps = 20;
-    int batch = 32;
-    QString backend = QStringLiteral("gloo");
-    QString device = QStringLiteral("cpu");
-    int stragglerRank = -1; // -1: none
-    int stragglerMs = 0;
-    double linkGbps = 0;    // 0: not emulated
+    job::TrainingOptions training; // every other training flag (bucketMb is taken from above)
 };
 
 // Where the `lockstep` CLI is: $LOCKSTEP_CLI, else next to this executable.
 QString lockstepCliPath();
 // Argument lists (pure, for tests): `lockstep run …` into outFile, `lockstep sweep …` into outDir.
+// Only the flags that differ from the defaults are passed (job::toArguments).
 QStringList runArguments(const LaunchSettings& s, const QString& outFile);
 QStringList sweepArguments(const LaunchSettings& s, const QString& outDir);
-// Parses "LOCKSTEP step=<s> rank=<r> loss=<f> step_ms=<f>"; false for any other line.
-struct ProgressLine {
-    int step = -1;
-    int rank = -1;
-    double loss = 0;
-    double stepMs = 0;
-};
-bool parseProgressLine(const QString& line, ProgressLine* out);
-// Files to read for the live view of a run writing `outFile`: the run file once it is readable,
-// else its rank shards (whatever *.db files the recorder keeps in the run's shard folder).
+// The bucket caps of a settings' list ("1, 4,25"); an error message for an unusable one.
+QStringList bucketList(const QString& text, QString* error = nullptr);
+// job::liveFilesFor for Qt callers.
 QStringList liveFilesFor(const QString& outFile);
 
 class LaunchPanel : public QWidget {
@@ -74,9 +72,15 @@ public:
     QPushButton* sweepButton() const { return m_sweepButton; }
     QPushButton* cancelButton() const { return m_cancelButton; }
     QProgressBar* progressBar() const { return m_progress; }
+    QLabel* statusLabel() const { return m_status; }
     QPlainTextEdit* log() const { return m_log; }
+    QTableWidget* sweepTable() const { return m_sweepTable; }
     TimelineWidget* liveTimeline() const { return m_liveTimeline; }
     LoadedRunPtr liveRun() const { return m_liveRun; }
+    // The run file the live view follows (for a sweep: the point in progress).
+    QString liveRunFile() const { return m_liveOut; }
+    // The form's widget of a flag of the job library's table ("--layers"), for tests.
+    QWidget* flagWidget(const QString& name) const;
 
 public slots:
     void startRun();
@@ -90,40 +94,45 @@ signals:
     void finished(int exitCode, const QString& message, const QStringList& outputs);
 
 private:
+    // One form row per flag of the table: its widgets and how to read and set them.
+    struct FlagField {
+        const job::Flag* flag = nullptr;
+        QWidget* widget = nullptr;       // the value (spin box, combo box, check box)
+        QSpinBox* rank = nullptr;        // RANK:VALUE flags: the rank (-1 = not injected)
+        QString text() const;            // the value as the flag's text ("" = not set)
+        void setText(const QString& t);
+    };
+    void buildForm(QWidget* into);
     void start(bool sweep);
     void readOutput(QProcess::ProcessChannel channel);
     void handleLine(const QString& line);
     void pollLive();
+    void fillSweepTable(const QStringList& outputs);
 
     QString m_workspace;
     QProcess* m_process = nullptr;
     QTimer* m_liveTimer;
     RunLoader* m_liveLoader;
     QString m_outPath;
+    QString m_liveOut;       // the run file being recorded (a sweep's current point)
+    QString m_liveShardDir;  // its shard folder, from the launcher's job line
     bool m_sweep = false;
     int m_sweepRuns = 1;
     int m_sweepIndex = 0;
-    int m_lastStep = -1;
+    int m_steps = 0;
     QByteArray m_partial[2];
 
     QLineEdit* m_name;
-    QComboBox* m_model;
-    QSpinBox* m_layers;
-    QSpinBox* m_width;
     QSpinBox* m_world;
     QLineEdit* m_bucket;
-    QSpinBox* m_steps;
-    QSpinBox* m_batch;
-    QComboBox* m_backend;
-    QSpinBox* m_stragglerRank;
-    QSpinBox* m_stragglerMs;
-    QDoubleSpinBox* m_link;
+    std::vector<FlagField> m_fields;
     QPushButton* m_runButton;
     QPushButton* m_sweepButton;
     QPushButton* m_cancelButton;
     QProgressBar* m_progress;
     QLabel* m_status;
     QPlainTextEdit* m_log;
+    QTableWidget* m_sweepTable;
     TimelineWidget* m_liveTimeline;
     QCheckBox* m_follow;
     LoadedRunPtr m_liveRun;

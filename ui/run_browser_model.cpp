@@ -3,7 +3,7 @@
 
 #include "format.h"
 
-#include "lockstep/core/run_db.h"
+#include "lockstep/core/run_files.h"
 
 #include <QBrush>
 #include <QColor>
@@ -25,20 +25,20 @@ BrowserEntry summarizeFile(const QString& path)
     e.fileName = info.fileName();
     e.modified = info.lastModified();
     e.created = e.modified;
-    auto run = core::loadRun(path.toStdString());
-    if (!run) {
-        e.error = QString::fromStdString(run.error().message);
+    auto file = core::summarizeFile(path.toStdString());
+    if (!file) {
+        e.error = QString::fromStdString(file.error().message);
         // The row already names the file; keep core's message without its path prefix.
         for (const QString& prefix : {path + QStringLiteral(": "), e.path + QStringLiteral(": ")})
             if (e.error.startsWith(prefix))
                 e.error = e.error.mid(prefix.size());
         return e;
     }
-    e.summary = core::summarize(*run);
+    e.summary = file->summary;
     if (e.summary->name.empty())
         e.summary->name = info.completeBaseName().toStdString();
-    if (run->config.createdNs > 0)
-        e.created = QDateTime::fromMSecsSinceEpoch(run->config.createdNs / 1'000'000);
+    if (file->createdNs > 0)
+        e.created = QDateTime::fromMSecsSinceEpoch(file->createdNs / 1'000'000);
     return e;
 }
 

@@ -8,77 +8,21 @@
 #include <QPointer>
 #include <QtConcurrent>
 
-#include <algorithm>
-#include <unordered_map>
-
 namespace lockstep::ui {
-
-namespace {
-
-// Shards of a run still being recorded: each holds some ranks. They are stitched into one Run
-// in memory (lanes renumbered, strings re-interned) so the live view can draw them before the
-// launcher merges the shards into the run file.
-void appendRun(core::Run& into, const core::Run& from)
-{
-    std::vector<core::LaneId> laneMap(from.lanes.size());
-    for (size_t i = 0; i < from.lanes.size(); ++i) {
-        core::Lane lane = from.lanes[i];
-        lane.id = core::LaneId{uint32_t(into.lanes.size())};
-        laneMap[i] = lane.id;
-        into.lanes.push_back(lane);
-    }
-    auto remap = [&](core::StringId id) { return into.strings.intern(from.strings.text(id)); };
-    for (core::Span s : from.spans) {
-        s.lane = laneMap[s.lane.v];
-        s.name = remap(s.name);
-        into.spans.push_back(s);
-    }
-    for (core::Instant i : from.instants) {
-        i.lane = laneMap[i.lane.v];
-        i.name = remap(i.name);
-        into.instants.push_back(i);
-    }
-    into.steps.insert(into.steps.end(), from.steps.begin(), from.steps.end());
-    into.ranks.insert(into.ranks.end(), from.ranks.begin(), from.ranks.end());
-    for (const core::Bucket& b : from.buckets) {
-        if (std::none_of(into.buckets.begin(), into.buckets.end(), [&](const core::Bucket& x) { return x.index == b.index; }))
-            into.buckets.push_back(b);
-    }
-    into.diagnostics.insert(into.diagnostics.end(), from.diagnostics.begin(), from.diagnostics.end());
-}
-
-} // namespace
 
 core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths)
 {
     if (paths.isEmpty())
         return core::fail("no run file given");
-    core::Run run;
-    bool first = true;
-    QString firstError;
-    for (const QString& path : paths) {
-        auto loaded = core::loadRun(path.toStdString());
-        if (!loaded) {
-            if (paths.size() == 1)
-                return core::fail(loaded.error().message);
-            if (firstError.isEmpty())
-                firstError = QString::fromStdString(loaded.error().message);
-            continue; // a shard not yet readable (just created): skip it this round
-        }
-        if (first) {
-            run = std::move(*loaded);
-            first = false;
-        } else {
-            appendRun(run, *loaded);
-        }
-    }
-    if (first)
-        return core::fail(firstError.toStdString());
-    if (paths.size() > 1) {
-        run.normalize();
-        std::sort(run.ranks.begin(), run.ranks.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
-        run.config.worldSize = std::max<int32_t>(run.config.worldSize, int32_t(run.ranks.size()));
-    }
+    // One run file, or the shards of a run still recording stitched by core's one rule
+    // (core::loadShards, the rule `lockstep merge` applies).
+    std::vector<std::string> files;
+    for (const QString& path : paths)
+        files.push_back(path.toStdString());
+    auto loaded = files.size() == 1 ? core::loadRun(files.front()) : core::loadShards(files);
+    if (!loaded)
+        return core::fail(loaded.error().message);
+    core::Run run = std::move(*loaded);
 
     auto out = std::make_shared<LoadedRun>();
     out->path = paths.front();

@@ -32,8 +32,8 @@ struct LoadedRun {
 };
 using LoadedRunPtr = std::shared_ptr<const LoadedRun>;
 
-// Blocking: loads `paths` (one run file, or several rank shards to be shown as one run: the
-// first loadable one's config, ranks, lanes, spans merged) and analyses it.
+// Blocking: loads `paths` (one run file, or several rank shards of a run still recording, shown
+// as one run by core's stitching rule, core::loadShards) and analyses it.
 core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths);
 inline core::Result<LoadedRunPtr> loadAndAnalyze(const QString& path) { return loadAndAnalyze(QStringList{path}); }
 

@@ -8,6 +8,8 @@
 
 #include "timeline/timeline_widget.h"
 
+#include "lockstep/core/output_file.h"
+
 #include <QApplication>
 #include <QDir>
 #include <QElapsedTimer>
@@ -93,8 +95,17 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
         return fail(QStringLiteral("the rendered %1 view is blank").arg(options.view));
     const QFileInfo out(options.output);
     QDir().mkpath(out.absolutePath());
-    if (!image.save(options.output, "PNG"))
+    // Whole or absent, and never over one of the runs it shows (core/output_file.h).
+    std::vector<std::string> inputs;
+    for (const QString& r : options.runs)
+        inputs.push_back(r.toStdString());
+    auto file = core::OutputFile::create(options.output.toStdString(), true, inputs);
+    if (!file)
+        return fail(QString::fromStdString(file.error().message));
+    if (!image.save(QString::fromStdString(file->path()), "PNG"))
         return fail(QStringLiteral("cannot write %1").arg(options.output));
+    if (auto s = file->commit(); !s)
+        return fail(QString::fromStdString(s.error().message));
     return 0;
 }
 

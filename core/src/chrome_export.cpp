@@ -9,6 +9,8 @@
 // ts and dur are written as exact decimals "<us>.<3 digits of ns>" through Writer::RawValue.
 #include "lockstep/core/chrome_export.h"
 
+#include "lockstep/core/output_file.h"
+
 #include <rapidjson/ostreamwrapper.h>
 #include <rapidjson/writer.h>
 
@@ -148,7 +150,11 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
 
 Status exportChromeTrace(const Run& run, const std::string& path)
 {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    // Whole or absent (output_file.h): a failed export leaves no truncated JSON behind.
+    auto output = OutputFile::create(path, true);
+    if (!output)
+        return std::unexpected(output.error());
+    std::ofstream out(output->path(), std::ios::binary | std::ios::trunc);
     if (!out)
         return fail(path + ": cannot be written");
     if (auto s = writeChromeTrace(run, out); !s)
@@ -156,7 +162,7 @@ Status exportChromeTrace(const Run& run, const std::string& path)
     out.close();
     if (!out)
         return fail(path + ": writing failed (disk full?)");
-    return {};
+    return output->commit();
 }
 
 } // namespace lockstep::core

@@ -1,12 +1,13 @@
-// Merging rank shards (one run database per rank, or per group of ranks) into one run database
-// of the same schema.
+// Stitching rank shards into one run: the one rule (declared in run_db.h above mergeRunFiles),
+// applied by mergeRunFiles into a run database and by loadShards into memory.
 //
 // Two passes. The first opens every shard and reads only its configuration and ranks: that
-// decides the merged configuration (the lowest rank's shard, worldSize = distinct ranks) and
-// refuses a rank that appears in two shards before anything is written. The second loads one
-// shard at a time (file times, no clock correction: the offsets travel with the ranks) and
-// appends it with its lanes renumbered and strings re-interned, so memory holds one shard, not
-// the whole run. Like any reader, a shard contributes only its committed steps.
+// decides the merged configuration and refuses a rank that appears in two shards before anything
+// is written. The second loads one shard at a time and hands it to the Stitcher, which renumbers
+// lanes, re-interns strings and keeps the first definition of a bucket and of a (rank, step);
+// the Stitcher writes into a Sink: the RunWriter of the merged file (memory then holds one shard,
+// not the whole run) or a Run in memory (the live view of a run still recording).
+#include "lockstep/core/output_file.h"
 #include "lockstep/core/run_db.h"
 
 #include <algorithm>
@@ -16,50 +17,60 @@
 
 namespace lockstep::core {
 
-Result<MergeStats> mergeRunFiles(const std::vector<std::string>& shards, const std::string& out,
-                                 RunWriter::Mode mode)
-{
-    if (shards.empty())
-        return fail("merge: no shards given");
-    struct ShardInfo {
-        std::string path;
-        RunConfig config;
-        int32_t lowestRank = 0;
-    };
-    std::vector<ShardInfo> infos;
-    std::map<int32_t, std::string> rankOwner;
-    for (const std::string& path : shards) {
-        if (path == out)
-            return fail("merge: the output " + out + " is also a shard");
-        auto reader = RunReader::open(path);
-        if (!reader)
-            return std::unexpected(reader.error());
-        auto config = (*reader)->config();
-        if (!config)
-            return std::unexpected(config.error());
-        auto ranks = (*reader)->ranks();
-        if (!ranks)
-            return std::unexpected(ranks.error());
-        ShardInfo info{path, std::move(*config), std::numeric_limits<int32_t>::max()};
-        for (const RankInfo& r : *ranks) {
-            auto [it, inserted] = rankOwner.emplace(r.rank, path);
-            if (!inserted)
-                return fail("merge: rank " + std::to_string(r.rank) + " appears in both " + it->second
-                            + " and " + path);
-            info.lowestRank = std::min(info.lowestRank, r.rank);
-        }
-        infos.push_back(std::move(info));
-    }
-    // Shards in rank order; a shard without rank rows goes last.
-    std::stable_sort(infos.begin(), infos.end(),
-                     [](const ShardInfo& a, const ShardInfo& b) { return a.lowestRank < b.lowestRank; });
+namespace {
 
-    RunConfig config = infos.front().config;
-    config.worldSize = static_cast<int32_t>(std::max<size_t>(1, rankOwner.size()));
+struct ShardHead {
+    std::string path;
+    RunConfig config;
+    int32_t lowestRank = std::numeric_limits<int32_t>::max(); // shards without rank rows go last
+};
+
+// Reads every shard's configuration and ranks, refuses a rank in two shards, orders the shards.
+// With skipUnreadable (a live view), a shard that cannot be opened yet is left out.
+Result<std::vector<ShardHead>> readHeads(const std::vector<std::string>& paths, bool skipUnreadable, int* ranks)
+{
+    std::vector<ShardHead> heads;
+    std::map<int32_t, std::string> owner;
+    std::string firstError;
+    for (const std::string& path : paths) {
+        auto reader = RunReader::open(path);
+        Result<RunConfig> config = reader ? (*reader)->config() : Result<RunConfig>(std::unexpected(reader.error()));
+        Result<std::vector<RankInfo>> rankRows =
+            config ? (*reader)->ranks() : Result<std::vector<RankInfo>>(std::unexpected(config.error()));
+        if (!rankRows) {
+            if (!skipUnreadable)
+                return std::unexpected(rankRows.error());
+            if (firstError.empty())
+                firstError = rankRows.error().message;
+            continue;
+        }
+        ShardHead head{path, std::move(*config)};
+        for (const RankInfo& r : *rankRows) {
+            auto [it, inserted] = owner.emplace(r.rank, path);
+            if (!inserted)
+                return fail("merge: rank " + std::to_string(r.rank) + " appears in both " + it->second + " and " + path);
+            head.lowestRank = std::min(head.lowestRank, r.rank);
+        }
+        heads.push_back(std::move(head));
+    }
+    if (heads.empty())
+        return fail(firstError.empty() ? "merge: no shards given" : firstError);
+    std::stable_sort(heads.begin(), heads.end(),
+                     [](const ShardHead& a, const ShardHead& b) { return a.lowestRank < b.lowestRank; });
+    *ranks = static_cast<int>(owner.size());
+    return heads;
+}
+
+RunConfig mergedConfig(const std::vector<ShardHead>& heads, int ranks)
+{
+    RunConfig config = heads.front().config;
+    config.worldSize = std::max(1, ranks);
+    for (const ShardHead& s : heads)
+        config.worldSize = std::max(config.worldSize, s.config.worldSize);
     config.status = RunStatus::Completed;
     config.failureCause.clear();
     bool anyRunning = false;
-    for (const ShardInfo& s : infos) {
+    for (const ShardHead& s : heads) {
         if (s.config.status == RunStatus::Failed && config.status != RunStatus::Failed) {
             config.status = RunStatus::Failed;
             config.failureCause = s.config.failureCause;
@@ -71,75 +82,241 @@ Result<MergeStats> mergeRunFiles(const std::vector<std::string>& shards, const s
     }
     if (anyRunning && config.status != RunStatus::Failed)
         config.status = RunStatus::Running;
+    return config;
+}
 
-    auto writer = RunWriter::create(out, config, mode);
-    if (!writer)
-        return std::unexpected(writer.error());
-    RunWriter& w = **writer;
-    MergeStats stats;
-    std::map<std::string, Diagnostic> diagnostics;
-    std::set<int32_t> bucketsSeen;
-    std::set<std::pair<int32_t, int32_t>> stepsSeen;
-    for (const ShardInfo& info : infos) {
-        auto run = loadRun(info.path, LoadOptions{.correctClocks = false});
-        if (!run)
-            return std::unexpected(run.error());
-        for (const RankInfo& r : run->ranks)
-            if (auto s = w.addRank(r); !s)
-                return std::unexpected(s.error());
+// Where stitched rows go.
+class Sink {
+public:
+    virtual ~Sink() = default;
+    virtual Status addRank(const RankInfo& rank) = 0;
+    virtual Result<LaneId> addLane(const Lane& lane) = 0;
+    virtual StringId intern(std::string_view text) = 0;
+    virtual Status addBucket(const Bucket& bucket) = 0;
+    virtual Status addStep(const Step& step) = 0;
+    virtual Status appendSpans(std::span<const Span> spans) = 0;
+    virtual Status appendInstants(std::span<const Instant> instants) = 0;
+    virtual Status addDiagnostic(const Diagnostic& diagnostic) = 0;
+    virtual Status endOfShard() = 0;
+};
+
+class WriterSink : public Sink {
+public:
+    explicit WriterSink(RunWriter& w) : m_w(w) {}
+    Status addRank(const RankInfo& r) override { return m_w.addRank(r); }
+    Result<LaneId> addLane(const Lane& l) override { return m_w.addLane(l); }
+    StringId intern(std::string_view t) override { return m_w.intern(t); }
+    Status addBucket(const Bucket& b) override { return m_w.addBucket(b); }
+    Status addStep(const Step& s) override { return m_w.addStep(s); }
+    Status appendSpans(std::span<const Span> s) override { return m_w.appendSpans(s); }
+    Status appendInstants(std::span<const Instant> i) override { return m_w.appendInstants(i); }
+    Status addDiagnostic(const Diagnostic& d) override { return m_w.addDiagnostic(d); }
+    Status endOfShard() override { return m_w.commit(); }
+
+private:
+    RunWriter& m_w;
+};
+
+class MemorySink : public Sink {
+public:
+    explicit MemorySink(Run& run) : m_run(run) {}
+    Status addRank(const RankInfo& r) override
+    {
+        m_run.ranks.push_back(r);
+        return {};
+    }
+    Result<LaneId> addLane(const Lane& l) override
+    {
+        Lane lane = l;
+        lane.id = LaneId{static_cast<uint32_t>(m_run.lanes.size())};
+        m_run.lanes.push_back(std::move(lane));
+        return m_run.lanes.back().id;
+    }
+    StringId intern(std::string_view t) override { return m_run.strings.intern(t); }
+    Status addBucket(const Bucket& b) override
+    {
+        m_run.buckets.push_back(b);
+        return {};
+    }
+    Status addStep(const Step& s) override
+    {
+        m_run.steps.push_back(s);
+        return {};
+    }
+    Status appendSpans(std::span<const Span> s) override
+    {
+        m_run.spans.insert(m_run.spans.end(), s.begin(), s.end());
+        return {};
+    }
+    Status appendInstants(std::span<const Instant> i) override
+    {
+        m_run.instants.insert(m_run.instants.end(), i.begin(), i.end());
+        return {};
+    }
+    Status addDiagnostic(const Diagnostic& d) override
+    {
+        m_run.diagnostics.push_back(d);
+        return {};
+    }
+    Status endOfShard() override { return {}; }
+
+private:
+    Run& m_run;
+};
+
+// The per-shard half of the rule.
+class Stitcher {
+public:
+    explicit Stitcher(Sink& sink) : m_sink(sink) {}
+
+    Status add(Run& shard)
+    {
+        for (const RankInfo& r : shard.ranks)
+            if (auto s = m_sink.addRank(r); !s)
+                return s;
         std::vector<LaneId> laneMap;
-        for (const Lane& l : run->lanes) {
-            auto id = w.addLane(l);
+        for (const Lane& l : shard.lanes) {
+            auto id = m_sink.addLane(l);
             if (!id)
                 return std::unexpected(id.error());
             laneMap.push_back(*id);
         }
         std::vector<StringId> stringMap;
-        for (const std::string& t : run->strings.texts())
-            stringMap.push_back(w.intern(t));
-        // Buckets are the same on every rank: the first shard's definition of an index wins.
-        for (const Bucket& b : run->buckets) {
-            if (bucketsSeen.insert(b.index).second)
-                if (auto s = w.addBucket(b); !s)
-                    return std::unexpected(s.error());
+        for (const std::string& t : shard.strings.texts())
+            stringMap.push_back(m_sink.intern(t));
+        for (const Bucket& b : shard.buckets)
+            if (m_buckets.insert(b.index).second)
+                if (auto s = m_sink.addBucket(b); !s)
+                    return s;
+        for (const Step& st : shard.steps) {
+            if (!m_steps.insert({st.rank, st.step}).second)
+                continue;
+            ++m_stats.steps;
+            if (auto s = m_sink.addStep(st); !s)
+                return s;
         }
-        for (const Step& st : run->steps) {
-            if (stepsSeen.insert({st.rank, st.step}).second)
-                ++stats.steps;
-            if (auto s = w.addStep(st); !s)
-                return std::unexpected(s.error());
-        }
-        for (Span& s : run->spans) {
+        for (Span& s : shard.spans) {
             s.lane = laneMap[s.lane.v];
             s.name = stringMap[s.name.v];
         }
-        if (auto s = w.appendSpans(run->spans); !s)
-            return std::unexpected(s.error());
-        for (Instant& in : run->instants) {
+        if (auto s = m_sink.appendSpans(shard.spans); !s)
+            return s;
+        for (Instant& in : shard.instants) {
             in.lane = laneMap[in.lane.v];
             in.name = stringMap[in.name.v];
         }
-        if (auto s = w.appendInstants(run->instants); !s)
-            return std::unexpected(s.error());
-        for (const Diagnostic& g : run->diagnostics) {
-            auto [it, inserted] = diagnostics.emplace(g.kind, g);
+        if (auto s = m_sink.appendInstants(shard.instants); !s)
+            return s;
+        for (const Diagnostic& g : shard.diagnostics) {
+            auto [it, inserted] = m_diagnostics.emplace(g.kind, g);
             if (!inserted) {
                 it->second.count += g.count;
                 it->second.severity = std::max(it->second.severity, g.severity);
             }
         }
-        stats.spans += static_cast<int64_t>(run->spans.size());
-        stats.instants += static_cast<int64_t>(run->instants.size());
-        if (auto s = w.commit(); !s)
-            return std::unexpected(s.error());
+        m_stats.spans += static_cast<int64_t>(shard.spans.size());
+        m_stats.instants += static_cast<int64_t>(shard.instants.size());
+        return m_sink.endOfShard();
     }
-    for (const auto& [kind, g] : diagnostics)
-        if (auto s = w.addDiagnostic(g); !s)
+
+    Result<MergeStats> finish(int ranks)
+    {
+        for (const auto& [kind, g] : m_diagnostics)
+            if (auto s = m_sink.addDiagnostic(g); !s)
+                return std::unexpected(s.error());
+        m_stats.ranks = ranks;
+        return m_stats;
+    }
+
+private:
+    Sink& m_sink;
+    MergeStats m_stats;
+    std::set<int32_t> m_buckets;
+    std::set<std::pair<int32_t, int32_t>> m_steps;
+    std::map<std::string, Diagnostic> m_diagnostics;
+};
+
+} // namespace
+
+Result<MergeStats> mergeRunFiles(const std::vector<std::string>& shards, const std::string& out, const MergeOptions& options)
+{
+    if (shards.empty())
+        return fail("merge: no shards given");
+    int ranks = 0;
+    auto heads = readHeads(shards, false, &ranks);
+    if (!heads)
+        return std::unexpected(heads.error());
+    RunConfig config = mergedConfig(*heads, ranks);
+    if (options.status) {
+        config.status = *options.status;
+        config.failureCause = options.failureCause;
+        if (options.endedNs != 0)
+            config.endedNs = options.endedNs;
+    }
+    auto output = OutputFile::create(out, options.overwrite, shards);
+    if (!output)
+        return std::unexpected(Error{"merge: " + output.error().message});
+    const auto write = [&]() -> Result<MergeStats> {
+        auto writer = RunWriter::create(output->path(), config, RunWriter::Mode::CreateNew);
+        if (!writer)
+            return std::unexpected(writer.error());
+        WriterSink sink(**writer);
+        Stitcher stitcher(sink);
+        for (const ShardHead& head : *heads) {
+            auto run = loadRun(head.path, LoadOptions{.correctClocks = false});
+            if (!run)
+                return std::unexpected(run.error());
+            if (auto s = stitcher.add(*run); !s)
+                return std::unexpected(s.error());
+        }
+        auto stats = stitcher.finish(ranks);
+        if (!stats)
+            return stats;
+        if (auto s = (*writer)->close(); !s)
             return std::unexpected(s.error());
-    stats.ranks = static_cast<int>(rankOwner.size());
-    if (auto s = w.close(); !s)
+        return stats;
+    };
+    auto stats = write();
+    if (!stats)
+        return std::unexpected(output->explain(stats.error()));
+    if (auto s = output->commit(); !s)
         return std::unexpected(s.error());
     return stats;
+}
+
+Result<Run> loadShards(const std::vector<std::string>& shards)
+{
+    if (shards.empty())
+        return fail("no run file given");
+    int ranks = 0;
+    auto heads = readHeads(shards, true, &ranks);
+    if (!heads)
+        return std::unexpected(heads.error());
+    Run run;
+    MemorySink sink(run);
+    Stitcher stitcher(sink);
+    std::string firstError;
+    bool any = false;
+    for (const ShardHead& head : *heads) {
+        auto part = loadRun(head.path);
+        if (!part) {
+            if (firstError.empty())
+                firstError = part.error().message;
+            continue; // between its header and its rows: next round
+        }
+        if (!any)
+            run.config = mergedConfig(*heads, ranks);
+        any = true;
+        if (auto s = stitcher.add(*part); !s)
+            return std::unexpected(s.error());
+    }
+    if (!any)
+        return fail(firstError);
+    if (auto s = stitcher.finish(ranks); !s)
+        return std::unexpected(s.error());
+    run.clocksCorrected = true;
+    run.normalize();
+    return run;
 }
 
 } // namespace lockstep::core

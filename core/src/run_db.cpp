@@ -42,14 +42,17 @@
 // outside the step structure: imports, setup). So a reader sees whole steps only.
 #include "lockstep/core/run_db.h"
 
+#include "lockstep/core/output_file.h"
 #include "schema.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -161,13 +164,13 @@ constexpr const char* kWriterPragmas =
 constexpr const char* kPageSizePragma = "PRAGMA page_size = 8192;";
 
 constexpr size_t kSpanRows = 128;
-constexpr size_t kSpanColumns = 9;
+constexpr size_t kSpanColumns = schema::kSpanColumnCount;
 // seq values from here on are the fallback counter's; below, a count of equal starts.
 constexpr int64_t kFallbackSeqBase = int64_t(1) << 31;
 
 std::string insertSpansSql(size_t rows)
 {
-    std::string sql = "INSERT INTO spans (lane, start_ns, seq, dur_ns, kind, name, step, bucket, bytes) VALUES ";
+    std::string sql = "INSERT INTO spans (" + schema::spanColumnList() + ") VALUES ";
     for (size_t r = 0; r < rows; ++r) {
         sql += r ? ",(" : "(";
         for (size_t c = 0; c < kSpanColumns; ++c) {
@@ -180,6 +183,30 @@ std::string insertSpansSql(size_t rows)
 }
 const std::string kInsertSpan = insertSpansSql(1);
 const std::string kInsertSpans = insertSpansSql(kSpanRows);
+
+// One row of a SELECT of schema::spanColumnList(): the span, and the file's lane and string ids
+// (the caller maps them).
+struct SpanRow {
+    Span span;
+    int64_t lane = 0;
+    int64_t name = 0;
+};
+SpanRow readSpanRow(sqlite3_stmt* st)
+{
+    using namespace schema;
+    SpanRow r;
+    r.lane = sqlite3_column_int64(st, kSpanLane);
+    r.name = sqlite3_column_int64(st, kSpanName);
+    Span& sp = r.span;
+    const int kind = sqlite3_column_int(st, kSpanKind);
+    sp.kind = kind >= 0 && kind < kSpanKindCount ? static_cast<SpanKind>(kind) : SpanKind::Other;
+    sp.start = sqlite3_column_int64(st, kSpanStart);
+    sp.end = sp.start + sqlite3_column_int64(st, kSpanDur);
+    sp.step = sqlite3_column_int(st, kSpanStep);
+    sp.bucket = sqlite3_column_int(st, kSpanBucket);
+    sp.bytes = sqlite3_column_int64(st, kSpanBytes);
+    return r;
+}
 
 } // namespace
 
@@ -678,8 +705,16 @@ Status RunWriter::appendSpans(std::span<const Span> spans)
             if (sp.start == last)
                 lastSeq = seq;
         }
-        const int64_t v[kSpanColumns] = {sp.lane.v, sp.start, seq, sp.end - sp.start,
-                                        static_cast<int64_t>(sp.kind), sp.name.v, sp.step, sp.bucket, sp.bytes};
+        int64_t v[kSpanColumns];
+        v[schema::kSpanLane] = sp.lane.v;
+        v[schema::kSpanStart] = sp.start;
+        v[schema::kSpanSeq] = seq;
+        v[schema::kSpanDur] = sp.end - sp.start;
+        v[schema::kSpanKind] = static_cast<int64_t>(sp.kind);
+        v[schema::kSpanName] = sp.name.v;
+        v[schema::kSpanStep] = sp.step;
+        v[schema::kSpanBucket] = sp.bucket;
+        v[schema::kSpanBytes] = sp.bytes;
         for (size_t c = 0; c < kSpanColumns; ++c) {
             if (bound[base + c] != v[c]) {
                 bound[base + c] = v[c];
@@ -687,7 +722,7 @@ Status RunWriter::appendSpans(std::span<const Span> spans)
             }
         }
         int64_t& m = d.laneMaxDur[sp.lane.v];
-        m = std::max(m, v[3]);
+        m = std::max(m, v[schema::kSpanDur]);
     };
     size_t i = 0;
     sqlite3_stmt* many = d.insSpans.get();
@@ -760,6 +795,50 @@ Status RunWriter::commit()
     return m_impl->commit();
 }
 
+namespace {
+// How long close() waits for readers to let go of the file before giving up on the checkpoint:
+// a live reader's read transaction takes milliseconds; 10 s covers a loaded machine.
+constexpr int kCloseBusyMs = 10'000;
+
+// Folds the write-ahead log into the file. Normally by leaving WAL mode (the pragma answers the
+// mode it ended in), which checkpoints and deletes the -wal. Leaving WAL mode needs the file to
+// itself; with another connection open (a live reader), a TRUNCATE checkpoint still copies every
+// committed frame into the file and empties the log, so the file is whole without its -wal (the
+// last connection to close removes it). A checkpoint waits for readers' transactions to end
+// (the busy timeout); only a reader holding one for that long, or a full disk, makes it fail.
+Status foldWal(sqlite3* db, const std::string& path)
+{
+    if (auto s = schema::exec(db, "PRAGMA synchronous = FULL", path.c_str()); !s)
+        return s;
+    const auto failure = [&](int rc, const char* fallback) {
+        const int err = sqlite3_system_errno(db);
+        std::string why = rc == SQLITE_ROW || rc == SQLITE_DONE ? fallback : sqlite3_errmsg(db);
+        if (err == ENOSPC || err == EFBIG || err == EDQUOT || (rc & 0xff) == SQLITE_FULL)
+            why = std::string(kDiskFull) + " (" + (err ? std::strerror(err) : "database or disk is full") + ")";
+        return fail(path + ": cannot fold the write-ahead log into the file: " + why);
+    };
+    sqlite3_stmt* st = nullptr;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = DELETE", -1, &st, nullptr);
+    std::string mode;
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        mode = columnText(st, 0);
+    sqlite3_finalize(st);
+    if (mode == "delete")
+        return {};
+    const int primary = rc & 0xff;
+    if (rc != SQLITE_ROW && primary != SQLITE_BUSY && primary != SQLITE_LOCKED)
+        return failure(rc, "");
+    int busy = 1;
+    rc = sqlite3_prepare_v2(db, "PRAGMA wal_checkpoint(TRUNCATE)", -1, &st, nullptr);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        busy = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_ROW && busy == 0)
+        return {};
+    return failure(rc, "a reader kept the file busy");
+}
+} // namespace
+
 Status RunWriter::close()
 {
     auto& d = *m_impl;
@@ -776,16 +855,43 @@ Status RunWriter::close()
                     &d.insDiag, &d.updLane})
         s->finalize();
     // A finished run goes back to rollback-journal mode: the checkpoint folds the WAL into the
-    // file, and readers of a closed run (read-only, mode=ro) then never create -wal/-shm files
-    // beside it. If a reader is still attached this fails with SQLITE_BUSY and the file simply
-    // stays in WAL mode, which every reader handles too.
-    if (result)
-        sqlite3_exec(d.db, "PRAGMA synchronous = FULL; PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
+    // file, which then stands on its own (no -wal beside it to lose or to carry along). The mode
+    // change needs the file to itself: a live reader (the app re-reading a recording run) holds
+    // it for milliseconds at a time, so the busy timeout waits for it. If the change still does
+    // not happen (a full disk during the checkpoint, a reader that never lets go), close() says
+    // so: callers that promise a whole file (OutputFile) must not publish it.
+    if (result) {
+        sqlite3_busy_timeout(d.db, kCloseBusyMs);
+        result = foldWal(d.db, d.path);
+    }
     const int rc = sqlite3_close(d.db);
     if (rc != SQLITE_OK && result)
         result = d.error(rc, "closing");
     if (rc == SQLITE_OK)
         d.db = nullptr;
+    return result;
+}
+
+Status recoverRunFile(const std::string& path)
+{
+    if (auto s = schema::checkHeader(path, nullptr); !s)
+        return s;
+    // A -wal (killed while recording) or a hot -journal (killed while creating the file, before
+    // it switched to WAL mode): a read-write open replays or rolls back either.
+    struct stat st {};
+    if (::stat((path + "-wal").c_str(), &st) != 0 && ::stat((path + "-journal").c_str(), &st) != 0)
+        return {}; // at rest: nothing to recover
+    sqlite3* db = nullptr;
+    const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE,
+                                   nullptr);
+    Status result;
+    if (rc != SQLITE_OK) {
+        result = fail(schema::sqliteError(db, rc, path, "opening to recover"));
+    } else {
+        sqlite3_busy_timeout(db, kCloseBusyMs);
+        result = foldWal(db, path);
+    }
+    sqlite3_close(db);
     return result;
 }
 
@@ -903,14 +1009,12 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path)
     // Spans overlapping [t0, t1): start < t1 and (end > t0, or a zero-length span at/after t0).
     // end <= start + max_dur bounds the index range from below: start >= t0 - max_dur. The max
     // is read in the same statement (one snapshot) so a live writer cannot widen it in between.
-    const char* sql = impl->version >= schema::kMaxDurVersion
-        ? "SELECT kind, name, start_ns, dur_ns, step, bucket, bytes FROM spans "
-          "WHERE lane = ?1 AND start_ns >= ?2 - (SELECT max_dur_ns FROM lanes WHERE id = ?1) "
-          "AND start_ns < ?3 AND (start_ns + dur_ns > ?2 OR start_ns >= ?2) ORDER BY start_ns"
-        : "SELECT kind, name, start_ns, dur_ns, step, bucket, bytes FROM spans "
-          "WHERE lane = ?1 AND start_ns >= ?2 - ?4 "
-          "AND start_ns < ?3 AND (start_ns + dur_ns > ?2 OR start_ns >= ?2) ORDER BY start_ns";
-    const int rc = impl->window.prepare(impl->db, sql);
+    const std::string sql = "SELECT " + schema::spanColumnList() + " FROM spans "
+        + (impl->version >= schema::kMaxDurVersion
+               ? "WHERE lane = ?1 AND start_ns >= ?2 - (SELECT max_dur_ns FROM lanes WHERE id = ?1) "
+               : "WHERE lane = ?1 AND start_ns >= ?2 - ?4 ")
+        + "AND start_ns < ?3 AND (start_ns + dur_ns > ?2 OR start_ns >= ?2) ORDER BY start_ns";
+    const int rc = impl->window.prepare(impl->db, sql.c_str());
     if (rc != SQLITE_OK)
         return std::unexpected(impl->error(rc, "preparing the window query"));
     return std::unique_ptr<RunReader>(new RunReader(std::move(impl)));
@@ -1093,19 +1197,12 @@ Result<std::vector<Span>> RunReader::spansInWindow(LaneId lane, TimeNs t0, TimeN
     int rc;
     bool unknownString = false;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        Span s;
-        s.lane = lane;
-        s.kind = static_cast<SpanKind>(sqlite3_column_int(st, 0));
-        const int64_t name = sqlite3_column_int64(st, 1);
-        if (name >= static_cast<int64_t>(d.stringMap.size()))
+        SpanRow row = readSpanRow(st);
+        if (row.name >= static_cast<int64_t>(d.stringMap.size()))
             unknownString = true;
-        s.name = StringId{static_cast<uint32_t>(name)}; // mapped below
-        s.start = sqlite3_column_int64(st, 2);
-        s.end = s.start + sqlite3_column_int64(st, 3);
-        s.step = sqlite3_column_int(st, 4);
-        s.bucket = sqlite3_column_int(st, 5);
-        s.bytes = sqlite3_column_int64(st, 6);
-        out.push_back(s);
+        row.span.lane = lane;
+        row.span.name = StringId{static_cast<uint32_t>(row.name)}; // mapped below
+        out.push_back(row.span);
     }
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
@@ -1220,30 +1317,22 @@ Result<Run> RunReader::load(const LoadOptions& options)
     if ((rc = st.prepare(d.db, "SELECT count(*) FROM spans")) == SQLITE_OK
         && sqlite3_step(st.get()) == SQLITE_ROW)
         run.spans.reserve(static_cast<size_t>(std::max<int64_t>(0, sqlite3_column_int64(st.get(), 0))));
-    rc = st.prepare(d.db, "SELECT lane, kind, name, start_ns, dur_ns, step, bucket, bytes FROM spans");
+    rc = st.prepare(d.db, ("SELECT " + schema::spanColumnList() + " FROM spans").c_str());
     if (rc != SQLITE_OK)
         return std::unexpected(d.error(rc, "reading spans"));
     int64_t orphans = 0;
     while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-        sqlite3_stmt* s = st.get();
-        Span sp;
+        SpanRow row = readSpanRow(st.get());
         uint32_t lane = 0;
-        if (!lookupLane(sqlite3_column_int64(s, 0), &lane)) {
+        if (!lookupLane(row.lane, &lane)) {
             ++orphans;
             continue;
         }
-        sp.step = sqlite3_column_int(s, 5);
-        if (!keep(lane, sp.step))
+        if (!keep(lane, row.span.step))
             continue;
-        sp.lane = LaneId{lane};
-        const int kind = sqlite3_column_int(s, 1);
-        sp.kind = kind >= 0 && kind < kSpanKindCount ? static_cast<SpanKind>(kind) : SpanKind::Other;
-        sp.name = d.mapString(sqlite3_column_int64(s, 2));
-        sp.start = sqlite3_column_int64(s, 3);
-        sp.end = sp.start + sqlite3_column_int64(s, 4);
-        sp.bucket = sqlite3_column_int(s, 6);
-        sp.bytes = sqlite3_column_int64(s, 7);
-        run.spans.push_back(sp);
+        row.span.lane = LaneId{lane};
+        row.span.name = d.mapString(row.name);
+        run.spans.push_back(row.span);
     }
     if (rc != SQLITE_DONE)
         return std::unexpected(d.error(rc, "reading spans"));
@@ -1339,9 +1428,11 @@ Result<Run> loadRun(const std::string& path, const LoadOptions& options)
     return (*reader)->load(options);
 }
 
-Status saveRun(const Run& run, const std::string& path, RunWriter::Mode mode)
+namespace {
+// saveRun's writing, into a new file.
+Status writeRun(const Run& run, const std::string& path)
 {
-    auto writer = RunWriter::create(path, run.config, mode);
+    auto writer = RunWriter::create(path, run.config, RunWriter::Mode::CreateNew);
     if (!writer)
         return std::unexpected(writer.error());
     RunWriter& w = **writer;
@@ -1410,6 +1501,17 @@ Status saveRun(const Run& run, const std::string& path, RunWriter::Mode mode)
         if (auto s = w.addDiagnostic(g); !s)
             return s;
     return w.close();
+}
+} // namespace
+
+Status saveRun(const Run& run, const std::string& path, RunWriter::Mode mode)
+{
+    auto output = OutputFile::create(path, mode == RunWriter::Mode::Overwrite);
+    if (!output)
+        return std::unexpected(output.error());
+    if (auto s = writeRun(run, output->path()); !s)
+        return std::unexpected(output->explain(s.error()));
+    return output->commit();
 }
 
 } // namespace lockstep::core

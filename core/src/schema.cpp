@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -204,7 +205,7 @@ std::string fileUri(const std::string& path)
             uri += static_cast<char>(c);
         }
     }
-    return uri + "?mode=ro";
+    return uri;
 }
 
 } // namespace
@@ -228,6 +229,12 @@ std::string sqliteError(sqlite3* db, int rc, const std::string& path, const char
     const int primary = rc & 0xff;
     if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB)
         return path + ": the run database is corrupt or truncated (" + what + ")";
+    // A full disk (or a file-size limit, or a quota) reaches SQLite as SQLITE_FULL or as a
+    // failed write whose errno says so; one wording for all (run_db.h: isDiskFull).
+    const int err = db ? sqlite3_system_errno(db) : 0;
+    if (primary == SQLITE_FULL || err == ENOSPC || err == EFBIG || err == EDQUOT)
+        return path + ": " + what + ": " + std::string(kDiskFull) + " ("
+            + (err ? std::strerror(err) : "database or disk is full") + ")";
     return path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 }
 
@@ -338,13 +345,31 @@ Status checkHeader(const std::string& path, int* version)
     return {};
 }
 
+std::string spanColumnList()
+{
+    std::string out;
+    for (const char* c : kSpanColumnNames)
+        out += (out.empty() ? "" : ", ") + std::string(c);
+    return out;
+}
+
 Result<sqlite3*> openReadOnly(const std::string& path, int* version)
 {
     int v = 0;
     if (auto s = checkHeader(path, &v); !s)
         return std::unexpected(s.error());
+    // Header bytes 18 and 19 (write and read format versions) are 2 in WAL mode, 1 otherwise.
+    bool walMode = false;
+    {
+        std::ifstream in(path, std::ios::binary);
+        unsigned char h[20] = {};
+        in.read(reinterpret_cast<char*>(h), sizeof h);
+        walMode = in.gcount() == sizeof h && (h[18] == 2 || h[19] == 2);
+    }
+    const bool atRest = walMode && !fileExists(path + "-wal") && !fileExists(path + "-journal");
+    const std::string uri = fileUri(path) + (atRest ? "?immutable=1" : "?mode=ro");
     sqlite3* db = nullptr;
-    int rc = sqlite3_open_v2(fileUri(path).c_str(), &db,
+    int rc = sqlite3_open_v2(uri.c_str(), &db,
                              SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {
         std::string msg = sqliteError(db, rc, path, "opening");
@@ -356,7 +381,11 @@ Result<sqlite3*> openReadOnly(const std::string& path, int* version)
     // The version and the tables, read through SQLite this time (page 1 may be newer in the WAL).
     auto uv = userVersion(db);
     if (!uv) {
+        const int code = sqlite3_extended_errcode(db);
         sqlite3_close(db);
+        if (code == SQLITE_READONLY_RECOVERY || code == SQLITE_READONLY_CANTINIT)
+            return fail(path + ": its writer stopped in the middle of writing; the write-ahead log beside it "
+                               "must be recovered by a writer first (lockstep merge of the file does not do that)");
         return fail(path + ": " + uv.error().message);
     }
     if (*uv > kSchemaVersion || *uv < 1) {

@@ -6,6 +6,7 @@
 
 #include <sqlite3.h>
 
+#include <array>
 #include <string>
 
 namespace lockstep::core::schema {
@@ -31,10 +32,34 @@ std::string sqliteError(sqlite3* db, int rc, const std::string& path, const char
 // `version` receives the header's user_version.
 Status checkHeader(const std::string& path, int* version);
 
-// Opens `path` read-only (URI mode=ro) after checkHeader; verifies the tables readers need.
+// Opens `path` read-only after checkHeader and verifies the tables readers need. Never creates a
+// file beside it: a file at rest (rollback-journal mode, or WAL mode without a -wal file: a writer
+// that closed cleanly or never wrote) is opened immutable, so SQLite takes no locks and makes no
+// -wal/-shm (also in a read-only folder); a file with a -wal beside it is being written (or its
+// writer died) and is opened as a WAL reader (mode=ro), which sees its committed transactions.
 Result<sqlite3*> openReadOnly(const std::string& path, int* version);
 
 // The lanes.max_dur_ns column exists from this version on; older files compute it on the fly.
 inline constexpr int kMaxDurVersion = 2;
+
+// The spans table's columns (schema.cpp declares the table with a comment per column), in the
+// table's order. The writer's INSERT and its binds, and every reader's SELECT and its reads, are
+// built from this one list and these indices; a test checks it against the table itself.
+enum SpanColumn : int {
+    kSpanLane,
+    kSpanStart,
+    kSpanSeq,
+    kSpanDur,
+    kSpanKind,
+    kSpanName,
+    kSpanStep,
+    kSpanBucket,
+    kSpanBytes,
+    kSpanColumnCount
+};
+inline constexpr std::array<const char*, kSpanColumnCount> kSpanColumnNames = {
+    "lane", "start_ns", "seq", "dur_ns", "kind", "name", "step", "bucket", "bytes"};
+// "lane, start_ns, seq, ...": the columns in kSpanColumnNames' order.
+std::string spanColumnList();
 
 } // namespace lockstep::core::schema

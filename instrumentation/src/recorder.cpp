@@ -161,6 +161,14 @@ core::Status Recorder::finish(core::RunStatus status, const std::string& cause)
     return {};
 }
 
+std::optional<Recorder::WriteFailure> Recorder::failure()
+{
+    std::lock_guard lock(m_mutex);
+    if (m_firstError.empty())
+        return std::nullopt;
+    return WriteFailure{m_firstErrorStep, m_firstError};
+}
+
 void Recorder::writerLoop()
 {
     for (;;) {
@@ -174,7 +182,14 @@ void Recorder::writerLoop()
             m_queue.pop_front();
         }
         core::Status s;
-        if (item.step) {
+        bool failedBefore = false;
+        {
+            std::lock_guard lock(m_mutex);
+            failedBefore = !m_firstError.empty();
+        }
+        if (failedBefore) {
+            // After a failed commit nothing more is written: the run is being stopped.
+        } else if (item.step) {
             writeStep(*item.step);
         } else if (item.diagnostic) {
             s = m_writer->addDiagnostic(*item.diagnostic);
@@ -270,8 +285,10 @@ void Recorder::writeStep(const StepRecord& r)
         s = m_writer->commit();
     if (!s) {
         std::lock_guard lock(m_mutex);
-        if (m_firstError.empty())
+        if (m_firstError.empty()) {
             m_firstError = s.error().message;
+            m_firstErrorStep = r.step;
+        }
     }
 }
 

@@ -17,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,8 +96,16 @@ public:
     // Blocks until everything submitted so far is committed.
     void flush();
     // Commits the rest, writes the final status and closes the file. Returns the first write
-    // error seen, if any (recording errors never stop training; they are reported here).
+    // error seen, if any.
     core::Status finish(core::RunStatus status, const std::string& cause);
+
+    // The first failed write, if any (thread-safe). The training loop asks once per step: a full
+    // disk must stop the run within a step, not let it train on unrecorded to the end.
+    struct WriteFailure {
+        int step = -1;          // the step whose commit failed (-1: not a step's)
+        std::string message;
+    };
+    std::optional<WriteFailure> failure();
 
 private:
     Recorder() = default;
@@ -126,6 +135,7 @@ private:
     uint64_t m_submitted = 0, m_processed = 0;
     bool m_stop = false;
     std::string m_firstError;
+    int m_firstErrorStep = -1;
     std::thread m_thread;
 };
 

@@ -1,9 +1,15 @@
 // One rank's training run: rendezvous and process group, clock alignment to rank 0, the
 // training loop with its timestamps, the replica check, and the failure edge where every
-// c10::Error / std::exception becomes `LOCKSTEP failed ...` and a failed shard.
+// c10::Error / std::exception becomes a protocol `failed` line and a failed shard.
 #include "lockstep/rt/worker.h"
 #include "runtime_torch.h"
 
+#include "lockstep/job/flags.h"
+#include "lockstep/job/launcher.h"
+#include "lockstep/job/progress.h"
+#include "lockstep/job/shard_layout.h"
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -12,6 +18,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,28 +32,6 @@
 
 namespace lockstep::rt {
 
-bool parseRankValue(const std::string& text, int* rank, double* value)
-{
-    const auto colon = text.find(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
-        return false;
-    try {
-        size_t used = 0;
-        const int r = std::stoi(text.substr(0, colon), &used);
-        if (used != colon || r < 0)
-            return false;
-        const std::string rest = text.substr(colon + 1);
-        const double v = std::stod(rest, &used);
-        if (used != rest.size())
-            return false;
-        *rank = r;
-        *value = v;
-        return true;
-    } catch (const std::exception&) {
-        return false;
-    }
-}
-
 namespace {
 
 struct DistEnv {
@@ -58,6 +43,7 @@ struct DistEnv {
     int masterPort = 0;
     bool agentStore = false; // torchrun's agent hosts the TCPStore
     std::string restart = "0";
+    std::string rendezvousFile; // a local launcher's FileStore (no socket)
 };
 
 int envInt(const char* name, int fallback, bool* found = nullptr)
@@ -98,7 +84,9 @@ DistEnv readEnv()
     if (const char* a = std::getenv("MASTER_ADDR"))
         e.masterAddr = a;
     e.masterPort = envInt("MASTER_PORT", 0);
-    if (e.world > 1 && (e.masterAddr.empty() || e.masterPort == 0))
+    if (const char* f = std::getenv(job::kEnvRendezvousFile))
+        e.rendezvousFile = f;
+    if (e.world > 1 && e.rendezvousFile.empty() && (e.masterAddr.empty() || e.masterPort == 0))
         throw std::invalid_argument("WORLD_SIZE > 1 needs MASTER_ADDR and MASTER_PORT (the rendezvous; under srun, "
                                     "export them: the first node's address and a free port)");
     if (e.masterPort > 65535)
@@ -108,6 +96,12 @@ DistEnv readEnv()
     if (const char* s = std::getenv("TORCHELASTIC_RESTART_COUNT"))
         e.restart = s;
     return e;
+}
+
+std::string envText(const char* name)
+{
+    const char* v = std::getenv(name);
+    return v ? std::string(v) : std::string();
 }
 
 std::string hostName()
@@ -134,10 +128,19 @@ bool isLoopback(const std::string& addr)
     return addr.rfind("127.", 0) == 0 || addr == "localhost" || addr == "::1";
 }
 
+// The rendezvous. A local launcher (`lockstep run`) gives a file in the job's private shard
+// folder: a c10d FileStore needs no socket, so nothing of a local run listens beyond loopback
+// (torch 1.13's TCPStore server listens on every interface). Under torchrun and srun the
+// cluster's own rendezvous (MASTER_ADDR/MASTER_PORT, torchrun's agent store) is used unchanged.
 c10::intrusive_ptr<c10d::Store> makeStore(const DistEnv& env, std::chrono::milliseconds timeout)
 {
-    if (env.world == 1 && env.masterAddr.empty())
+    if (env.world == 1 && env.masterAddr.empty() && env.rendezvousFile.empty())
         return c10::make_intrusive<c10d::HashStore>();
+    if (!env.rendezvousFile.empty()) {
+        auto file = c10::make_intrusive<c10d::FileStore>(env.rendezvousFile, env.world);
+        file->setTimeout(timeout);
+        return file;
+    }
     c10d::TCPStoreOptions o;
     o.port = static_cast<uint16_t>(env.masterPort);
     o.isServer = env.rank == 0 && !env.agentStore;
@@ -182,22 +185,62 @@ std::vector<uint8_t> encode(int64_t v)
 }
 int64_t decode(const std::vector<uint8_t>& v) { return std::stoll(std::string(v.begin(), v.end())); }
 
-// Clock alignment by ping-pong over the rendezvous store (DESIGN.md "Time and clocks").
-// Rank r stamps t0 and posts a ping; rank 0, serving ranks one after another, answers each
-// ping with its own clock T; rank r stamps t1 when the answer arrives. If the two legs take
-// equal time, T was read at r's (t0+t1)/2, so offset = T - (t0+t1)/2 with an error of at most
-// half the round trip t1-t0. Of kSamples exchanges the one with the smallest round trip is
-// kept: it is the one least disturbed by scheduling and the store's own queueing.
+// Clock alignment by ping-pong (DESIGN.md "Time and clocks"). Rank r stamps t0 and sends a
+// ping; rank 0, serving ranks one after another, answers each ping with its own clock T; rank r
+// stamps t1 when the answer arrives. If the two legs take equal time, T was read at r's
+// (t0+t1)/2, so offset = T - (t0+t1)/2 with an error of at most half the round trip t1-t0. Of
+// kSamples exchanges the one with the smallest round trip is kept: it is the one least disturbed
+// by scheduling and queueing.
+//
+// The exchange goes over the gloo process group (a direct TCP pair between the two ranks, tens of
+// microseconds) when there is one, and over the rendezvous store otherwise (NCCL runs). The store
+// would do for a TCPStore, but a FileStore polls its file every 10 ms: round trips of tens of
+// milliseconds, offsets uncertain by as much.
 constexpr int kClockSamples = 8;
+// Tags of the clock exchange: above any bucket index (the reducer's pairwise exchange tags).
+constexpr int kClockTag = 1 << 20;
 
-void syncClock(c10d::Store& store, const DistEnv& env, const std::string& phase, TimeNs* offset, TimeNs* rtt,
-               TimeNs* at)
+void syncClockOverGroup(c10d::ProcessGroup& pg, const DistEnv& env, TimeNs* offset, TimeNs* rtt, TimeNs* at,
+                        std::chrono::milliseconds timeout)
+{
+    std::vector<at::Tensor> buf{torch::zeros({1}, torch::kLong)};
+    if (env.rank == 0) {
+        for (int r = 1; r < env.world; ++r)
+            for (int i = 0; i < kClockSamples; ++i) {
+                pg.recv(buf, r, kClockTag + i)->wait(timeout);
+                buf[0].fill_(static_cast<int64_t>(nowNs()));
+                pg.send(buf, r, kClockTag + i)->wait(timeout);
+            }
+        return;
+    }
+    TimeNs best = std::numeric_limits<TimeNs>::max();
+    for (int i = 0; i < kClockSamples; ++i) {
+        const TimeNs t0 = nowNs();
+        pg.send(buf, 0, kClockTag + i)->wait(timeout);
+        pg.recv(buf, 0, kClockTag + i)->wait(timeout);
+        const TimeNs t1 = nowNs();
+        const TimeNs remote = buf[0].item<int64_t>();
+        if (t1 - t0 < best) {
+            best = t1 - t0;
+            *offset = remote - (t0 + t1) / 2;
+            *at = t0;
+        }
+    }
+    *rtt = best;
+}
+
+void syncClock(c10d::Store& store, c10d::ProcessGroup* gloo, const DistEnv& env, const std::string& phase,
+               TimeNs* offset, TimeNs* rtt, TimeNs* at, std::chrono::milliseconds timeout)
 {
     *offset = 0;
     *rtt = 0;
     *at = nowNs();
     if (env.world == 1)
         return;
+    if (gloo) {
+        syncClockOverGroup(*gloo, env, offset, rtt, at, timeout);
+        return;
+    }
     if (env.rank == 0) {
         for (int r = 1; r < env.world; ++r)
             for (int i = 0; i < kClockSamples; ++i) {
@@ -267,6 +310,8 @@ private:
     void setup();
     void trainStep(int step);
     void replicaCheck(int step);
+    // The process group when it is gloo (the clock exchange goes over it), else nullptr.
+    c10d::ProcessGroup* glooGroup() const { return m_o.backend == "gloo" ? m_pg.get() : nullptr; }
 
     const WorkerOptions& m_o;
     DistEnv m_env;
@@ -291,10 +336,12 @@ void Trainer::setup()
 {
     m_env = readEnv();
     m_timeout = std::chrono::milliseconds(static_cast<int64_t>(m_o.timeoutS * 1000.0));
+    // The rules that need the world size (a rank that exists, a dataset of a global batch):
+    // `lockstep run` checked them before starting; a worker started by hand learns the world here.
+    if (auto ok = job::checkOptions(m_o, m_env.world); !ok)
+        throw std::invalid_argument(ok.error().message);
     if (m_o.device != "cpu")
         throw std::invalid_argument("--device cuda needs a CUDA build of LibTorch; this build runs on the CPU only");
-    if (m_o.accumulate < 1 || m_o.batch < 1 || m_o.steps < 1)
-        throw std::invalid_argument("--batch, --steps and --accumulate must be positive");
     int threads = m_o.threads;
     if (threads <= 0)
         threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, m_env.localWorld));
@@ -332,13 +379,13 @@ void Trainer::setup()
         std::string sizes;
         for (size_t b = 0; b < m_reducer->bucketParams().size(); ++b)
             sizes += (b ? "," : "") + std::to_string(m_reducer->bucketBytes(static_cast<int>(b)));
-        std::printf("LOCKSTEP layout rank=%d buckets=%zu bucket_bytes=%s threads=%d pairwise=%d\n", m_env.rank,
-                    m_reducer->bucketParams().size(), sizes.c_str(), threads, m_reducer->pairwise() ? 1 : 0);
+        std::printf("%s\n", job::layoutLine(m_env.rank, m_reducer->bucketParams().size(), sizes, threads,
+                                            m_reducer->pairwise()).c_str());
         std::fflush(stdout);
     }
 
     TimeNs offset = 0, rtt = 0, at = 0;
-    syncClock(*m_store, m_env, "start", &offset, &rtt, &at);
+    syncClock(*m_store, glooGroup(), m_env, "start", &offset, &rtt, &at, m_timeout);
     m_rankInfo.rank = m_env.rank;
     m_rankInfo.host = hostName();
     m_rankInfo.pid = getpid();
@@ -352,11 +399,14 @@ void Trainer::setup()
         m_opt = std::make_unique<torch::optim::AdamW>(m_model->params, torch::optim::AdamWOptions(m_o.lr));
     else
         m_opt = std::make_unique<torch::optim::SGD>(m_model->params,
-                                                    torch::optim::SGDOptions(m_o.lr).momentum(m_o.momentum));
+                                                    torch::optim::SGDOptions(m_o.lr).momentum(job::kMomentum));
 
     if (m_o.record) {
         core::RunConfig c;
-        c.name = m_o.runName;
+        // Every training option, under the flag table's keys (lr, seed, micro_batch, threads,
+        // timeout_s, dataset_size, straggler, crash, check_every); the columns below hold the rest.
+        job::recordOptions(m_o, c);
+        c.name = m_o.runName.empty() ? envText(job::kEnvRunName) : m_o.runName;
         c.model = m_o.model;
         c.modelArgs = m_model->args;
         c.worldSize = m_env.world;
@@ -375,24 +425,16 @@ void Trainer::setup()
         c.host = m_rankInfo.host;
         c.createdNs = nowNs();
         c.status = core::RunStatus::Running;
-        c.extra["lr"] = std::to_string(m_o.lr);
-        c.extra["seed"] = std::to_string(m_o.seed);
-        c.extra["micro_batch"] = std::to_string(m_o.batch);
+        // Resolved values, what actually ran: --threads 0 means cores / local ranks.
         c.extra["threads"] = std::to_string(threads);
-        c.extra["timeout_s"] = std::to_string(m_o.timeoutS);
-        c.extra["dataset_size"] = std::to_string(m_o.datasetSize);
+        c.extra["momentum"] = m_o.optimizer == "sgd" ? job::formatNumber(job::kMomentum) : std::string("-");
         c.extra["local_rank"] = std::to_string(m_env.localRank);
-        c.extra["rendezvous"] = m_env.world == 1 && m_env.masterAddr.empty()
-            ? std::string("none (world of one)")
-            : m_env.masterAddr + ":" + std::to_string(m_env.masterPort) + (m_env.agentStore ? " (torchrun agent store)" : "");
+        c.extra["rendezvous"] = !m_env.rendezvousFile.empty()           ? std::string("file store in the shard folder")
+            : m_env.world == 1 && m_env.masterAddr.empty()                ? std::string("none (world of one)")
+                                                                          : m_env.masterAddr + ":" + std::to_string(m_env.masterPort)
+                + (m_env.agentStore ? " (torchrun agent store)" : "");
         c.extra["grad_ready"] = "gradient accumulator post-hooks";
         c.extra["allreduce"] = m_reducer->pairwise() ? "pairwise send/recv exchange (world of 2)" : "process group allreduce";
-        if (m_o.stragglerRank >= 0)
-            c.extra["straggler"] = std::to_string(m_o.stragglerRank) + ":" + std::to_string(m_o.stragglerMs);
-        if (m_o.crashRank >= 0)
-            c.extra["crash"] = std::to_string(m_o.crashRank) + ":" + std::to_string(m_o.crashStep);
-        if (m_o.checkEvery > 0)
-            c.extra["check_every"] = std::to_string(m_o.checkEvery);
 
         ModelLayout layout;
         layout.stageNames = m_model->stageNames;
@@ -408,10 +450,12 @@ void Trainer::setup()
                 bucket.params.push_back(m_model->paramNames[p]);
             layout.buckets.push_back(std::move(bucket));
         }
-        const std::filesystem::path dir = m_o.outDir.empty() ? std::filesystem::path(".") : std::filesystem::path(m_o.outDir);
+        std::string dir = m_o.outDir.empty() ? envText(job::kEnvShardDir) : m_o.outDir;
+        if (dir.empty())
+            dir = ".";
         std::error_code ec;
         std::filesystem::create_directories(dir, ec);
-        const std::string path = (dir / ("rank-" + std::to_string(m_env.rank) + ".db")).string();
+        const std::string path = job::shardFile(dir, m_env.rank);
         auto rec = Recorder::open(path, c, m_rankInfo, layout);
         if (!rec)
             throw std::runtime_error("cannot record into " + path + ": " + rec.error().message);
@@ -472,7 +516,7 @@ void Trainer::trainStep(int step)
         m_scratch = std::move(rec);
     ++m_completedSteps;
     if (!m_o.quiet) {
-        std::printf("LOCKSTEP step=%d rank=%d loss=%.6f step_ms=%.3f\n", step, m_env.rank, loss, ms);
+        std::printf("%s\n", job::stepLine(m_env.rank, step, loss, ms).c_str());
         std::fflush(stdout);
     }
 }
@@ -495,7 +539,7 @@ void Trainer::replicaCheck(int step)
                                                        "replicas differ after step " + std::to_string(step)});
     }
     if (!same) {
-        std::printf("LOCKSTEP drift rank=%d step=%d\n", m_env.rank, step);
+        std::printf("%s\n", job::driftLine(m_env.rank, step).c_str());
         std::fflush(stdout);
     }
 }
@@ -510,9 +554,18 @@ int Trainer::run()
                 // Fault injection: die like a killed process, after the previous step is on disk.
                 if (m_recorder)
                     m_recorder->flush();
-                std::printf("LOCKSTEP crash rank=%d step=%d (injected)\n", m_env.rank, s);
+                std::printf("%s\n", job::crashLine(m_env.rank, s).c_str());
                 std::fflush(stdout);
                 std::_Exit(3);
+            }
+            // A failed commit (a full disk) stops the run here, at most one step after the step
+            // whose commit failed (the writer commits step s while step s+1 trains).
+            if (auto failure = m_recorder ? m_recorder->failure() : std::nullopt) {
+                m_phase.clear();
+                throw std::runtime_error(
+                    (core::isDiskFull(core::Error{failure->message}) ? "disk full while recording step "
+                                                                     : "recording failed at step ")
+                    + std::to_string(failure->step) + ": " + failure->message);
             }
             m_phase = "step " + std::to_string(s) + ": ";
             trainStep(s);
@@ -521,7 +574,7 @@ int Trainer::run()
         }
         m_phase = "at the end: ";
         TimeNs offset = 0, rtt = 0, at = 0;
-        syncClock(*m_store, m_env, "end", &offset, &rtt, &at);
+        syncClock(*m_store, glooGroup(), m_env, "end", &offset, &rtt, &at, m_timeout);
         if (m_env.world > 1) {
             m_rankInfo.clockOffsetEndNs = offset;
             m_rankInfo.clockSyncEndNs = at;
@@ -546,7 +599,7 @@ int Trainer::run()
             if (auto s = m_recorder->finish(core::RunStatus::Completed, {}); !s)
                 std::fprintf(stderr, "lockstep worker: %s\n", s.error().message.c_str());
         }
-        std::printf("LOCKSTEP done rank=%d\n", m_env.rank);
+        std::printf("%s\n", job::doneLine(m_env.rank).c_str());
         std::fflush(stdout);
         return 0;
     } catch (const c10::Error& e) {
@@ -560,7 +613,7 @@ int Trainer::run()
         (void)m_recorder->finish(core::RunStatus::Failed, cause);
         m_recorder.reset();
     }
-    std::printf("LOCKSTEP failed rank=%d cause=%s\n", m_env.rank, cause.c_str());
+    std::printf("%s\n", job::failedLine(m_env.rank, cause).c_str());
     std::fflush(stdout);
     std::fprintf(stderr, "lockstep worker: rank %d failed after %d steps: %s\n", m_env.rank, m_completedSteps,
                  cause.c_str());
@@ -571,6 +624,9 @@ int Trainer::run()
 
 int runWorker(const WorkerOptions& options)
 {
+    // A write past a file-size limit must come back as an error (EFBIG) that the recorder
+    // reports, not kill the rank without a word.
+    signal(SIGXFSZ, SIG_IGN);
     try {
         Trainer t(options);
         const int status = t.run();
@@ -582,7 +638,7 @@ int runWorker(const WorkerOptions& options)
             std::_Exit(status);
         return status;
     } catch (const std::exception& e) {
-        std::printf("LOCKSTEP failed rank=-1 cause=%s\n", oneLine(e.what()).c_str());
+        std::printf("%s\n", job::failedLine(-1, oneLine(e.what())).c_str());
         std::fflush(stdout);
         return 1;
     }

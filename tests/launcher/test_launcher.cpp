@@ -1,96 +1,49 @@
-// `lockstep run` and `lockstep sweep` end to end: real worker processes of the built CLI,
-// real LibTorch and gloo over 127.0.0.1, real run files read back through core. Small models
-// (mlp 4 x 256) and few steps keep each case to seconds.
+// `lockstep run` and `lockstep sweep` end to end: real worker processes (lockstep-worker beside
+// the built CLI), real LibTorch and gloo over 127.0.0.1, real run files read back through core.
+// Small models (mlp 4 x 256) and few steps keep each case to seconds.
+#include "test_support.h"
+
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/run_db.h"
 
-#include <QDir>
-#include <QElapsedTimer>
-#include <QFileInfo>
-#include <QProcess>
-#include <QTemporaryDir>
-#include <QTest>
+#include <gtest/gtest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
-#include <cmath>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
-#include <csignal>
 #include <set>
+#include <sstream>
+#include <thread>
 
 using namespace lockstep;
+using lockstep::test::contains;
 
 namespace {
 
-struct Outcome {
-    int exitCode = -1;
-    bool crashed = false;
-    bool finished = false;
-    QString out;
-    QString err;
-    qint64 ms = 0;
-};
-
-QString cli()
-{
-    return qEnvironmentVariable("LOCKSTEP_CLI");
-}
-
-// Every process is bounded: a hang fails the test instead of stalling CTest.
-Outcome runProcess(const QString& program, const QStringList& args, int timeoutMs = 90000)
-{
-    Outcome o;
-    QProcess p;
-    QElapsedTimer timer;
-    timer.start();
-    p.start(program, args);
-    if (!p.waitForStarted(10000)) {
-        o.err = "could not start " + program;
-        return o;
-    }
-    o.finished = p.waitForFinished(timeoutMs);
-    if (!o.finished) {
-        p.kill();
-        p.waitForFinished(5000);
-    }
-    o.ms = timer.elapsed();
-    o.exitCode = p.exitCode();
-    o.crashed = p.exitStatus() == QProcess::CrashExit;
-    o.out = QString::fromUtf8(p.readAllStandardOutput());
-    o.err = QString::fromUtf8(p.readAllStandardError());
-    return o;
-}
-
-Outcome lockstepCli(const QStringList& args, int timeoutMs = 90000)
-{
-    return runProcess(cli(), args, timeoutMs);
-}
-
 // The small, fast model every case trains.
-QStringList smallModel(int steps)
+std::vector<std::string> smallModel(int steps)
 {
-    return {"--model", "mlp", "--layers", "4", "--width", "256", "--batch", "32", "--steps", QString::number(steps),
+    return {"--model", "mlp", "--layers", "4", "--width", "256", "--batch", "32", "--steps", std::to_string(steps),
             "--warmup", "1", "--progress", "plain"};
 }
 
-QString describe(const Outcome& o)
+std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b)
 {
-    return QStringLiteral("exit %1%2 after %3 ms\nstdout:\n%4\nstderr:\n%5")
-        .arg(o.exitCode)
-        .arg(o.crashed ? " (crashed)" : "")
-        .arg(o.ms)
-        .arg(o.out.right(3000), o.err.right(3000));
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
 }
 
-core::Run load(const QString& path)
+core::Run load(const std::string& path)
 {
-    auto run = core::loadRun(path.toStdString());
-    if (!run)
-        qWarning("cannot load %s: %s", qPrintable(path), run.error().message.c_str());
-    return run ? std::move(*run) : core::Run {};
+    auto run = core::loadRun(path);
+    EXPECT_TRUE(run.has_value()) << "cannot load " << path << ": " << (run ? "" : run.error().message);
+    return run ? std::move(*run) : core::Run{};
 }
 
 // The set of (rank, step) pairs present in the run.
@@ -102,331 +55,271 @@ std::set<std::pair<int, int>> stepsOf(const core::Run& run)
     return out;
 }
 
-int freePort()
+// Starts `lockstep args...`, waits until stderr shows `marker`, calls `act(child)`, then waits
+// for the end. Everything bounded.
+test::Outcome runAndAct(const std::vector<std::string>& args, const std::string& marker,
+                        const std::function<void(test::Child&)>& act, int timeoutMs = 90000)
 {
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr {};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    int port = 0;
-    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0
-        && getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-        port = ntohs(addr.sin_port);
-    close(fd);
-    return port;
-}
-
-// The worker processes of a launcher: children of `parent` whose environment has RANK=<rank>.
-QList<qint64> childrenWithRank(qint64 parent, int rank)
-{
-    QList<qint64> out;
-    const QStringList entries = QDir("/proc").entryList(QDir::Dirs | QDir::NoDotAndDotDot);
-    for (const QString& e : entries) {
-        bool ok = false;
-        const qint64 pid = e.toLongLong(&ok);
-        if (!ok)
-            continue;
-        QFile stat("/proc/" + e + "/stat");
-        if (!stat.open(QIODevice::ReadOnly))
-            continue;
-        const QByteArray text = stat.readAll();
-        // pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
-        const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 2).split(' ');
-        if (fields.size() < 2 || fields[1].toLongLong() != parent)
-            continue;
-        QFile env("/proc/" + e + "/environ");
-        if (env.open(QIODevice::ReadOnly) && env.readAll().split('\0').contains("RANK=" + QByteArray::number(rank)))
-            out.append(pid);
-    }
-    return out;
-}
-
-// Starts `lockstep args...`, waits until stderr shows `marker`, calls `act(process)`, then
-// waits for the end. Everything bounded.
-Outcome runAndAct(const QStringList& args, const QString& marker, const std::function<void(QProcess&)>& act,
-                  int timeoutMs = 90000)
-{
-    Outcome o;
-    QProcess p;
-    QElapsedTimer timer;
-    timer.start();
-    p.start(cli(), args);
-    if (!p.waitForStarted(10000))
+    test::Outcome o;
+    test::Child c;
+    if (!c.start(test::cliPath(), args))
         return o;
-    QByteArray err;
-    while (!err.contains(marker.toUtf8()) && timer.elapsed() < timeoutMs && p.state() == QProcess::Running) {
-        p.waitForReadyRead(200);
-        err += p.readAllStandardError();
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto elapsed = [&] {
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    };
+    while (!contains(c.err(), marker) && elapsed() < timeoutMs && c.pump(200)) {
     }
-    if (err.contains(marker.toUtf8()))
-        act(p);
-    o.finished = p.waitForFinished(int(std::max<qint64>(1000, timeoutMs - timer.elapsed())));
-    if (!o.finished) {
-        p.kill();
-        p.waitForFinished(5000);
-    }
-    o.ms = timer.elapsed();
-    o.exitCode = p.exitCode();
-    o.crashed = p.exitStatus() == QProcess::CrashExit;
-    o.out = QString::fromUtf8(p.readAllStandardOutput());
-    o.err = QString::fromUtf8(err + p.readAllStandardError());
+    if (contains(c.err(), marker))
+        act(c);
+    o.finished = c.wait(int(std::max(1000.0, timeoutMs - elapsed())));
+    o.exitCode = c.exitCode();
+    o.signaled = c.signaled();
+    o.out = c.out();
+    o.err = c.err();
+    o.ms = c.elapsedMs();
     return o;
+}
+
+// A completed run with every step of every rank and analyses in range.
+void checkCompletedRun(const std::string& file, int nproc, int steps)
+{
+    const core::Run run = load(file);
+    EXPECT_EQ(run.config.status, core::RunStatus::Completed);
+    EXPECT_EQ(run.config.worldSize, nproc);
+    EXPECT_EQ(int(run.ranks.size()), nproc);
+    std::set<std::pair<int, int>> want;
+    for (int r = 0; r < nproc; ++r)
+        for (int s = 0; s < steps; ++s)
+            want.emplace(r, s);
+    EXPECT_EQ(stepsOf(run), want);
+    EXPECT_FALSE(run.buckets.empty());
+    const auto breakdown = core::stepBreakdown(run);
+    EXPECT_EQ(int(breakdown.size()), nproc * steps);
+    for (const auto& b : breakdown) {
+        SCOPED_TRACE("rank " + std::to_string(b.rank) + " step " + std::to_string(b.step));
+        EXPECT_GT(b.compute, 0);
+        EXPECT_GT(b.communication, 0);
+        EXPECT_TRUE(b.overlapRatio >= 0.0 && b.overlapRatio <= 1.0);
+        EXPECT_TRUE(b.compute <= b.wall && b.communication <= b.wall);
+        EXPECT_EQ(b.overlapped + b.exposed, b.communication);
+    }
 }
 
 } // namespace
 
-class TestLauncher : public QObject {
-    Q_OBJECT
-
-private:
-    QTemporaryDir m_dir;
-
-    QString path(const QString& name) const { return m_dir.filePath(name); }
-
-    // A completed run with every step of every rank and analyses in range.
-    void checkCompletedRun(const QString& file, int nproc, int steps)
+class Launcher : public ::testing::Test {
+protected:
+    static void SetUpTestSuite()
     {
-        const core::Run run = load(file);
-        QCOMPARE(run.config.status, core::RunStatus::Completed);
-        QCOMPARE(run.config.worldSize, nproc);
-        QCOMPARE(int(run.ranks.size()), nproc);
-        std::set<std::pair<int, int>> want;
-        for (int r = 0; r < nproc; ++r)
-            for (int s = 0; s < steps; ++s)
-                want.emplace(r, s);
-        QCOMPARE(stepsOf(run), want);
-        QVERIFY(!run.buckets.empty());
-        const auto breakdown = core::stepBreakdown(run);
-        QCOMPARE(int(breakdown.size()), nproc * steps);
-        for (const auto& b : breakdown) {
-            QVERIFY2(b.compute > 0, qPrintable(QStringLiteral("rank %1 step %2: no compute").arg(b.rank).arg(b.step)));
-            QVERIFY2(b.communication > 0, qPrintable(QStringLiteral("rank %1 step %2: no communication").arg(b.rank).arg(b.step)));
-            QVERIFY(b.overlapRatio >= 0.0 && b.overlapRatio <= 1.0);
-            QVERIFY(b.compute <= b.wall && b.communication <= b.wall);
-            QCOMPARE(b.overlapped + b.exposed, b.communication);
-        }
+        ASSERT_FALSE(test::cliPath().empty()) << "LOCKSTEP_CLI is not set";
+        ASSERT_EQ(access(test::cliPath().c_str(), X_OK), 0) << test::cliPath();
+        ASSERT_EQ(access(test::workerPath().c_str(), X_OK), 0) << test::workerPath();
     }
-
-private slots:
-    void initTestCase()
-    {
-        QVERIFY2(!cli().isEmpty(), "LOCKSTEP_CLI is not set");
-        QVERIFY2(QFileInfo(cli()).isExecutable(), qPrintable(cli()));
-        QVERIFY(m_dir.isValid());
-    }
-
-    void helpExplainsFlags()
-    {
-        const Outcome run = lockstepCli({"run", "--help"});
-        QCOMPARE(run.exitCode, 0);
-        for (const char* word : {"--nproc", "--out", "--keep-shards", "--hang-timeout-s", "--bucket-mb", "--crash", "Example"})
-            QVERIFY2(run.out.contains(word), word);
-        const Outcome sweep = lockstepCli({"sweep", "--help"});
-        QCOMPARE(sweep.exitCode, 0);
-        QVERIFY(sweep.out.contains("--out-dir"));
-        QVERIFY(sweep.out.contains("Example"));
-    }
-
-    void badInputIsRefusedBeforeStarting()
-    {
-        // An existing output without --force: refused, file untouched.
-        const QString existing = path("existing.db");
-        {
-            QFile f(existing);
-            QVERIFY(f.open(QIODevice::WriteOnly));
-            f.write("not a run");
-        }
-        Outcome o = lockstepCli(QStringList {"run", "--nproc", "2", "--out", existing} + smallModel(2));
-        QCOMPARE(o.exitCode, 2);
-        QVERIFY2(o.err.contains("already exists"), qPrintable(describe(o)));
-        QFile f(existing);
-        QVERIFY(f.open(QIODevice::ReadOnly));
-        QCOMPARE(f.readAll(), QByteArray("not a run"));
-
-        o = lockstepCli({"run", "--nproc", "2", "--out", path("x.db"), "--crash", "one:two"});
-        QVERIFY(o.exitCode != 0);
-        QVERIFY(o.err.contains("RANK:STEP"));
-        QVERIFY(!QFileInfo::exists(path("x.db")));
-        o = lockstepCli({"run", "--nproc", "0", "--out", path("x.db")});
-        QVERIFY(o.exitCode != 0);
-        QVERIFY(!QFileInfo::exists(path("x.db")));
-    }
-
-    void twoRanks()
-    {
-        const QString file = path("two.db");
-        const Outcome o = lockstepCli(QStringList {"run", "--nproc", "2", "--out", file} + smallModel(6));
-        qInfo("2-rank run: %lld ms", o.ms);
-        QVERIFY2(o.finished && o.exitCode == 0, qPrintable(describe(o)));
-        QVERIFY(o.out.contains("run file:"));
-        QVERIFY2(o.err.contains("step 6/6"), qPrintable(o.err));
-        checkCompletedRun(file, 2, 6);
-        // The shards folder is gone unless --keep-shards.
-        const QStringList left = QDir(m_dir.path()).entryList({".two.db.shards-*"}, QDir::AllEntries | QDir::Hidden);
-        QVERIFY2(left.isEmpty(), qPrintable(left.join(' ')));
-    }
-
-    void fourRanks()
-    {
-        const QString file = path("four.db");
-        const Outcome o = lockstepCli(QStringList {"run", "--nproc", "4", "--out", file, "--keep-shards"} + smallModel(6));
-        qInfo("4-rank run: %lld ms", o.ms);
-        QVERIFY2(o.finished && o.exitCode == 0, qPrintable(describe(o)));
-        checkCompletedRun(file, 4, 6);
-        const QStringList kept = QDir(m_dir.path()).entryList({".four.db.shards-*"}, QDir::Dirs | QDir::Hidden);
-        QCOMPARE(kept.size(), 1);
-        QVERIFY(QFileInfo::exists(m_dir.filePath(kept.front() + "/rank-3.db")));
-    }
-
-    void underTorchrun()
-    {
-        const QString python = "/usr/bin/python3";
-        const Outcome probe = runProcess(python, {"-c", "import torch.distributed.run"}, 60000);
-        if (probe.exitCode != 0)
-            QSKIP("Debian's python3-torch (torch.distributed.run) is not installed");
-        const QString shards = path("torchrun-shards");
-        const QString logs = path("torchrun-logs");
-        QVERIFY(QDir().mkpath(shards));
-        const QStringList args = QStringList {"-m", "torch.distributed.run", "--no_python", "--nproc_per_node", "2",
-                                              "--master_addr", "127.0.0.1", "--master_port",
-                                              QString::number(freePort()), "--log_dir", logs, "-r", "1", "-t", "1",
-                                              cli(), "worker", "--out-dir", shards, "--run-name", "torchrun",
-                                              "--model", "mlp", "--layers", "4", "--width", "256", "--batch", "32",
-                                              "--steps", "5", "--warmup", "1"};
-        const Outcome o = runProcess(python, args, 120000);
-        qInfo("2-rank run under torchrun: %lld ms", o.ms);
-        QVERIFY2(o.finished && o.exitCode == 0, qPrintable(describe(o)));
-        const QString file = path("torchrun.db");
-        const Outcome m = lockstepCli({"merge", shards + "/rank-0.db", shards + "/rank-1.db", "--out", file});
-        QVERIFY2(m.exitCode == 0, qPrintable(describe(m)));
-        checkCompletedRun(file, 2, 5);
-    }
-
-    void crashedRankStopsTheRun()
-    {
-        const QString file = path("crash.db");
-        QElapsedTimer timer;
-        timer.start();
-        const Outcome o = lockstepCli(QStringList {"run", "--nproc", "2", "--out", file, "--crash", "1:3", "--timeout-s", "20"}
-                                          + smallModel(8),
-                                      60000);
-        const qint64 ms = timer.elapsed();
-        qInfo("crashed run ended after %lld ms", ms);
-        QVERIFY2(o.finished, qPrintable(describe(o)));
-        QVERIFY(o.exitCode != 0);
-        // The promise in DESIGN.md: a dead rank ends the whole run within seconds, not at
-        // the collective timeout or never.
-        QVERIFY2(ms < 30000, qPrintable(describe(o)));
-        const core::Run run = load(file);
-        QCOMPARE(run.config.status, core::RunStatus::Failed);
-        QVERIFY2(QString::fromStdString(run.config.failureCause).contains("rank 1"), run.config.failureCause.c_str());
-        const auto steps = stepsOf(run);
-        for (int r = 0; r < 2; ++r)
-            for (int s = 0; s < 3; ++s)
-                QVERIFY2(steps.count({r, s}), qPrintable(QStringLiteral("rank %1 step %2 missing").arg(r).arg(s)));
-        QVERIFY(!steps.count({1, 3}));
-        QVERIFY(o.err.contains("FAILED"));
-    }
-
-    void hungRankStopsTheRun()
-    {
-        // Rank 1 is frozen (SIGSTOP) after step 2: rank 0 times out in its all-reduce, the
-        // launcher stops everyone, and the cause names the silent rank.
-        const QString file = path("hung.db");
-        qint64 stoppedAt = 0;
-        QElapsedTimer timer;
-        timer.start();
-        const Outcome o = runAndAct(QStringList {"run", "--nproc", "2", "--out", file, "--timeout-s", "3", "--grace-s", "1"}
-                                        + smallModel(400),
-                                    "step 2/", [&](QProcess& p) {
-                                        const auto pids = childrenWithRank(p.processId(), 1);
-                                        for (qint64 pid : pids)
-                                            ::kill(pid_t(pid), SIGSTOP);
-                                        stoppedAt = timer.elapsed();
-                                    });
-        qInfo("hung rank: run ended %lld ms after rank 1 was stopped", o.ms - stoppedAt);
-        QVERIFY2(stoppedAt > 0, qPrintable(describe(o)));
-        QVERIFY2(o.finished && o.exitCode == 1, qPrintable(describe(o)));
-        const core::Run run = load(file);
-        QCOMPARE(run.config.status, core::RunStatus::Failed);
-        QVERIFY2(QString::fromStdString(run.config.failureCause).contains("rank 1"), run.config.failureCause.c_str());
-        const auto steps = stepsOf(run);
-        QVERIFY(steps.count({0, 0}) && steps.count({0, 1}) && steps.count({1, 0}) && steps.count({1, 1}));
-    }
-
-    void interruptStopsAndKeepsSteps()
-    {
-        const QString file = path("interrupted.db");
-        QList<qint64> workers;
-        const Outcome o = runAndAct(QStringList {"run", "--nproc", "2", "--out", file} + smallModel(400), "step 2/",
-                                    [&](QProcess& p) {
-                                        workers = childrenWithRank(p.processId(), 0) + childrenWithRank(p.processId(), 1);
-                                        ::kill(pid_t(p.processId()), SIGINT);
-                                    });
-        QVERIFY2(o.finished && o.exitCode == 130, qPrintable(describe(o)));
-        const core::Run run = load(file);
-        QCOMPARE(run.config.status, core::RunStatus::Failed);
-        QCOMPARE(run.config.failureCause, std::string("interrupted"));
-        const auto steps = stepsOf(run);
-        QVERIFY(steps.count({0, 1}) && steps.count({1, 1}));
-        // Every worker is gone with the launcher.
-        QCOMPARE(workers.size(), 2);
-        for (qint64 pid : workers)
-            QVERIFY2(!QFileInfo::exists(QStringLiteral("/proc/%1").arg(pid)), qPrintable(QString::number(pid)));
-    }
-
-    void stragglerIsNamed()
-    {
-        const QString file = path("straggler.db");
-        const Outcome o = lockstepCli(QStringList {"run", "--nproc", "2", "--out", file, "--straggler", "1:30"} + smallModel(8));
-        qInfo("straggler run: %lld ms", o.ms);
-        QVERIFY2(o.exitCode == 0, qPrintable(describe(o)));
-        const core::Run run = load(file);
-        const auto report = core::stragglers(run);
-        QCOMPARE(report.stragglers, std::vector<int32_t> {1});
-    }
-
-    void slowLinkExposesMoreCommunication()
-    {
-        // Several small buckets so that the fast link has overlap to lose. 0.05 Gbit/s makes the
-        // model's 1 MiB of gradients cost ~170 ms per step on the wire, far above the scheduling
-        // noise of a loaded CI machine (tens of ms of skew between ranks).
-        const QStringList buckets {"--bucket-mb", "0.25", "--first-bucket-mb", "0.25"};
-        const QString fast = path("link-fast.db");
-        const QString slow = path("link-slow.db");
-        Outcome o = lockstepCli(QStringList {"run", "--nproc", "2", "--out", fast} + buckets + smallModel(6));
-        QVERIFY2(o.exitCode == 0, qPrintable(describe(o)));
-        o = lockstepCli(QStringList {"run", "--nproc", "2", "--out", slow, "--link-gbps", "0.05"} + buckets + smallModel(6));
-        qInfo("slow-link run: %lld ms", o.ms);
-        QVERIFY2(o.exitCode == 0, qPrintable(describe(o)));
-        const core::Run slowRun = load(slow);
-        QCOMPARE(slowRun.config.linkGbps, 0.05);
-        const core::RunSummary a = core::summarize(load(fast));
-        const core::RunSummary b = core::summarize(slowRun);
-        qInfo("exposed comm %.3f -> %.3f ms/step, overlap ratio %.3f -> %.3f", a.exposedCommMs, b.exposedCommMs,
-              a.overlapRatio, b.overlapRatio);
-        QVERIFY(b.exposedCommMs > a.exposedCommMs);
-        QVERIFY(b.commMs > a.commMs);
-        // Lower or equal; 0.02 absorbs scheduling noise when both are near zero.
-        QVERIFY(b.overlapRatio <= a.overlapRatio + 0.02);
-    }
-
-    void sweepTwoPoints()
-    {
-        const QString dir = path("sweep");
-        const Outcome o = lockstepCli(QStringList {"sweep", "--nproc", "1,2", "--bucket-mb", "1", "--out-dir", dir}
-                                      + smallModel(5),
-                                      150000);
-        qInfo("sweep of 2 points: %lld ms", o.ms);
-        QVERIFY2(o.exitCode == 0, qPrintable(describe(o)));
-        QVERIFY(QFileInfo::exists(dir + "/mlp-n1-b1.db"));
-        QVERIFY(QFileInfo::exists(dir + "/mlp-n2-b1.db"));
-        QVERIFY2(o.out.contains("mlp-n1-b1") && o.out.contains("mlp-n2-b1"), qPrintable(o.out));
-        QVERIFY2(o.out.contains("weak scaling"), qPrintable(o.out));
-        QCOMPARE(load(dir + "/mlp-n2-b1.db").config.worldSize, 2);
-    }
+    test::TempDir m_dir;
+    std::string path(const std::string& name) const { return m_dir.file(name); }
 };
 
-QTEST_GUILESS_MAIN(TestLauncher)
-#include "test_launcher.moc"
+TEST_F(Launcher, HelpExplainsFlags)
+{
+    const test::Outcome run = test::lockstep({"run", "--help"});
+    EXPECT_EQ(run.exitCode, 0);
+    for (const char* word : {"--nproc", "--out", "--keep-shards", "--hang-timeout-s", "--bucket-mb", "--crash", "Example",
+                             "Exit status"})
+        EXPECT_TRUE(contains(run.out, word)) << word;
+    const test::Outcome sweep = test::lockstep({"sweep", "--help"});
+    EXPECT_EQ(sweep.exitCode, 0);
+    EXPECT_TRUE(contains(sweep.out, "--out-dir"));
+    EXPECT_TRUE(contains(sweep.out, "Example"));
+}
+
+TEST_F(Launcher, BadInputIsRefusedBeforeStarting)
+{
+    // An existing output without --force: refused, file untouched.
+    const std::string existing = path("existing.db");
+    test::writeFile(existing, "not a run");
+    test::Outcome o = test::lockstep(cat({"run", "--nproc", "2", "--out", existing}, smallModel(2)));
+    EXPECT_EQ(o.exitCode, 2);
+    EXPECT_TRUE(contains(o.err, "already exists")) << o.describe();
+    EXPECT_EQ(test::readFile(existing), "not a run");
+
+    o = test::lockstep({"run", "--nproc", "2", "--out", path("x.db"), "--crash", "one:two"});
+    EXPECT_EQ(o.exitCode, 2);
+    EXPECT_TRUE(contains(o.err, "RANK:STEP")) << o.describe();
+    EXPECT_FALSE(test::exists(path("x.db")));
+    o = test::lockstep({"run", "--nproc", "0", "--out", path("x.db")});
+    EXPECT_EQ(o.exitCode, 2);
+    EXPECT_FALSE(test::exists(path("x.db")));
+}
+
+TEST_F(Launcher, TwoRanks)
+{
+    const std::string file = path("two.db");
+    const test::Outcome o = test::lockstep(cat({"run", "--nproc", "2", "--out", file}, smallModel(6)));
+    std::printf("2-rank run: %.0f ms\n", o.ms);
+    ASSERT_TRUE(o.finished && o.exitCode == 0) << o.describe();
+    EXPECT_TRUE(contains(o.out, "run file:"));
+    EXPECT_TRUE(contains(o.err, "step 6/6")) << o.err;
+    checkCompletedRun(file, 2, 6);
+    // The shards folder is gone unless --keep-shards; the run file stands alone (no -wal).
+    for (const std::string& name : test::listDir(m_dir.path())) {
+        EXPECT_FALSE(name.starts_with(".two.db.shards-")) << name;
+        EXPECT_NE(name, "two.db-wal");
+    }
+}
+
+TEST_F(Launcher, FourRanks)
+{
+    const std::string file = path("four.db");
+    const test::Outcome o = test::lockstep(cat({"run", "--nproc", "4", "--out", file, "--keep-shards"}, smallModel(6)));
+    std::printf("4-rank run: %.0f ms\n", o.ms);
+    ASSERT_TRUE(o.finished && o.exitCode == 0) << o.describe();
+    checkCompletedRun(file, 4, 6);
+    std::vector<std::string> kept;
+    for (const std::string& name : test::listDir(m_dir.path()))
+        if (name.starts_with(".four.db.shards-"))
+            kept.push_back(name);
+    ASSERT_EQ(kept.size(), 1u);
+    EXPECT_TRUE(test::exists(m_dir.file(kept.front() + "/rank-3.db")));
+}
+
+TEST_F(Launcher, UnderTorchrun)
+{
+    const std::string python = "/usr/bin/python3";
+    const test::Outcome probe = test::run(python, {"-c", "import torch.distributed.run"}, 60000);
+    if (probe.exitCode != 0)
+        GTEST_SKIP() << "Debian's python3-torch (torch.distributed.run) is not installed";
+    const std::string shards = path("torchrun-shards");
+    std::filesystem::create_directories(shards);
+    const test::Outcome o = test::run(
+        python,
+        {"-m", "torch.distributed.run", "--no_python", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+         "--master_port", std::to_string(test::freePort()), "--log_dir", path("torchrun-logs"), "-r", "1", "-t", "1",
+         test::cliPath(), "worker", "--out-dir", shards, "--run-name", "torchrun", "--model", "mlp", "--layers", "4",
+         "--width", "256", "--batch", "32", "--steps", "5", "--warmup", "1"},
+        120000, test::environment({}, {"LOCKSTEP_RENDEZVOUS_FILE", "LOCKSTEP_SHARD_DIR", "LOCKSTEP_RUN_NAME"}));
+    std::printf("2-rank run under torchrun: %.0f ms\n", o.ms);
+    ASSERT_TRUE(o.finished && o.exitCode == 0) << o.describe();
+    const std::string file = path("torchrun.db");
+    const test::Outcome m = test::lockstep({"merge", shards + "/rank-0.db", shards + "/rank-1.db", "--out", file});
+    ASSERT_EQ(m.exitCode, 0) << m.describe();
+    checkCompletedRun(file, 2, 5);
+}
+
+TEST_F(Launcher, CrashedRankStopsTheRun)
+{
+    const std::string file = path("crash.db");
+    const test::Outcome o =
+        test::lockstep(cat({"run", "--nproc", "2", "--out", file, "--crash", "1:3", "--timeout-s", "20"}, smallModel(8)), 60000);
+    std::printf("crashed run ended after %.0f ms\n", o.ms);
+    ASSERT_TRUE(o.finished) << o.describe();
+    EXPECT_EQ(o.exitCode, 1);
+    // The promise in DESIGN.md: a dead rank ends the whole run within seconds, not at
+    // the collective timeout or never.
+    EXPECT_LT(o.ms, 30000) << o.describe();
+    const core::Run run = load(file);
+    EXPECT_EQ(run.config.status, core::RunStatus::Failed);
+    EXPECT_TRUE(contains(run.config.failureCause, "rank 1")) << run.config.failureCause;
+    const auto steps = stepsOf(run);
+    for (int r = 0; r < 2; ++r)
+        for (int s = 0; s < 3; ++s)
+            EXPECT_TRUE(steps.count({r, s})) << "rank " << r << " step " << s << " missing";
+    EXPECT_FALSE(steps.count({1, 3}));
+    EXPECT_TRUE(contains(o.err, "FAILED"));
+}
+
+TEST_F(Launcher, HungRankStopsTheRun)
+{
+    // Rank 1 is frozen (SIGSTOP) after step 2: rank 0 times out in its all-reduce, the
+    // launcher stops everyone, and the cause names the silent rank.
+    const std::string file = path("hung.db");
+    double stoppedAt = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    const test::Outcome o = runAndAct(cat({"run", "--nproc", "2", "--out", file, "--timeout-s", "3", "--grace-s", "1"}, smallModel(400)),
+                                      "step 2/", [&](test::Child& c) {
+                                          for (pid_t pid : test::childrenWithEnv(c.pid(), "RANK=1"))
+                                              ::kill(pid, SIGSTOP);
+                                          stoppedAt = std::chrono::duration<double, std::milli>(
+                                                          std::chrono::steady_clock::now() - t0).count();
+                                      });
+    std::printf("hung rank: run ended %.0f ms after rank 1 was stopped\n", o.ms - stoppedAt);
+    ASSERT_GT(stoppedAt, 0) << o.describe();
+    ASSERT_TRUE(o.finished && o.exitCode == 1) << o.describe();
+    const core::Run run = load(file);
+    EXPECT_EQ(run.config.status, core::RunStatus::Failed);
+    EXPECT_TRUE(contains(run.config.failureCause, "rank 1")) << run.config.failureCause;
+    const auto steps = stepsOf(run);
+    EXPECT_TRUE(steps.count({0, 0}) && steps.count({0, 1}) && steps.count({1, 0}) && steps.count({1, 1}));
+}
+
+TEST_F(Launcher, InterruptStopsAndKeepsSteps)
+{
+    const std::string file = path("interrupted.db");
+    std::vector<pid_t> workers;
+    const test::Outcome o = runAndAct(cat({"run", "--nproc", "2", "--out", file}, smallModel(400)), "step 2/",
+                                      [&](test::Child& c) {
+                                          workers = test::childrenWithEnv(c.pid(), "RANK=0");
+                                          for (pid_t p : test::childrenWithEnv(c.pid(), "RANK=1"))
+                                              workers.push_back(p);
+                                          ::kill(c.pid(), SIGINT);
+                                      });
+    ASSERT_TRUE(o.finished && o.exitCode == 130) << o.describe();
+    const core::Run run = load(file);
+    EXPECT_EQ(run.config.status, core::RunStatus::Failed);
+    EXPECT_EQ(run.config.failureCause, "interrupted");
+    const auto steps = stepsOf(run);
+    EXPECT_TRUE(steps.count({0, 1}) && steps.count({1, 1}));
+    // Every worker is gone with the launcher.
+    ASSERT_EQ(workers.size(), 2u);
+    for (pid_t pid : workers)
+        EXPECT_FALSE(test::exists("/proc/" + std::to_string(pid))) << pid;
+}
+
+TEST_F(Launcher, StragglerIsNamed)
+{
+    const std::string file = path("straggler.db");
+    const test::Outcome o = test::lockstep(cat({"run", "--nproc", "2", "--out", file, "--straggler", "1:30"}, smallModel(8)));
+    std::printf("straggler run: %.0f ms\n", o.ms);
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    const auto report = core::stragglers(load(file));
+    EXPECT_EQ(report.stragglers, std::vector<int32_t>{1});
+}
+
+TEST_F(Launcher, SlowLinkExposesMoreCommunication)
+{
+    // Several small buckets so that the fast link has overlap to lose. 0.05 Gbit/s makes the
+    // model's 1 MiB of gradients cost ~170 ms per step on the wire, far above the scheduling
+    // noise of a loaded CI machine (tens of ms of skew between ranks).
+    const std::vector<std::string> buckets{"--bucket-mb", "0.25", "--first-bucket-mb", "0.25"};
+    const std::string fast = path("link-fast.db");
+    const std::string slow = path("link-slow.db");
+    test::Outcome o = test::lockstep(cat(cat({"run", "--nproc", "2", "--out", fast}, buckets), smallModel(6)));
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    o = test::lockstep(cat(cat({"run", "--nproc", "2", "--out", slow, "--link-gbps", "0.05"}, buckets), smallModel(6)));
+    std::printf("slow-link run: %.0f ms\n", o.ms);
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    const core::Run slowRun = load(slow);
+    EXPECT_EQ(slowRun.config.linkGbps, 0.05);
+    const core::RunSummary a = core::summarize(load(fast));
+    const core::RunSummary b = core::summarize(slowRun);
+    std::printf("exposed comm %.3f -> %.3f ms/step, overlap ratio %.3f -> %.3f\n", a.exposedCommMs, b.exposedCommMs,
+                a.overlapRatio, b.overlapRatio);
+    EXPECT_GT(b.exposedCommMs, a.exposedCommMs);
+    EXPECT_GT(b.commMs, a.commMs);
+    // Lower or equal; 0.02 absorbs scheduling noise when both are near zero.
+    EXPECT_LE(b.overlapRatio, a.overlapRatio + 0.02);
+}
+
+TEST_F(Launcher, SweepTwoPoints)
+{
+    const std::string dir = path("sweep");
+    const test::Outcome o =
+        test::lockstep(cat({"sweep", "--nproc", "1,2", "--bucket-mb", "1", "--out-dir", dir}, smallModel(5)), 150000);
+    std::printf("sweep of 2 points: %.0f ms\n", o.ms);
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    EXPECT_TRUE(test::exists(dir + "/mlp-n1-b1.db"));
+    EXPECT_TRUE(test::exists(dir + "/mlp-n2-b1.db"));
+    EXPECT_TRUE(contains(o.out, "mlp-n1-b1") && contains(o.out, "mlp-n2-b1")) << o.out;
+    EXPECT_TRUE(contains(o.out, "weak scaling")) << o.out;
+    EXPECT_EQ(load(dir + "/mlp-n2-b1.db").config.worldSize, 2);
+}

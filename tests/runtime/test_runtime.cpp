@@ -1,466 +1,458 @@
-// The runtime, tested through the worker processes it ships as (`$LOCKSTEP_CLI worker`):
+// The runtime, tested through the worker processes it ships as (`$LOCKSTEP_CLI worker`, which
+// execs lockstep-worker):
 //  - exactness: N ranks on B/N samples each end K steps with the parameters one process gets
 //    on the full batch B (N = 2, 4; several bucket caps; accumulation; transformer + AdamW;
 //    convnet), and every rank holds bit-identical parameters;
 //  - fp16/bf16 wire compression stays close to the exact result and keeps replicas identical;
 //  - a recorded 2-rank run: every step, span kind, gradient-ready instant and bucket all-reduce
-//    is in each shard, with clock offsets and the replica check;
+//    is in each shard, with clock offsets, the replica check and every training option recorded;
 //  - fault injection at the worker: a crashed rank makes its peer fail fast with a cause and a
 //    failed shard that keeps the completed steps; straggler and link emulation show up;
+//  - the rendezvous through the launcher's file store (LOCKSTEP_RENDEZVOUS_FILE): no socket;
 //  - bad input gives a clear error and a non-zero exit, never a hang.
+#include "test_support.h"
+
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/run_db.h"
-#include "lockstep/rt/worker.h"
+#include "lockstep/job/flags.h"
 
-#include <QDir>
-#include <QFile>
-#include <QProcess>
-#include <QTemporaryDir>
-#include <QtTest>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <vector>
 
 using namespace lockstep;
+using lockstep::test::contains;
 
 namespace {
-
-QString cli() { return QString::fromLocal8Bit(qgetenv("LOCKSTEP_CLI")); }
-
-int freePort()
-{
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    const int port = ntohs(a.sin_port);
-    ::close(fd);
-    return port;
-}
 
 struct RankResult {
     int exitCode = -1;
     bool finished = false;
-    QString output;
+    std::string output;
 };
 
 // Starts `world` worker processes with torchrun's environment and waits for all of them.
-std::vector<RankResult> runRanks(int world, const QStringList& args, int timeoutMs = 90000)
+// `extraEnv` goes to every rank (e.g. a rendezvous file instead of MASTER_ADDR/MASTER_PORT).
+std::vector<RankResult> runRanks(int world, const std::vector<std::string>& args, int timeoutMs = 90000,
+                                 const std::vector<std::string>& extraEnv = {})
 {
-    const int port = freePort();
-    std::vector<std::unique_ptr<QProcess>> procs;
+    const int port = test::freePort();
+    std::vector<std::unique_ptr<test::Child>> procs;
     for (int r = 0; r < world; ++r) {
-        auto p = std::make_unique<QProcess>();
-        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        std::vector<std::string> env;
         if (world > 1) {
-            env.insert("RANK", QString::number(r));
-            env.insert("WORLD_SIZE", QString::number(world));
-            env.insert("LOCAL_RANK", QString::number(r));
-            env.insert("LOCAL_WORLD_SIZE", QString::number(world));
-            env.insert("MASTER_ADDR", "127.0.0.1");
-            env.insert("MASTER_PORT", QString::number(port));
+            env = test::environment({"RANK=" + std::to_string(r), "WORLD_SIZE=" + std::to_string(world),
+                                     "LOCAL_RANK=" + std::to_string(r), "LOCAL_WORLD_SIZE=" + std::to_string(world),
+                                     "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)},
+                                    {"LOCKSTEP_RENDEZVOUS_FILE", "LOCKSTEP_SHARD_DIR", "LOCKSTEP_RUN_NAME"});
         } else {
-            for (const char* k : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS"})
-                env.remove(k);
+            env = test::environment({}, {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
+                                         "SLURM_NTASKS", "LOCKSTEP_RENDEZVOUS_FILE", "LOCKSTEP_SHARD_DIR",
+                                         "LOCKSTEP_RUN_NAME"});
         }
-        p->setProcessEnvironment(env);
-        p->setProcessChannelMode(QProcess::MergedChannels);
-        p->start(cli(), QStringList{"worker"} + args + QStringList{"--threads", "1"});
+        env.insert(env.end(), extraEnv.begin(), extraEnv.end());
+        std::vector<std::string> argv{"worker"};
+        argv.insert(argv.end(), args.begin(), args.end());
+        argv.insert(argv.end(), {"--threads", "1"});
+        auto p = std::make_unique<test::Child>();
+        p->start(test::cliPath(), argv, env);
         procs.push_back(std::move(p));
     }
-    std::vector<RankResult> out(world);
+    std::vector<RankResult> out(static_cast<size_t>(world));
     for (int r = 0; r < world; ++r) {
-        out[r].finished = procs[r]->waitForFinished(timeoutMs);
-        if (!out[r].finished) {
-            procs[r]->kill();
-            procs[r]->waitForFinished(5000);
-        }
-        out[r].exitCode = procs[r]->exitCode();
-        out[r].output = QString::fromLocal8Bit(procs[r]->readAll());
+        out[size_t(r)].finished = procs[size_t(r)]->wait(timeoutMs);
+        out[size_t(r)].exitCode = procs[size_t(r)]->exitCode();
+        out[size_t(r)].output = procs[size_t(r)]->all();
     }
     return out;
 }
 
-std::vector<float> readFloats(const QString& path)
+std::vector<float> readFloats(const std::string& path)
 {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    const QByteArray b = f.readAll();
+    const std::string b = test::readFile(path);
     std::vector<float> v(b.size() / sizeof(float));
-    std::memcpy(v.data(), b.constData(), v.size() * sizeof(float));
+    std::memcpy(v.data(), b.data(), v.size() * sizeof(float));
     return v;
 }
 
-QString dump(const QString& base, int rank) { return base + ".rank" + QString::number(rank); }
+std::string dump(const std::string& base, int rank) { return base + ".rank" + std::to_string(rank); }
 
-void requireAllDone(const std::vector<RankResult>& rs)
+::testing::AssertionResult allDone(const std::vector<RankResult>& rs)
 {
     for (size_t r = 0; r < rs.size(); ++r) {
-        QVERIFY2(rs[r].finished, qPrintable(QString("rank %1 hung:\n%2").arg(r).arg(rs[r].output)));
-        QVERIFY2(rs[r].exitCode == 0, qPrintable(QString("rank %1 exit %2:\n%3").arg(r).arg(rs[r].exitCode).arg(rs[r].output)));
-        QVERIFY(rs[r].output.contains(QString("LOCKSTEP done rank=%1").arg(r)));
+        if (!rs[r].finished)
+            return ::testing::AssertionFailure() << "rank " << r << " hung:\n" << rs[r].output;
+        if (rs[r].exitCode != 0)
+            return ::testing::AssertionFailure() << "rank " << r << " exit " << rs[r].exitCode << ":\n" << rs[r].output;
+        if (!contains(rs[r].output, "LOCKSTEP done rank=" + std::to_string(r)))
+            return ::testing::AssertionFailure() << "rank " << r << " never said done:\n" << rs[r].output;
     }
+    return ::testing::AssertionSuccess();
+}
+
+std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b)
+{
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
 }
 
 } // namespace
 
-class TestRuntime : public QObject {
-    Q_OBJECT
-private slots:
-    void initTestCase();
-    void exactness_data();
-    void exactness();
-    void compression_data();
-    void compression();
-    void recordedShards();
-    void crashedPeerFailsFast();
-    void stragglerAndSlowLink();
-    void underTorchrun();
-    void badInput();
-    void rankValueParsing();
+class Runtime : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() { ASSERT_TRUE(test::exists(test::cliPath())) << "LOCKSTEP_CLI must name the lockstep binary"; }
 };
 
-void TestRuntime::initTestCase()
-{
-    QVERIFY2(QFile::exists(cli()), "LOCKSTEP_CLI must name the lockstep binary");
-}
+struct ExactCase {
+    const char* name;
+    int world;
+    std::vector<std::string> model;
+    const char* firstBucketMb;
+    const char* bucketMb;
+    int accumulate;
+};
 
-void TestRuntime::exactness_data()
-{
-    QTest::addColumn<int>("world");
-    QTest::addColumn<QStringList>("model");
-    QTest::addColumn<QString>("firstBucketMb");
-    QTest::addColumn<QString>("bucketMb");
-    QTest::addColumn<int>("accumulate");
-    const QStringList mlp{"--model", "mlp", "--layers", "3", "--width", "48"};
-    // Caps: one bucket per tensor (tiny), a few buckets, everything in one bucket (defaults).
-    QTest::newRow("mlp N=2 tiny buckets") << 2 << mlp << "0.001" << "0.001" << 1;
-    QTest::newRow("mlp N=2 small buckets") << 2 << mlp << "0.01" << "0.02" << 1;
-    QTest::newRow("mlp N=2 default buckets") << 2 << mlp << "1" << "25" << 1;
-    QTest::newRow("mlp N=4 small buckets") << 4 << mlp << "0.01" << "0.02" << 1;
-    QTest::newRow("mlp N=4 default buckets") << 4 << mlp << "1" << "25" << 1;
-    QTest::newRow("mlp N=2 accumulate 2") << 2 << mlp << "0.01" << "0.02" << 2;
-    QTest::newRow("transformer adamw N=2") << 2
-        << QStringList{"--model", "transformer", "--layers", "2", "--width", "32", "--heads", "4", "--seq", "8",
-                       "--optimizer", "adamw", "--lr", "0.001"}
-        << "0.01" << "0.05" << 1;
-    QTest::newRow("convnet N=2") << 2 << QStringList{"--model", "convnet", "--layers", "1", "--width", "8"} << "0.001"
-                                 << "0.002" << 1;
-}
+class Exactness : public ::testing::TestWithParam<ExactCase> {};
+
+const std::vector<std::string> kMlp{"--model", "mlp", "--layers", "3", "--width", "48"};
+
+// Caps: one bucket per tensor (tiny), a few buckets, everything in one bucket (defaults).
+INSTANTIATE_TEST_SUITE_P(
+    Runtime, Exactness,
+    ::testing::Values(ExactCase{"mlp_N2_tiny_buckets", 2, kMlp, "0.001", "0.001", 1},
+                      ExactCase{"mlp_N2_small_buckets", 2, kMlp, "0.01", "0.02", 1},
+                      ExactCase{"mlp_N2_default_buckets", 2, kMlp, "1", "25", 1},
+                      ExactCase{"mlp_N4_small_buckets", 4, kMlp, "0.01", "0.02", 1},
+                      ExactCase{"mlp_N4_default_buckets", 4, kMlp, "1", "25", 1},
+                      ExactCase{"mlp_N2_accumulate_2", 2, kMlp, "0.01", "0.02", 2},
+                      ExactCase{"transformer_adamw_N2", 2,
+                                {"--model", "transformer", "--layers", "2", "--width", "32", "--heads", "4", "--seq",
+                                 "8", "--optimizer", "adamw", "--lr", "0.001"},
+                                "0.01", "0.05", 1},
+                      ExactCase{"convnet_N2", 2, {"--model", "convnet", "--layers", "1", "--width", "8"}, "0.001",
+                                "0.002", 1}),
+    [](const ::testing::TestParamInfo<ExactCase>& info) { return std::string(info.param.name); });
 
 // The seeds' identity: averaging the gradients of N shards of a batch equals the gradient of
 // the whole batch, so N replicas that start equal (rank 0's broadcast; each rank initializes
 // with its own seed) and apply the same update stay equal to one process on the full batch.
-void TestRuntime::exactness()
+TEST_P(Exactness, NRanksEqualOneProcessOnTheFullBatch)
 {
-    QFETCH(int, world);
-    QFETCH(QStringList, model);
-    QFETCH(QString, firstBucketMb);
-    QFETCH(QString, bucketMb);
-    QFETCH(int, accumulate);
-    QTemporaryDir dir;
-    QVERIFY(dir.isValid());
+    const ExactCase& c = GetParam();
+    test::TempDir dir;
     const int perRank = 4;
-    QStringList common = model + QStringList{"--steps", "4", "--no-record", "--quiet", "--seed", "7",
-                                             "--dataset-size", "256"};
-    if (!model.contains("--lr"))
-        common += QStringList{"--lr", "0.05"};
+    std::vector<std::string> common = cat(c.model, {"--steps", "4", "--no-record", "--quiet", "--seed", "7",
+                                                    "--dataset-size", "256"});
+    if (std::find(c.model.begin(), c.model.end(), "--lr") == c.model.end())
+        common = cat(common, {"--lr", "0.05"});
     // Reference: one process, the whole batch (all ranks' micro-batches of a step at once).
-    const QString ref = dir.filePath("ref.bin");
-    auto r1 = runRanks(1, common + QStringList{"--batch", QString::number(perRank * world * accumulate),
-                                                 "--dump-params", ref});
-    requireAllDone(r1);
-    const QString par = dir.filePath("par.bin");
-    auto rn = runRanks(world, common + QStringList{"--batch", QString::number(perRank), "--accumulate",
-                                                   QString::number(accumulate), "--first-bucket-mb", firstBucketMb,
-                                                   "--bucket-mb", bucketMb, "--dump-params", par, "--check-every", "2"});
-    requireAllDone(rn);
+    const std::string ref = dir.file("ref.bin");
+    ASSERT_TRUE(allDone(runRanks(1, cat(common, {"--batch", std::to_string(perRank * c.world * c.accumulate),
+                                                 "--dump-params", ref}))));
+    const std::string par = dir.file("par.bin");
+    auto rn = runRanks(c.world, cat(common, {"--batch", std::to_string(perRank), "--accumulate",
+                                             std::to_string(c.accumulate), "--first-bucket-mb", c.firstBucketMb,
+                                             "--bucket-mb", c.bucketMb, "--dump-params", par, "--check-every", "2"}));
+    ASSERT_TRUE(allDone(rn));
     const auto expected = readFloats(ref);
-    QVERIFY(expected.size() > 100);
+    ASSERT_GT(expected.size(), 100u);
     const auto rank0 = readFloats(dump(par, 0));
-    QCOMPARE(rank0.size(), expected.size());
+    ASSERT_EQ(rank0.size(), expected.size());
     double maxDiff = 0, maxAbs = 0;
     for (size_t i = 0; i < expected.size(); ++i) {
         maxDiff = std::max(maxDiff, std::fabs(double(rank0[i]) - double(expected[i])));
         maxAbs = std::max(maxAbs, std::fabs(double(expected[i])));
     }
-    QVERIFY2(maxDiff <= 2e-5 * std::max(1.0, maxAbs), qPrintable(QString("max |diff| %1").arg(maxDiff)));
-    // Training moved the parameters (a reducer that dropped gradients would fail above too,
-    // but only if the reference moved).
-    for (int r = 1; r < world; ++r) {
+    EXPECT_LE(maxDiff, 2e-5 * std::max(1.0, maxAbs)) << "max |diff| " << maxDiff;
+    for (int r = 1; r < c.world; ++r) {
         const auto other = readFloats(dump(par, r));
-        QCOMPARE(other.size(), rank0.size());
-        QVERIFY2(std::memcmp(other.data(), rank0.data(), rank0.size() * sizeof(float)) == 0,
-                 qPrintable(QString("rank %1 differs from rank 0").arg(r)));
-        QVERIFY(!rn[r].output.contains("drift"));
+        ASSERT_EQ(other.size(), rank0.size());
+        EXPECT_EQ(std::memcmp(other.data(), rank0.data(), rank0.size() * sizeof(float)), 0) << "rank " << r << " differs from rank 0";
+        EXPECT_FALSE(contains(rn[size_t(r)].output, "drift"));
     }
 }
 
-void TestRuntime::compression_data()
-{
-    QTest::addColumn<QString>("compress");
-    QTest::newRow("fp16") << "fp16";
-    QTest::newRow("bf16") << "bf16";
-}
+class Compression : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Runtime, Compression, ::testing::Values("fp16", "bf16"));
 
-void TestRuntime::compression()
+TEST_P(Compression, CloseToExactAndReplicasIdentical)
 {
-    QFETCH(QString, compress);
-    QTemporaryDir dir;
-    const QStringList common{"--model", "mlp", "--layers", "2", "--width", "32", "--steps", "3", "--no-record",
-                             "--quiet", "--dataset-size", "256", "--lr", "0.05"};
-    const QString ref = dir.filePath("ref.bin");
-    requireAllDone(runRanks(1, common + QStringList{"--batch", "8", "--dump-params", ref}));
-    const QString par = dir.filePath("par.bin");
-    requireAllDone(runRanks(2, common + QStringList{"--batch", "4", "--compress", compress, "--first-bucket-mb",
-                                                    "0.002", "--bucket-mb", "0.004", "--dump-params", par}));
+    const std::string compress = GetParam();
+    test::TempDir dir;
+    const std::vector<std::string> common{"--model", "mlp", "--layers", "2", "--width", "32", "--steps", "3",
+                                          "--no-record", "--quiet", "--dataset-size", "256", "--lr", "0.05"};
+    const std::string ref = dir.file("ref.bin");
+    ASSERT_TRUE(allDone(runRanks(1, cat(common, {"--batch", "8", "--dump-params", ref}))));
+    const std::string par = dir.file("par.bin");
+    ASSERT_TRUE(allDone(runRanks(2, cat(common, {"--batch", "4", "--compress", compress, "--first-bucket-mb", "0.002",
+                                                 "--bucket-mb", "0.004", "--dump-params", par}))));
     const auto expected = readFloats(ref);
     const auto a = readFloats(dump(par, 0));
     const auto b = readFloats(dump(par, 1));
-    QCOMPARE(a.size(), expected.size());
-    QCOMPARE(b.size(), expected.size());
-    QVERIFY(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    ASSERT_EQ(a.size(), expected.size());
+    ASSERT_EQ(b.size(), expected.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
     double maxDiff = 0;
     for (size_t i = 0; i < a.size(); ++i)
         maxDiff = std::max(maxDiff, std::fabs(double(a[i]) - double(expected[i])));
     // Rounded gradients: close to the exact run, but not equal to it.
-    QVERIFY2(maxDiff < 5e-3, qPrintable(QString("max |diff| %1").arg(maxDiff)));
-    QVERIFY2(maxDiff > 0, "compression had no effect");
+    EXPECT_LT(maxDiff, 5e-3) << "max |diff| " << maxDiff;
+    EXPECT_GT(maxDiff, 0) << "compression had no effect";
 }
 
-void TestRuntime::recordedShards()
+TEST_F(Runtime, RecordedShards)
 {
-    QTemporaryDir dir;
+    test::TempDir dir;
     const int steps = 5;
     auto rs = runRanks(2, {"--model", "mlp", "--layers", "3", "--width", "64", "--batch", "8", "--steps",
-                           QString::number(steps), "--first-bucket-mb", "0.01", "--bucket-mb", "0.01", "--out-dir",
-                           dir.path(), "--run-name", "rt-test", "--check-every", "2"});
-    requireAllDone(rs);
+                           std::to_string(steps), "--first-bucket-mb", "0.01", "--bucket-mb", "0.01", "--out-dir",
+                           dir.path(), "--run-name", "rt-test", "--check-every", "2", "--lr", "0.02", "--seed", "11"});
+    ASSERT_TRUE(allDone(rs));
     for (int r = 0; r < 2; ++r) {
-        QVERIFY(rs[r].output.contains(QString("LOCKSTEP step=%1 rank=%2 loss=").arg(steps - 1).arg(r)));
-        auto run = core::loadRun(dir.filePath(QString("rank-%1.db").arg(r)).toStdString());
-        QVERIFY2(run.has_value(), run ? "" : run.error().message.c_str());
-        QCOMPARE(run->config.status, core::RunStatus::Completed);
-        QCOMPARE(run->config.worldSize, 2);
-        QCOMPARE(run->config.model, std::string("mlp"));
-        QCOMPARE(run->config.backend, std::string("gloo"));
-        QCOMPARE(run->config.firstBucketCapBytes, int64_t(0.01 * 1024 * 1024));
-        QCOMPARE(run->config.name, std::string("rt-test"));
-        QVERIFY(run->config.commandLine.find("worker") != std::string::npos);
-        QCOMPARE(int(run->ranks.size()), 1);
-        QCOMPARE(run->ranks[0].rank, r);
+        SCOPED_TRACE("rank " + std::to_string(r));
+        EXPECT_TRUE(contains(rs[size_t(r)].output, "LOCKSTEP step=" + std::to_string(steps - 1) + " rank=" + std::to_string(r) + " loss="));
+        auto run = core::loadRun(dir.file("rank-" + std::to_string(r) + ".db"));
+        ASSERT_TRUE(run.has_value()) << run.error().message;
+        EXPECT_EQ(run->config.status, core::RunStatus::Completed);
+        EXPECT_EQ(run->config.worldSize, 2);
+        EXPECT_EQ(run->config.model, "mlp");
+        EXPECT_EQ(run->config.modelArgs, "layers=3 width=64");
+        EXPECT_EQ(run->config.backend, "gloo");
+        EXPECT_EQ(run->config.firstBucketCapBytes, int64_t(0.01 * 1024 * 1024));
+        EXPECT_EQ(run->config.name, "rt-test");
+        EXPECT_TRUE(contains(run->config.commandLine, "worker"));
+        // Every training option is recorded (the configuration signature needs them all).
+        EXPECT_EQ(run->config.extra["lr"], "0.02");
+        EXPECT_EQ(run->config.extra["seed"], "11");
+        EXPECT_EQ(run->config.extra["micro_batch"], "8");
+        EXPECT_EQ(run->config.extra["threads"], "1");
+        EXPECT_EQ(run->config.extra["timeout_s"], "30");
+        EXPECT_EQ(run->config.extra["dataset_size"], "65536");
+        EXPECT_EQ(run->config.extra["check_every"], "2");
+        EXPECT_EQ(run->config.extra["momentum"], "0.9");
+        EXPECT_EQ(run->config.extra.count("straggler"), 0u); // not injected
+        ASSERT_EQ(run->ranks.size(), 1u);
+        EXPECT_EQ(run->ranks[0].rank, r);
         if (r == 1) {
-            QVERIFY(run->ranks[0].clockRttNs > 0);
-            QVERIFY(run->ranks[0].clockSyncEndNs > run->ranks[0].clockSyncStartNs);
+            EXPECT_GT(run->ranks[0].clockRttNs, 0);
+            EXPECT_GT(run->ranks[0].clockSyncEndNs, run->ranks[0].clockSyncStartNs);
         }
-        QCOMPARE(int(run->steps.size()), steps);
+        ASSERT_EQ(int(run->steps.size()), steps);
         // Reverse order, 10 KiB caps: {head.*, layer2.*}, {layer1.*}, {layer0.*} (a 64x64 weight is 16 KiB).
-        QCOMPARE(int(run->buckets.size()), 3);
+        ASSERT_EQ(run->buckets.size(), 3u);
         int64_t bucketParams = 0;
         for (const auto& b : run->buckets)
             bucketParams += int64_t(b.params.size());
-        QCOMPARE(bucketParams, int64_t(8));
+        EXPECT_EQ(bucketParams, 8);
         // The last layer's parameters are in bucket 0 (reverse registration order).
-        QVERIFY(run->buckets[0].params[0].rfind("head.", 0) == 0);
+        EXPECT_EQ(run->buckets[0].params[0].rfind("head.", 0), 0u);
         std::map<core::SpanKind, int> kinds;
         std::map<int, int> commPerStep;
         for (const auto& s : run->spans) {
             ++kinds[s.kind];
-            QVERIFY(s.end >= s.start);
-            QVERIFY(s.step >= 0 && s.step < steps);
+            EXPECT_GE(s.end, s.start);
+            EXPECT_TRUE(s.step >= 0 && s.step < steps);
             if (s.kind == core::SpanKind::Comm) {
                 ++commPerStep[s.step];
-                QVERIFY(s.bucket >= 0 && s.bucket < int(run->buckets.size()));
-                QCOMPARE(s.bytes, run->buckets[s.bucket].bytes);
-                QCOMPARE(run->lanes[s.lane.v].kind, core::LaneKind::Comm);
+                ASSERT_TRUE(s.bucket >= 0 && s.bucket < int(run->buckets.size()));
+                EXPECT_EQ(s.bytes, run->buckets[size_t(s.bucket)].bytes);
+                EXPECT_EQ(run->lanes[s.lane.v].kind, core::LaneKind::Comm);
             }
         }
-        QCOMPARE(kinds[core::SpanKind::DataLoad], steps);
-        QCOMPARE(kinds[core::SpanKind::Forward], steps * 4); // layer0..2 + head
-        QVERIFY(kinds[core::SpanKind::Backward] >= steps * 4);
-        QCOMPARE(kinds[core::SpanKind::Wait], steps);
-        QCOMPARE(kinds[core::SpanKind::Optimizer], steps);
+        EXPECT_EQ(kinds[core::SpanKind::DataLoad], steps);
+        EXPECT_EQ(kinds[core::SpanKind::Forward], steps * 4); // layer0..2 + head
+        EXPECT_GE(kinds[core::SpanKind::Backward], steps * 4);
+        EXPECT_EQ(kinds[core::SpanKind::Wait], steps);
+        EXPECT_EQ(kinds[core::SpanKind::Optimizer], steps);
         for (int s = 0; s < steps; ++s)
-            QCOMPARE(commPerStep[s], int(run->buckets.size()));
-        QCOMPARE(int(run->instants.size()), steps * 8);
+            EXPECT_EQ(commPerStep[s], int(run->buckets.size()));
+        EXPECT_EQ(int(run->instants.size()), steps * 8);
         for (const auto& in : run->instants)
-            QCOMPARE(in.kind, core::InstantKind::GradReady);
-        // Per step: the all-reduces launch in bucket order, after that bucket's gradients.
+            EXPECT_EQ(in.kind, core::InstantKind::GradReady);
         for (const auto& st : run->steps) {
-            QVERIFY(st.end > st.start);
-            QVERIFY(std::isfinite(st.loss));
-            QCOMPARE(st.samples, int64_t(8));
+            EXPECT_GT(st.end, st.start);
+            EXPECT_TRUE(std::isfinite(st.loss));
+            EXPECT_EQ(st.samples, 8);
         }
         bool checked = false;
         for (const auto& d : run->diagnostics) {
             if (d.kind == "replica check")
                 checked = d.count == 2;
-            QVERIFY(d.kind != "replica drift");
+            EXPECT_NE(d.kind, "replica drift");
         }
-        QVERIFY(checked);
+        EXPECT_TRUE(checked);
     }
     // The merged run analyses: two ranks, every step, buckets with durations.
-    const QString merged = dir.filePath("run.db");
-    auto m = core::mergeRunFiles({dir.filePath("rank-0.db").toStdString(), dir.filePath("rank-1.db").toStdString()},
-                                 merged.toStdString());
-    QVERIFY2(m.has_value(), m ? "" : m.error().message.c_str());
-    auto run = core::loadRun(merged.toStdString());
-    QVERIFY(run.has_value());
+    const std::string merged = dir.file("run.db");
+    auto m = core::mergeRunFiles({dir.file("rank-0.db"), dir.file("rank-1.db")}, merged);
+    ASSERT_TRUE(m.has_value()) << m.error().message;
+    auto run = core::loadRun(merged);
+    ASSERT_TRUE(run.has_value());
     const auto summary = core::summarize(*run);
-    QCOMPARE(summary.worldSize, 2);
-    QCOMPARE(summary.steps, steps);
-    QVERIFY(summary.stepTimeMs > 0);
-    QVERIFY(summary.commMs > 0);
-    QVERIFY(summary.computeMs > 0);
-    QCOMPARE(int(summary.buckets.size()), int(run->buckets.size()));
+    EXPECT_EQ(summary.worldSize, 2);
+    EXPECT_EQ(summary.steps, steps);
+    EXPECT_GT(summary.stepTimeMs, 0);
+    EXPECT_GT(summary.commMs, 0);
+    EXPECT_GT(summary.computeMs, 0);
+    EXPECT_EQ(summary.buckets.size(), run->buckets.size());
 }
 
-void TestRuntime::crashedPeerFailsFast()
+// The launcher's rendezvous: a FileStore in a private folder, the shard folder and the run name
+// from the environment; no MASTER_ADDR/MASTER_PORT at all.
+TEST_F(Runtime, RendezvousThroughAFile)
 {
-    QTemporaryDir dir;
-    QElapsedTimer t;
-    t.start();
+    test::TempDir dir;
+    const std::vector<std::string> env{"LOCKSTEP_RENDEZVOUS_FILE=" + dir.file("rendezvous"),
+                                       "LOCKSTEP_SHARD_DIR=" + dir.path(), "LOCKSTEP_RUN_NAME=by-file"};
+    const int world = 2;
+    std::vector<std::unique_ptr<test::Child>> procs;
+    for (int r = 0; r < world; ++r) {
+        auto p = std::make_unique<test::Child>();
+        p->start(test::workerPath(), {"--model", "mlp", "--layers", "2", "--width", "32", "--batch", "4", "--steps", "3", "--threads", "1"},
+                 test::environment(cat(env, {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
+                                             "LOCAL_WORLD_SIZE=2"}),
+                                   {"MASTER_ADDR", "MASTER_PORT"}));
+        procs.push_back(std::move(p));
+    }
+    for (int r = 0; r < world; ++r) {
+        ASSERT_TRUE(procs[size_t(r)]->wait(90000));
+        ASSERT_EQ(procs[size_t(r)]->exitCode(), 0) << procs[size_t(r)]->all();
+        auto run = core::loadRun(dir.file("rank-" + std::to_string(r) + ".db"));
+        ASSERT_TRUE(run.has_value()) << procs[size_t(r)]->all();
+        EXPECT_EQ(run->config.name, "by-file");
+        EXPECT_EQ(run->config.extra["rendezvous"], "file store in the shard folder");
+        EXPECT_EQ(run->steps.size(), 3u);
+    }
+}
+
+TEST_F(Runtime, CrashedPeerFailsFast)
+{
+    test::TempDir dir;
     auto rs = runRanks(2, {"--model", "mlp", "--layers", "2", "--width", "32", "--batch", "4", "--steps", "50",
                            "--crash", "1:3", "--timeout-s", "20", "--out-dir", dir.path()},
                        60000);
-    QVERIFY(rs[0].finished && rs[1].finished);
-    QCOMPARE(rs[1].exitCode, 3);
-    QVERIFY(rs[0].exitCode != 0);
-    QVERIFY2(rs[0].output.contains("LOCKSTEP failed rank=0 cause=step 3: "), qPrintable(rs[0].output));
+    ASSERT_TRUE(rs[0].finished && rs[1].finished);
+    EXPECT_EQ(rs[1].exitCode, 3);
+    EXPECT_NE(rs[0].exitCode, 0);
+    EXPECT_TRUE(contains(rs[0].output, "LOCKSTEP failed rank=0 cause=step 3: ")) << rs[0].output;
     for (int r = 0; r < 2; ++r) {
-        auto run = core::loadRun(dir.filePath(QString("rank-%1.db").arg(r)).toStdString());
-        QVERIFY2(run.has_value(), run ? "" : run.error().message.c_str());
-        QVERIFY(run->steps.size() >= 3); // steps 0..2 completed on both ranks
+        auto run = core::loadRun(dir.file("rank-" + std::to_string(r) + ".db"));
+        ASSERT_TRUE(run.has_value()) << run.error().message;
+        ASSERT_GE(run->steps.size(), 3u); // steps 0..2 completed on both ranks
         for (int s = 0; s < 3; ++s)
-            QCOMPARE(run->steps[s].step, s);
+            EXPECT_EQ(run->steps[size_t(s)].step, s);
         if (r == 0) {
-            QCOMPARE(run->config.status, core::RunStatus::Failed);
-            QVERIFY(!run->config.failureCause.empty());
+            EXPECT_EQ(run->config.status, core::RunStatus::Failed);
+            EXPECT_FALSE(run->config.failureCause.empty());
         }
     }
 }
 
-void TestRuntime::stragglerAndSlowLink()
+TEST_F(Runtime, StragglerAndSlowLink)
 {
-    QTemporaryDir dir;
-    const QStringList common{"--model", "mlp", "--layers", "2", "--width", "64", "--batch", "4", "--steps", "8",
-                             "--warmup", "2", "--first-bucket-mb", "0.01", "--bucket-mb", "0.02"};
-    const QString sdir = dir.filePath("straggler");
-    requireAllDone(runRanks(2, common + QStringList{"--straggler", "1:30", "--out-dir", sdir}));
-    std::vector<std::string> shards{QDir(sdir).filePath("rank-0.db").toStdString(),
-                                    QDir(sdir).filePath("rank-1.db").toStdString()};
-    QVERIFY(core::mergeRunFiles(shards, QDir(sdir).filePath("run.db").toStdString()).has_value());
-    auto run = core::loadRun(QDir(sdir).filePath("run.db").toStdString());
-    QVERIFY(run.has_value());
-    QCOMPARE(run->config.extra["straggler"].substr(0, 2), std::string("1:"));
+    test::TempDir dir;
+    const std::vector<std::string> common{"--model", "mlp", "--layers", "2", "--width", "64", "--batch", "4", "--steps", "8",
+                                          "--warmup", "2", "--first-bucket-mb", "0.01", "--bucket-mb", "0.02"};
+    const std::string sdir = dir.file("straggler");
+    ASSERT_TRUE(allDone(runRanks(2, cat(common, {"--straggler", "1:30", "--out-dir", sdir}))));
+    ASSERT_TRUE(core::mergeRunFiles({sdir + "/rank-0.db", sdir + "/rank-1.db"}, sdir + "/run.db").has_value());
+    auto run = core::loadRun(sdir + "/run.db");
+    ASSERT_TRUE(run.has_value());
+    EXPECT_EQ(run->config.extra["straggler"], "1:30");
     const auto report = core::stragglers(*run);
-    QCOMPARE(report.stragglers, std::vector<int32_t>{1});
+    EXPECT_EQ(report.stragglers, std::vector<int32_t>{1});
 
-    const QString ldir = dir.filePath("link");
-    requireAllDone(runRanks(2, common + QStringList{"--link-gbps", "0.01", "--out-dir", ldir}));
-    auto slow = core::loadRun(QDir(ldir).filePath("rank-0.db").toStdString());
-    QVERIFY(slow.has_value());
-    QCOMPARE(slow->config.linkGbps, 0.01);
+    const std::string ldir = dir.file("link");
+    ASSERT_TRUE(allDone(runRanks(2, cat(common, {"--link-gbps", "0.01", "--out-dir", ldir}))));
+    auto slow = core::loadRun(ldir + "/rank-0.db");
+    ASSERT_TRUE(slow.has_value());
+    EXPECT_EQ(slow->config.linkGbps, 0.01);
     // 0.01 Gbit/s: every bucket of ~10-20 KiB takes >= 8 ms on the emulated link.
     for (const auto& s : slow->spans)
-        if (s.kind == core::SpanKind::Comm)
-            QVERIFY(s.duration() >= static_cast<core::TimeNs>(s.bytes * 8 / 0.01));
+        if (s.kind == core::SpanKind::Comm) {
+            EXPECT_GE(s.duration(), static_cast<core::TimeNs>(double(s.bytes) * 8 / 0.01));
+        }
 }
 
 // The worker runs unchanged under Debian's torchrun, whose agent hosts the rendezvous store.
-void TestRuntime::underTorchrun()
+TEST_F(Runtime, UnderTorchrun)
 {
-    if (!QFile::exists("/usr/bin/python3"))
-        QSKIP("no /usr/bin/python3 (Debian's python3-torch) on this machine");
-    QTemporaryDir dir;
-    QProcess p;
-    p.setProcessChannelMode(QProcess::MergedChannels);
-    p.start("/usr/bin/python3", {"-m", "torch.distributed.run", "--no_python", "--nproc_per_node", "2",
-                                 "--master_port", QString::number(freePort()), "--log_dir", dir.filePath("logs"),
-                                 "-r", "1", "-t", "1", cli(), "worker", "--model", "mlp", "--layers", "2", "--width",
-                                 "32", "--batch", "4", "--steps", "3", "--threads", "1", "--out-dir", dir.path()});
-    QVERIFY(p.waitForFinished(90000));
-    const QString out = QString::fromLocal8Bit(p.readAll());
-    if (p.exitCode() != 0 && out.contains("No module named torch"))
-        QSKIP("Debian's python3-torch is not installed");
-    QVERIFY2(p.exitCode() == 0, qPrintable(out));
+    if (!test::exists("/usr/bin/python3"))
+        GTEST_SKIP() << "no /usr/bin/python3 (Debian's python3-torch) on this machine";
+    test::TempDir dir;
+    const test::Outcome o = test::run(
+        "/usr/bin/python3",
+        {"-m", "torch.distributed.run", "--no_python", "--nproc_per_node", "2", "--master_port",
+         std::to_string(test::freePort()), "--log_dir", dir.file("logs"), "-r", "1", "-t", "1", test::cliPath(), "worker",
+         "--model", "mlp", "--layers", "2", "--width", "32", "--batch", "4", "--steps", "3", "--threads", "1",
+         "--out-dir", dir.path()},
+        90000, test::environment({}, {"LOCKSTEP_RENDEZVOUS_FILE", "LOCKSTEP_SHARD_DIR", "LOCKSTEP_RUN_NAME"}));
+    if (o.exitCode != 0 && contains(o.out + o.err, "No module named torch"))
+        GTEST_SKIP() << "Debian's python3-torch is not installed";
+    ASSERT_TRUE(o.finished && o.exitCode == 0) << o.describe();
     for (int r = 0; r < 2; ++r) {
-        auto run = core::loadRun(dir.filePath(QString("rank-%1.db").arg(r)).toStdString());
-        QVERIFY2(run.has_value(), qPrintable(out));
-        QCOMPARE(run->config.status, core::RunStatus::Completed);
-        QCOMPARE(run->config.worldSize, 2);
-        QCOMPARE(int(run->steps.size()), 3);
-        QCOMPARE(run->ranks[0].rank, r);
+        auto run = core::loadRun(dir.file("rank-" + std::to_string(r) + ".db"));
+        ASSERT_TRUE(run.has_value()) << o.describe();
+        EXPECT_EQ(run->config.status, core::RunStatus::Completed);
+        EXPECT_EQ(run->config.worldSize, 2);
+        EXPECT_EQ(run->steps.size(), 3u);
+        EXPECT_EQ(run->ranks[0].rank, r);
     }
 }
 
-void TestRuntime::badInput()
+TEST_F(Runtime, BadInput)
 {
     {
-        QProcess p;
-        p.start(cli(), {"worker", "--model", "resnet9000"});
-        QVERIFY(p.waitForFinished(30000));
-        QVERIFY(p.exitCode() != 0);
+        // Refused by the flag table before any training: exit 2 (usage), the flag named.
+        const test::Outcome o = test::lockstep({"worker", "--model", "resnet9000"}, 30000);
+        EXPECT_EQ(o.exitCode, 2) << o.describe();
+        EXPECT_TRUE(contains(o.err, "--model")) << o.describe();
     }
     {
-        QProcess p;
-        p.start(cli(), {"worker", "--straggler", "one:fifty", "--no-record"});
-        QVERIFY(p.waitForFinished(30000));
-        QVERIFY(p.exitCode() != 0);
-        QVERIFY(p.readAllStandardError().contains("--straggler"));
+        const test::Outcome o = test::lockstep({"worker", "--straggler", "one:fifty", "--no-record"}, 30000);
+        EXPECT_EQ(o.exitCode, 2) << o.describe();
+        EXPECT_TRUE(contains(o.err, "--straggler")) << o.describe();
     }
     {
-        // A world of two without a rendezvous address: a clear failure, no hang.
-        QProcess p;
-        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-        env.insert("WORLD_SIZE", "2");
-        env.insert("RANK", "0");
-        env.remove("MASTER_ADDR");
-        env.remove("MASTER_PORT");
-        p.setProcessEnvironment(env);
-        p.start(cli(), {"worker", "--no-record", "--steps", "1"});
-        QVERIFY(p.waitForFinished(30000));
-        QVERIFY(p.exitCode() != 0);
-        const QByteArray out = p.readAllStandardOutput();
-        QVERIFY(out.contains("LOCKSTEP failed rank=0 cause="));
-        QVERIFY(out.contains("WORLD_SIZE > 1 needs MASTER_ADDR"));
+        // A world of two without a rendezvous: a clear failure, no hang.
+        const test::Outcome o = test::lockstep(
+            {"worker", "--no-record", "--steps", "1"}, 30000,
+            test::environment({"WORLD_SIZE=2", "RANK=0"}, {"MASTER_ADDR", "MASTER_PORT", "LOCKSTEP_RENDEZVOUS_FILE"}));
+        EXPECT_NE(o.exitCode, 0);
+        EXPECT_TRUE(contains(o.out, "LOCKSTEP failed rank=0 cause=")) << o.describe();
+        EXPECT_TRUE(contains(o.out, "WORLD_SIZE > 1 needs MASTER_ADDR")) << o.describe();
     }
     {
-        // A transformer whose width does not split into heads.
-        QProcess p;
-        p.start(cli(), {"worker", "--model", "transformer", "--width", "30", "--heads", "4", "--no-record"});
-        QVERIFY(p.waitForFinished(30000));
-        QVERIFY(p.exitCode() != 0);
-        QVERIFY(p.readAllStandardOutput().contains("multiple of --heads"));
+        // A transformer whose width does not split into heads: refused by the table's rules.
+        const test::Outcome o = test::lockstep({"worker", "--model", "transformer", "--width", "30", "--heads", "4", "--no-record"}, 30000);
+        EXPECT_EQ(o.exitCode, 2) << o.describe();
+        EXPECT_TRUE(contains(o.err, "multiple of --heads")) << o.describe();
+    }
+    {
+        // A rank the world does not have: known only from the environment, refused at setup.
+        const test::Outcome o = test::lockstep({"worker", "--straggler", "3:10", "--no-record", "--steps", "1"}, 30000,
+                                               test::environment({}, {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                                                                      "LOCKSTEP_RENDEZVOUS_FILE"}));
+        EXPECT_EQ(o.exitCode, 1) << o.describe();
+        EXPECT_TRUE(contains(o.out, "rank 3 does not exist in a world of 1")) << o.describe();
     }
 }
 
-void TestRuntime::rankValueParsing()
+// RANK:VALUE parsing (--straggler) is the flag table's.
+TEST_F(Runtime, RankValueParsing)
 {
-    int r = -1;
-    double v = 0;
-    QVERIFY(rt::parseRankValue("1:50", &r, &v));
-    QCOMPARE(r, 1);
-    QCOMPARE(v, 50.0);
-    QVERIFY(rt::parseRankValue("3:2.5", &r, &v));
-    QCOMPARE(v, 2.5);
-    QVERIFY(!rt::parseRankValue("1", &r, &v));
-    QVERIFY(!rt::parseRankValue(":5", &r, &v));
-    QVERIFY(!rt::parseRankValue("a:5", &r, &v));
-    QVERIFY(!rt::parseRankValue("1:5x", &r, &v));
-    QVERIFY(!rt::parseRankValue("-1:5", &r, &v));
+    const job::Flag& f = *job::findFlag("--straggler");
+    auto v = job::parseFlagValue(f, "1:50");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->rank, 1);
+    EXPECT_EQ(v->number, 50.0);
+    v = job::parseFlagValue(f, "3:2.5");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->number, 2.5);
+    for (const char* bad : {"1", ":5", "a:5", "1:5x", "-1:5"})
+        EXPECT_FALSE(job::parseFlagValue(f, bad)) << bad;
 }
-
-QTEST_GUILESS_MAIN(TestRuntime)
-#include "test_runtime.moc"

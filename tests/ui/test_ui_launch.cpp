@@ -63,17 +63,17 @@ void TestUiLaunch::launchTwoRankRun()
     LaunchPanel* panel = w.launchPanel();
     LaunchSettings s;
     s.name = "from-panel";
-    s.model = "mlp";
-    s.layers = 2;
-    s.width = 64;
+    s.training.model = "mlp";
+    s.training.layers = 2;
+    s.training.width = 64;
     s.worldSize = 2;
     s.bucketMb = "1";
-    s.steps = 16;
-    s.batch = 16;
+    s.training.steps = 16;
+    s.training.batch = 16;
     // A 150 ms straggler keeps the run recording for a few seconds, so the live view (re-read
     // every second) sees it grow.
-    s.stragglerRank = 1;
-    s.stragglerMs = 150;
+    s.training.stragglerRank = 1;
+    s.training.stragglerMs = 150;
     panel->setSettings(s);
     QSignalSpy finished(panel, &LaunchPanel::finished);
     QSignalSpy live(panel, &LaunchPanel::liveRunUpdated);
@@ -118,9 +118,9 @@ void TestUiLaunch::cancelStopsTheRun()
     panel.setWorkspace(dir.path());
     LaunchSettings s;
     s.name = "cancelled";
-    s.layers = 2;
-    s.width = 64;
-    s.steps = 100000; // would take far longer than the test
+    s.training.layers = 2;
+    s.training.width = 64;
+    s.training.steps = 100000; // would take far longer than the test
     panel.setSettings(s);
     QSignalSpy finished(&panel, &LaunchPanel::finished);
     panel.startRun();

@@ -31,7 +31,6 @@ private slots:
     void compareModelDifferences();
     void loaderReportsResultsAndErrors();
     void launchArguments();
-    void progressLines();
     void liveFilesFindShards();
 
 private:
@@ -209,13 +208,13 @@ void TestUiModels::loaderReportsResultsAndErrors()
 void TestUiModels::launchArguments()
 {
     LaunchSettings s;
-    s.model = "transformer";
+    s.training.model = "transformer";
     s.worldSize = 3;
     s.bucketMb = "1, 4,25";
-    s.steps = 7;
-    s.stragglerRank = 1;
-    s.stragglerMs = 20;
-    s.linkGbps = 2.5;
+    s.training.steps = 7;
+    s.training.stragglerRank = 1;
+    s.training.stragglerMs = 20;
+    s.training.linkGbps = 2.5;
     const QStringList run = runArguments(s, "/w/x y.db");
     QCOMPARE(run.first(), QString("run"));
     QVERIFY(run.contains("/w/x y.db")); // one argument, spaces and all: no shell involved
@@ -229,26 +228,11 @@ void TestUiModels::launchArguments()
     QCOMPARE(sweep.first(), QString("sweep"));
     QCOMPARE(sweep.at(sweep.indexOf("--bucket-mb") + 1), QString("1,4,25"));
     QCOMPARE(sweep.at(sweep.indexOf("--out-dir") + 1), QString("/w/sweep"));
-    s.stragglerRank = -1;
-    s.linkGbps = 0;
+    s.training.stragglerRank = -1;
+    s.training.linkGbps = 0;
     const QStringList plain = runArguments(s, "a.db");
     QVERIFY(!plain.contains("--straggler"));
     QVERIFY(!plain.contains("--link-gbps"));
-}
-
-void TestUiModels::progressLines()
-{
-    ProgressLine p;
-    QVERIFY(parseProgressLine("LOCKSTEP step=4 rank=1 loss=0.523 step_ms=12.5", &p));
-    QCOMPARE(p.step, 4);
-    QCOMPARE(p.rank, 1);
-    QCOMPARE(p.loss, 0.523);
-    QCOMPARE(p.stepMs, 12.5);
-    QVERIFY(parseProgressLine("step 3/20 loss=1.2500 step_ms=8.0", &p));
-    QCOMPARE(p.step, 2); // the launcher counts completed steps from 1
-    QCOMPARE(p.rank, 0);
-    QVERIFY(!parseProgressLine("[rank 1] gloo: connected", &p));
-    QVERIFY(!parseProgressLine("", &p));
 }
 
 void TestUiModels::liveFilesFindShards()

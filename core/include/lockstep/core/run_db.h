@@ -10,8 +10,10 @@
 #include "lockstep/core/types.h"
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 struct sqlite3;
@@ -23,6 +25,11 @@ namespace lockstep::core {
 extern const int kSchemaVersion;
 // PRAGMA application_id of every Lockstep run database ("LKST").
 inline constexpr int32_t kApplicationId = 0x4C4B5354;
+
+// Errors of a write that found the disk full (also a file-size limit or a quota) contain this
+// phrase; isDiskFull() tells them apart from other write errors (the recorder stops the run).
+inline constexpr std::string_view kDiskFull = "disk full";
+inline bool isDiskFull(const Error& error) { return error.message.find(kDiskFull) != std::string::npos; }
 
 // Checks, without changing the file, that `path` is a Lockstep run database this build can
 // read. Errors name the problem: missing, not SQLite, not a run database, truncated/corrupt,
@@ -58,7 +65,10 @@ public:
     Status addDiagnostic(const Diagnostic& diagnostic);
     // Everything appended since the last commit becomes visible to readers at once.
     Status commit();
-    // Commits, finalizes derived columns (per-lane max span duration), closes.
+    // Commits, finalizes derived columns (per-lane max span duration), checkpoints the write-ahead
+    // log into the file and switches it back to rollback-journal mode, closes. Only when all of
+    // that succeeded is the file whole on its own (no -wal beside it); otherwise the error says
+    // why (a full disk, a reader that held the file for seconds) and the file may need its -wal.
     Status close();
 
     const std::string& path() const;
@@ -69,13 +79,23 @@ private:
     std::unique_ptr<Impl> m_impl;
 };
 
+// Recovers a run file whose writer died (a killed rank's shard): its committed transactions are
+// in the -wal beside it (or, killed while the file was being created, a hot -journal is), which a
+// read-only reader cannot always use (SQLite must rebuild the log's index, or roll back, first).
+// Opening it for writing replays the log; it is then folded into the file and the file leaves
+// WAL mode, so it reads like any closed run. Only for files nobody writes any
+// more (the launcher's shards once every rank has exited); a file at rest is left unchanged.
+Status recoverRunFile(const std::string& path);
+
 struct LoadOptions {
     bool correctClocks = true; // apply each rank's offset to rank 0 (DESIGN.md "Time and clocks")
 };
 
 class RunReader {
 public:
-    // Opens read-only after validateRunFile(); never writes to the file.
+    // Opens read-only after the header checks of validateRunFile(). Creates nothing beside the
+    // file: a finished run (rollback-journal mode, or WAL mode with no -wal left) is opened
+    // immutable; a run still being written (its -wal present) is read live, as a WAL reader.
     static Result<std::unique_ptr<RunReader>> open(const std::string& path);
     ~RunReader();
     RunReader(const RunReader&) = delete;
@@ -105,7 +125,8 @@ private:
 
 // Convenience: RunReader::open + load.
 Result<Run> loadRun(const std::string& path, const LoadOptions& options = {});
-// Writes a whole in-memory Run into a new file (used by merge, importers, tests).
+// Writes a whole in-memory Run into a file (importers, tests), whole or not at all
+// (output_file.h): CreateNew refuses an existing file, Overwrite replaces it only on success.
 Status saveRun(const Run& run, const std::string& path, RunWriter::Mode mode = RunWriter::Mode::CreateNew);
 
 struct MergeStats {
@@ -114,11 +135,40 @@ struct MergeStats {
     int64_t instants = 0;
     int steps = 0;
 };
-// Merges rank shards (each a run database holding one or more ranks) into one run database.
-// Lanes are renumbered, strings re-interned; the config comes from the lowest rank's shard with
-// worldSize = number of distinct ranks; the run is failed if any shard is failed (first cause
-// kept); diagnostics are summed by kind.
+
+struct MergeOptions {
+    bool overwrite = false; // replace an existing output (only once the merge succeeded)
+    // A launcher's verdict, when it has one (it saw every rank's exit): replaces the status the
+    // shards say. endedNs 0 keeps the shards' end time.
+    std::optional<RunStatus> status;
+    std::string failureCause;
+    TimeNs endedNs = 0;
+};
+
+// Merges rank shards (each a run database holding one or more ranks) into one run database,
+// written whole or not at all and never over one of the shards (output_file.h).
+//
+// The stitching rule (the same for loadShards below): shards in order of their lowest rank;
+// lanes renumbered, strings re-interned; a rank in two shards is refused; the configuration is
+// the lowest rank's shard's with worldSize = the largest of the shards' world sizes and the
+// number of distinct ranks (a missing shard does not shrink the world), created at the earliest
+// shard's start and ended at the latest end, failed if any shard failed (the first cause in rank
+// order), else running if any shard is; a bucket index is defined by the first shard that has
+// it; a (rank, step) by the first shard that has it; diagnostics are summed by kind (the worst
+// severity kept). Each shard contributes its committed steps only, like any reader.
 Result<MergeStats> mergeRunFiles(const std::vector<std::string>& shards, const std::string& out,
-                                 RunWriter::Mode mode = RunWriter::Mode::CreateNew);
+                                 const MergeOptions& options = {});
+inline Result<MergeStats> mergeRunFiles(const std::vector<std::string>& shards, const std::string& out,
+                                        RunWriter::Mode mode)
+{
+    MergeOptions options;
+    options.overwrite = mode == RunWriter::Mode::Overwrite;
+    return mergeRunFiles(shards, out, options);
+}
+
+// The shards of a run still being recorded, stitched in memory by mergeRunFiles' rule (clocks
+// corrected): what a live view shows before the launcher merges them. A shard that cannot be read
+// yet (just created) is skipped; an error only when none can be read.
+Result<Run> loadShards(const std::vector<std::string>& shards);
 
 } // namespace lockstep::core

@@ -1,0 +1,61 @@
+// Outputs that are whole or absent, and never an input.
+//
+// Every command that writes a file (merge, import, export, screenshots, the launcher's merged run)
+// writes it through an OutputFile: into a private folder created beside the destination (same
+// filesystem, so the final move is one atomic rename; SQLite's -wal/-shm/-journal land in that
+// folder too), and moves it into place only in commit(), after the writer has finished (for a run
+// database: the last commit and the checkpoint back to rollback-journal mode, RunWriter::close).
+// Until then the destination is untouched; on any failure (or without commit) the private folder
+// is removed with everything in it, so a failed command leaves neither a 0-byte file nor a run
+// that reads as completed with 0 steps.
+//
+// Output is never input: the destination is compared with every input by identity
+// (std::filesystem::equivalent: the same file through a symlink, a hard link or another spelling
+// of the path is the same file) and refused.
+#pragma once
+
+#include "lockstep/core/result.h"
+
+#include <string>
+#include <vector>
+
+namespace lockstep::core {
+
+// Refuses `out` if it is one of `inputs` (by identity). Inputs that do not exist are ignored.
+Status refuseOutputIsInput(const std::string& out, const std::vector<std::string>& inputs);
+
+class OutputFile {
+public:
+    // Checks the destination (not an input, not a folder, its folder exists, it does not exist
+    // unless `overwrite`) and creates the private folder beside it.
+    static Result<OutputFile> create(const std::string& destination, bool overwrite,
+                                     const std::vector<std::string>& inputs = {});
+    OutputFile(OutputFile&& other) noexcept;
+    OutputFile& operator=(OutputFile&&) = delete;
+    OutputFile(const OutputFile&) = delete;
+    ~OutputFile(); // without a successful commit(): removes the private folder and its contents
+
+    // Where to write (inside the private folder; its file name is the destination's).
+    const std::string& path() const { return m_temp; }
+    const std::string& destination() const { return m_destination; }
+
+    // Syncs the written file and moves it to the destination atomically: over an existing file
+    // only with `overwrite`, else refused if one appeared meanwhile. Stale -wal/-shm/-journal
+    // files of an old destination are removed first (SQLite would otherwise apply an old
+    // write-ahead log to the new file). Then removes the private folder.
+    Status commit();
+
+    // `message` with the private path replaced by the destination's (errors of the writer name
+    // the file it wrote; the user knows the destination).
+    Error explain(const Error& error) const;
+
+private:
+    OutputFile() = default;
+    std::string m_folder;
+    std::string m_temp;
+    std::string m_destination;
+    bool m_overwrite = false;
+    bool m_committed = false;
+};
+
+} // namespace lockstep::core

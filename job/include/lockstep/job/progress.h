@@ -1,0 +1,60 @@
+// The progress protocol: the lines a worker prints and a launcher reads, and the lines the
+// launcher prints for the app. Formatted and parsed here only (the trainer, the launcher, the
+// Launch panel and `lockstep record`'s Python recorder all speak it).
+//
+// A protocol line is one line of text starting with "LOCKSTEP ", then a verb (or none, for a
+// step) and space-separated key=value fields. A field named in kRestOfLine (cause, shards, out)
+// is always the last one and takes the rest of the line, spaces included; every other value has
+// no spaces. Lines that do not start with "LOCKSTEP " are free text (a worker's own output).
+//
+// Worker -> launcher (the worker's stdout):
+//   LOCKSTEP step=<s> rank=<r> loss=<f> step_ms=<f>    step s (from 0) completed on rank r
+//   LOCKSTEP done rank=<r>                             rank r finished every step
+//   LOCKSTEP failed rank=<r> cause=<text>              rank r failed; text to the end of the line
+//   LOCKSTEP layout rank=<r> ...                       informational (bucket layout)
+//   LOCKSTEP crash rank=<r> step=<s> (injected)        informational (fault injection)
+//   LOCKSTEP drift rank=<r> step=<s>                   informational (replica check)
+// Launcher -> app (`lockstep run|sweep --progress protocol`, on stderr):
+//   LOCKSTEP job nproc=<n> steps=<k> shards=<dir>      a job started; its shard folder
+//   LOCKSTEP progress step=<s> steps=<k> loss=<f> step_ms=<f>
+//                                                      step s completed on every rank (mean loss,
+//                                                      slowest rank's step time); steps 0 = unknown
+//   LOCKSTEP point index=<i> points=<n> out=<file>     a sweep started its point i (from 0) of n
+#pragma once
+
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace lockstep::job {
+
+struct ProgressLine {
+    enum class Kind { Step, Done, Failed, Info, Job, Progress, Point, Other };
+    Kind kind = Kind::Other;
+    int rank = -1;
+    int step = -1;
+    double loss = std::numeric_limits<double>::quiet_NaN();
+    double stepMs = 0;
+    int steps = 0;     // Job, Progress: planned steps (0 = unknown)
+    int nproc = 0;     // Job
+    int index = -1;    // Point
+    int points = 0;    // Point
+    std::string text;  // Failed: cause; Job: shard folder; Point: run file; Info: the verb
+};
+
+// Parses one line (without its newline; a trailing '\r' is ignored). A line that is not a
+// well-formed protocol line comes back as Kind::Other.
+ProgressLine parseProgressLine(std::string_view line);
+
+// Formatters (no trailing newline). Causes and paths are made single-line.
+std::string stepLine(int rank, int step, double loss, double stepMs);
+std::string doneLine(int rank);
+std::string failedLine(int rank, std::string_view cause);
+std::string layoutLine(int rank, size_t buckets, std::string_view bucketBytes, int threads, bool pairwise);
+std::string crashLine(int rank, int step);
+std::string driftLine(int rank, int step);
+std::string jobLine(int nproc, int steps, std::string_view shardFolder);
+std::string progressLine(int step, int steps, double loss, double stepMs);
+std::string pointLine(int index, int points, std::string_view runFile);
+
+} // namespace lockstep::job

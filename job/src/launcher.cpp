@@ -1,0 +1,675 @@
+// The launcher's job loop: N local ranks, one watchdog loop, one merged run file (launcher.h).
+//
+// How a job is watched (why it looks like this):
+//  - Every rank gets its own stdout and stderr pipe (process.h). stdout carries the protocol
+//    (progress.h); stderr is the worker's free text (LibTorch and gloo messages), written to
+//    rank-<r>.log in the shard folder and kept as a short tail so that a rank that dies without
+//    a word still gets a cause.
+//  - One poll() loop reads all pipes with a short timeout and reaps exited ranks with
+//    waitpid(WNOHANG), so no thread is needed and a signal (Ctrl-C) interrupts it at once.
+//  - The first failure (a `failed` line, a non-zero exit, death by a signal, or no progress
+//    from any rank for hangTimeoutS) starts the stop sequence: the other ranks get a grace
+//    period to notice and exit on their own (they usually do within milliseconds, when gloo
+//    sees the dead peer's sockets close), then SIGTERM, then SIGKILL. So every rank is gone a
+//    few seconds after the first failure, however the collectives behave.
+//  - Which failure is the run's cause is decided by the failure ranking (failure.h).
+//  - The merge writes the run whole or not at all (core::mergeRunFiles through an OutputFile),
+//    with the launcher's verdict in it, so a reader never sees a half-merged run file.
+#include "lockstep/job/launcher.h"
+
+#include "lockstep/core/types.h"
+#include "lockstep/job/failure.h"
+#include "lockstep/job/flags.h"
+#include "lockstep/job/process.h"
+#include "lockstep/job/progress.h"
+#include "lockstep/job/shard_layout.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+namespace lockstep::job {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+volatile sig_atomic_t g_signal = 0;
+volatile sig_atomic_t g_signalCount = 0;
+
+void onSignal(int sig)
+{
+    g_signal = sig;
+    g_signalCount = g_signalCount + 1;
+}
+
+// Installs the launcher's handlers for the lifetime of one launchRun and restores the old ones.
+class SignalGuard {
+public:
+    SignalGuard()
+    {
+        g_signal = 0;
+        g_signalCount = 0;
+        struct sigaction sa {};
+        sa.sa_handler = onSignal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = 0; // no SA_RESTART: poll() must return EINTR at once
+        for (size_t i = 0; i < std::size(kSignals); ++i)
+            sigaction(kSignals[i], &sa, &m_old[i]);
+    }
+    ~SignalGuard()
+    {
+        for (size_t i = 0; i < std::size(kSignals); ++i)
+            sigaction(kSignals[i], &m_old[i], nullptr);
+    }
+
+private:
+    static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction m_old[3] {};
+};
+
+double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+core::TimeNs realtimeNs()
+{
+    timespec ts {};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return core::TimeNs(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+struct Rank {
+    int rank = 0;
+    ChildProcess child;
+    LineSplitter out, err;
+    std::deque<std::string> errTail; // the last lines of stderr, for a cause when none is given
+    std::ofstream log;
+    bool exited = false;
+    int waitStatus = 0;
+    bool killedByUs = false;
+    int lastStep = -1;        // last completed step reported
+    std::string failedCause;  // from the rank's own `failed` line
+};
+
+struct StepAgg {
+    int ranks = 0;
+    double lossSum = 0;
+    double maxStepMs = 0;
+};
+
+class Job {
+public:
+    explicit Job(const LaunchOptions& o) : m_opt(o) {}
+    core::Result<LaunchResult> run();
+
+private:
+    core::Status prepare();
+    core::Status spawnAll();
+    void loop();
+    void readFd(Rank& r, bool isOut);
+    void handleLine(Rank& r, const std::string& line, bool isOut);
+    void reap();
+    void noteFailure(int rank, std::string cause, bool unambiguous = false);
+    void killAll(int sig);
+    void showProgress(int step, const StepAgg& agg);
+    void finishProgress();
+    void message(const std::string& text);
+    core::Status mergeShards(LaunchResult& result);
+    bool anyAlive() const
+    {
+        return std::any_of(m_ranks.begin(), m_ranks.end(), [](const Rank& r) { return !r.exited; });
+    }
+    bool anyPipeOpen() const
+    {
+        return std::any_of(m_ranks.begin(), m_ranks.end(),
+                           [](const Rank& r) { return r.child.outFd >= 0 || r.child.errFd >= 0; });
+    }
+
+    const LaunchOptions& m_opt;
+    fs::path m_out;
+    std::string m_shardDir;
+    std::string m_runName;
+    int m_port = 0;
+    std::vector<Rank> m_ranks;
+    Clock::time_point m_start;
+    Clock::time_point m_lastProgress;
+    FailureLog m_failures;
+    bool m_interrupted = false;
+    bool m_termSent = false;
+    Clock::time_point m_termAt;
+    bool m_killSent = false;
+    std::map<int, StepAgg> m_steps;
+    int m_shownStep = -1;
+    bool m_barOnScreen = false;
+    ProgressStyle m_style = ProgressStyle::Plain;
+};
+
+core::Status Job::prepare()
+{
+    if (auto s = checkLaunchOptions(m_opt); !s)
+        return s;
+    std::error_code ec;
+    m_out = fs::absolute(m_opt.out, ec);
+    m_runName = m_opt.runName.empty() ? m_out.stem().string() : m_opt.runName;
+    auto folder = createShardFolder(m_out.string());
+    if (!folder)
+        return std::unexpected(folder.error());
+    m_shardDir = *folder;
+    auto port = pickFreePort();
+    if (!port)
+        return std::unexpected(port.error());
+    m_port = *port;
+    m_style = m_opt.progress;
+    if (m_style == ProgressStyle::Auto)
+        m_style = isatty(STDERR_FILENO) ? ProgressStyle::Bar : ProgressStyle::Plain;
+    return {};
+}
+
+core::Status Job::spawnAll()
+{
+    const std::vector<std::string_view> own{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                            "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID", kEnvShardDir,
+                                            kEnvRunName, kEnvRendezvousFile};
+    std::vector<std::string> baseEnv = environmentWithout(own);
+    if (!std::getenv("OMP_NUM_THREADS")) {
+        const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+        baseEnv.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1u, cores / unsigned(m_opt.nproc))));
+    }
+    baseEnv.insert(baseEnv.end(), m_opt.worker.env.begin(), m_opt.worker.env.end());
+    baseEnv.push_back("WORLD_SIZE=" + std::to_string(m_opt.nproc));
+    baseEnv.push_back("LOCAL_WORLD_SIZE=" + std::to_string(m_opt.nproc));
+    baseEnv.push_back("GROUP_RANK=0");
+    baseEnv.push_back("MASTER_ADDR=127.0.0.1");
+    baseEnv.push_back("MASTER_PORT=" + std::to_string(m_port));
+    baseEnv.push_back(std::string(kEnvShardDir) + "=" + m_shardDir);
+    baseEnv.push_back(std::string(kEnvRunName) + "=" + m_runName);
+    baseEnv.push_back(std::string(kEnvRendezvousFile) + "=" + rendezvousFile(m_shardDir));
+
+    m_ranks.resize(size_t(m_opt.nproc));
+    m_start = Clock::now();
+    m_lastProgress = m_start;
+    for (int r = 0; r < m_opt.nproc; ++r) {
+        Rank& rank = m_ranks[size_t(r)];
+        rank.rank = r;
+        rank.log.open(logFile(m_shardDir, r));
+        std::vector<std::string> env = baseEnv;
+        env.push_back("RANK=" + std::to_string(r));
+        env.push_back("LOCAL_RANK=" + std::to_string(r));
+        auto child = spawnChild(m_opt.worker.argv, env);
+        if (!child) {
+            // Stop the ranks already started; the others never were.
+            for (int q = r; q < m_opt.nproc; ++q)
+                m_ranks[size_t(q)].exited = true;
+            killAll(SIGKILL);
+            for (Rank& x : m_ranks) {
+                if (x.child.pid > 0 && !x.exited)
+                    waitpid(x.child.pid, &x.waitStatus, 0);
+                x.exited = true;
+                for (int* fd : {&x.child.outFd, &x.child.errFd})
+                    if (*fd >= 0)
+                        close(*fd), *fd = -1;
+            }
+            return std::unexpected(child.error());
+        }
+        rank.child = *child;
+    }
+    return {};
+}
+
+void Job::killAll(int sig)
+{
+    for (Rank& r : m_ranks) {
+        if (r.child.pid > 0 && !r.exited) {
+            r.killedByUs = true;
+            signalChild(r.child.pid, sig);
+        }
+    }
+}
+
+void Job::noteFailure(int rank, std::string cause, bool unambiguous)
+{
+    m_failures.note(rank, std::move(cause), secondsSince(m_start), unambiguous);
+}
+
+void Job::message(const std::string& text)
+{
+    finishProgress();
+    std::fprintf(stderr, "%s: %s\n", m_opt.messagePrefix.c_str(), text.c_str());
+}
+
+void Job::handleLine(Rank& r, const std::string& line, bool isOut)
+{
+    if (r.log.is_open())
+        r.log << (isOut ? "[out] " : "") << line << '\n';
+    const auto echo = [&] {
+        if (m_opt.echoWorkerOutput) {
+            finishProgress();
+            std::fprintf(stderr, "[rank %d] %s\n", r.rank, line.c_str());
+        }
+    };
+    if (!isOut) {
+        r.errTail.push_back(line);
+        if (r.errTail.size() > 20)
+            r.errTail.pop_front();
+        echo();
+        return;
+    }
+    const ProgressLine p = parseProgressLine(line);
+    switch (p.kind) {
+    case ProgressLine::Kind::Step: {
+        m_lastProgress = Clock::now();
+        r.lastStep = std::max(r.lastStep, p.step);
+        StepAgg& agg = m_steps[p.step];
+        agg.ranks += 1;
+        agg.lossSum += p.loss;
+        agg.maxStepMs = std::max(agg.maxStepMs, p.stepMs);
+        if (agg.ranks == m_opt.nproc && p.step > m_shownStep) {
+            m_shownStep = p.step;
+            showProgress(p.step, agg);
+            m_steps.erase(m_steps.begin(), m_steps.find(p.step));
+        }
+        break;
+    }
+    case ProgressLine::Kind::Done:
+        m_lastProgress = Clock::now();
+        break;
+    case ProgressLine::Kind::Failed:
+        r.failedCause = p.text.empty() ? "failed without a cause" : p.text;
+        if (!r.killedByUs)
+            noteFailure(r.rank, "rank " + std::to_string(r.rank) + " failed at step " + std::to_string(r.lastStep + 1)
+                                    + ": " + r.failedCause);
+        break;
+    default:
+        echo();
+        break;
+    }
+}
+
+void Job::readFd(Rank& r, bool isOut)
+{
+    int& fd = isOut ? r.child.outFd : r.child.errFd;
+    LineSplitter& split = isOut ? r.out : r.err;
+    char chunk[8192];
+    for (;;) {
+        const ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n > 0) {
+            for (const std::string& line : split.feed(std::string_view(chunk, size_t(n))))
+                handleLine(r, line, isOut);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        // EOF or error: the pipe is done.
+        for (const std::string& line : split.finish())
+            handleLine(r, line, isOut);
+        close(fd);
+        fd = -1;
+        return;
+    }
+}
+
+void Job::reap()
+{
+    for (Rank& r : m_ranks) {
+        if (r.exited || r.child.pid <= 0)
+            continue;
+        int status = 0;
+        if (waitpid(r.child.pid, &status, WNOHANG) != r.child.pid)
+            continue;
+        // Drain what it wrote before dying: its `failed` line explains the exit.
+        if (r.child.outFd >= 0)
+            readFd(r, true);
+        if (r.child.errFd >= 0)
+            readFd(r, false);
+        r.exited = true;
+        r.waitStatus = status;
+        const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (clean || r.killedByUs || !r.failedCause.empty())
+            continue; // a `failed` line was noted already; its status is added to the cause
+        std::string cause = "rank " + std::to_string(r.rank) + " " + describeWaitStatus(status) + " at step "
+            + std::to_string(r.lastStep + 1);
+        if (!r.errTail.empty())
+            cause += ": " + r.errTail.back();
+        // A rank that died by a signal without explaining itself is the likeliest cause even
+        // when its last stderr line mentions a peer.
+        noteFailure(r.rank, cause, WIFSIGNALED(status));
+    }
+}
+
+void Job::showProgress(int step, const StepAgg& agg)
+{
+    const double loss = agg.lossSum / std::max(1, agg.ranks);
+    const int shown = step + 1; // steps are numbered from 0; show the completed count
+    const int planned = m_opt.stepsPlanned;
+    char text[256];
+    switch (m_style) {
+    case ProgressStyle::None:
+    case ProgressStyle::Auto:
+        return;
+    case ProgressStyle::Protocol:
+        std::fprintf(stderr, "%s\n", progressLine(step, planned, loss, agg.maxStepMs).c_str());
+        std::fflush(stderr);
+        return;
+    case ProgressStyle::Plain:
+        if (planned > 0)
+            std::snprintf(text, sizeof text, "step %d/%d loss=%.4f step_ms=%.1f\n", shown, planned, loss, agg.maxStepMs);
+        else
+            std::snprintf(text, sizeof text, "step %d loss=%.4f step_ms=%.1f\n", shown, loss, agg.maxStepMs);
+        std::fputs(text, stderr);
+        std::fflush(stderr);
+        return;
+    case ProgressStyle::Bar:
+        break;
+    }
+    constexpr int kWidth = 30;
+    if (planned > 0) {
+        const int filled = std::clamp(shown * kWidth / planned, 0, kWidth);
+        const std::string bar = "[" + std::string(size_t(filled), '#') + std::string(size_t(kWidth - filled), '.') + "] ";
+        std::snprintf(text, sizeof text, "\r\033[K%sstep %d/%d  loss %.4f  %.1f ms/step  %d ranks", bar.c_str(), shown,
+                      planned, loss, agg.maxStepMs, m_opt.nproc);
+    } else {
+        std::snprintf(text, sizeof text, "\r\033[Kstep %d  loss %.4f  %.1f ms/step  %d ranks", shown, loss, agg.maxStepMs,
+                      m_opt.nproc);
+    }
+    std::fputs(text, stderr);
+    std::fflush(stderr);
+    m_barOnScreen = true;
+}
+
+void Job::finishProgress()
+{
+    if (m_barOnScreen) {
+        std::fputs("\n", stderr);
+        m_barOnScreen = false;
+    }
+}
+
+void Job::loop()
+{
+    std::vector<pollfd> fds;
+    std::vector<std::pair<size_t, bool>> owners;
+    Clock::time_point allExitedAt {};
+    bool allExited = false;
+    for (;;) {
+        // Signals first: the first Ctrl-C stops the ranks politely, a second one at once.
+        if (g_signal != 0 && !m_interrupted) {
+            m_interrupted = true;
+            noteFailure(-1, "interrupted", true);
+            message(signalName(g_signal) + " received, stopping " + std::to_string(m_opt.nproc) + " workers");
+            killAll(SIGTERM);
+            m_termSent = true;
+            m_termAt = Clock::now();
+        }
+        if (m_interrupted && g_signalCount > 1 && !m_killSent) {
+            killAll(SIGKILL);
+            m_killSent = true;
+        }
+        // Hang watchdog: no progress line from any rank for too long.
+        if (m_failures.empty() && m_opt.hangTimeoutS > 0 && secondsSince(m_lastProgress) > m_opt.hangTimeoutS) {
+            int slowest = -1;
+            for (const Rank& r : m_ranks)
+                if (!r.exited && (slowest < 0 || r.lastStep < m_ranks[size_t(slowest)].lastStep))
+                    slowest = r.rank;
+            std::string cause = "hung: no progress from any rank for " + formatNumber(m_opt.hangTimeoutS) + " s";
+            if (slowest >= 0)
+                cause += " (rank " + std::to_string(slowest) + " stuck at step "
+                    + std::to_string(m_ranks[size_t(slowest)].lastStep + 1) + ")";
+            noteFailure(slowest, cause, true);
+            // The job has already had its time to recover: no grace period on top.
+            killAll(SIGTERM);
+            m_termSent = true;
+            m_termAt = Clock::now();
+        }
+        // Stop sequence after a failure: grace, SIGTERM, SIGKILL.
+        if (!m_failures.empty() && !m_termSent && anyAlive()
+            && secondsSince(m_start) - m_failures.firstAtS() >= m_opt.graceS) {
+            killAll(SIGTERM);
+            m_termSent = true;
+            m_termAt = Clock::now();
+        }
+        if (m_termSent && !m_killSent && anyAlive() && secondsSince(m_termAt) >= m_opt.termS) {
+            killAll(SIGKILL);
+            m_killSent = true;
+        }
+
+        reap();
+        if (!anyAlive()) {
+            if (!allExited) {
+                allExited = true;
+                allExitedAt = Clock::now();
+            }
+            // Pipes normally reach EOF with the process; something it left behind may hold
+            // them open, so do not wait for that long.
+            if (!anyPipeOpen() || secondsSince(allExitedAt) > 1.0)
+                break;
+        }
+
+        fds.clear();
+        owners.clear();
+        for (size_t i = 0; i < m_ranks.size(); ++i) {
+            if (m_ranks[i].child.outFd >= 0) {
+                fds.push_back({m_ranks[i].child.outFd, POLLIN, 0});
+                owners.emplace_back(i, true);
+            }
+            if (m_ranks[i].child.errFd >= 0) {
+                fds.push_back({m_ranks[i].child.errFd, POLLIN, 0});
+                owners.emplace_back(i, false);
+            }
+        }
+        // 50 ms: short enough to notice exits and deadlines promptly, long enough to cost nothing.
+        if (poll(fds.data(), nfds_t(fds.size()), 50) < 0)
+            continue; // EINTR: handled at the top
+        for (size_t k = 0; k < fds.size(); ++k) {
+            if (fds[k].revents == 0)
+                continue;
+            Rank& r = m_ranks[owners[k].first];
+            const bool isOut = owners[k].second;
+            if ((isOut ? r.child.outFd : r.child.errFd) >= 0)
+                readFd(r, isOut);
+        }
+    }
+    for (Rank& r : m_ranks) {
+        for (int* fd : {&r.child.outFd, &r.child.errFd})
+            if (*fd >= 0)
+                close(*fd), *fd = -1;
+        if (r.log.is_open())
+            r.log.close();
+    }
+    finishProgress();
+}
+
+core::Status Job::mergeShards(LaunchResult& result)
+{
+    std::vector<std::string> shards;
+    for (const std::string& shard : shardFilesIn(m_shardDir)) {
+        // Every rank has exited: a killed rank's shard has its committed steps in its -wal (or,
+        // killed while creating it, a hot journal whose rollback leaves it empty: nothing lost).
+        (void)core::recoverRunFile(shard);
+        std::error_code ec;
+        if (fs::file_size(shard, ec) == 0)
+            continue;
+        // A rank killed at a bad moment may still leave a shard core cannot read; merge the
+        // others rather than lose the whole run.
+        if (auto valid = core::validateRunFile(shard); !valid) {
+            message("a shard is left out: " + valid.error().message);
+            if (!result.success)
+                result.cause += "; " + fs::path(shard).stem().string() + "'s shard unreadable";
+            continue;
+        }
+        shards.push_back(shard);
+    }
+    const core::RunStatus verdict = result.success ? core::RunStatus::Completed : core::RunStatus::Failed;
+    const std::string cause = result.success ? std::string() : result.cause;
+    if (!shards.empty()) {
+        core::MergeOptions options;
+        options.overwrite = m_opt.force;
+        options.status = verdict;
+        options.failureCause = cause;
+        options.endedNs = result.success ? 0 : realtimeNs();
+        auto stats = core::mergeRunFiles(shards, m_out.string(), options);
+        if (!stats)
+            return core::fail("writing the run file failed: " + stats.error().message);
+        result.merge = *stats;
+    } else {
+        // No rank got as far as its shard: still leave a run file that says why.
+        core::Run run;
+        run.config.name = m_runName;
+        run.config.worldSize = m_opt.nproc;
+        run.config.commandLine = m_opt.commandLine;
+        run.config.createdNs = realtimeNs();
+        run.config.endedNs = realtimeNs();
+        run.config.status = verdict;
+        run.config.failureCause = cause;
+        if (auto s = core::saveRun(run, m_out.string(), m_opt.force ? core::RunWriter::Mode::Overwrite
+                                                                     : core::RunWriter::Mode::CreateNew);
+            !s)
+            return core::fail("writing the run file failed: " + s.error().message);
+    }
+    result.haveRunFile = true;
+    return {};
+}
+
+core::Result<LaunchResult> Job::run()
+{
+    if (auto st = prepare(); !st)
+        return std::unexpected(st.error());
+    SignalGuard guard;
+    if (auto st = spawnAll(); !st) {
+        std::error_code ec;
+        fs::remove_all(m_shardDir, ec);
+        return std::unexpected(st.error());
+    }
+    if (m_style == ProgressStyle::Protocol)
+        std::fprintf(stderr, "%s\n", jobLine(m_opt.nproc, m_opt.stepsPlanned, m_shardDir).c_str());
+    else if (m_style != ProgressStyle::None)
+        message(std::to_string(m_opt.nproc) + " worker" + (m_opt.nproc == 1 ? "" : "s") + ", shards in " + m_shardDir);
+    loop();
+
+    LaunchResult result;
+    result.wallS = secondsSince(m_start);
+    result.stopS = m_failures.empty() ? 0 : secondsSince(m_start) - m_failures.firstAtS();
+    result.interrupted = m_interrupted;
+    std::vector<RankEnd> ends;
+    for (const Rank& r : m_ranks) {
+        result.exitCodes.push_back(exitCodeOf(r.waitStatus));
+        ends.push_back(RankEnd{r.rank, r.waitStatus, r.killedByUs, !r.failedCause.empty()});
+    }
+    const bool allClean = std::all_of(m_ranks.begin(), m_ranks.end(), [](const Rank& r) {
+        return WIFEXITED(r.waitStatus) && WEXITSTATUS(r.waitStatus) == 0;
+    });
+    result.success = m_failures.empty() && allClean;
+    if (!result.success) {
+        result.cause = m_failures.cause(ends, m_interrupted);
+        if (result.cause.empty())
+            result.cause = "a worker failed";
+        const FailureEvent* primary = m_failures.primary();
+        if (!m_interrupted && primary && primary->rank >= 0) {
+            // Show the failing rank's own last words: they are gone with the shards otherwise.
+            const Rank& r = m_ranks[size_t(primary->rank)];
+            if (!r.errTail.empty()) {
+                message("last messages of rank " + std::to_string(r.rank) + ":");
+                const size_t from = r.errTail.size() > 5 ? r.errTail.size() - 5 : 0;
+                for (size_t i = from; i < r.errTail.size(); ++i)
+                    std::fprintf(stderr, "  %s\n", r.errTail[i].c_str());
+            }
+        }
+    }
+
+    if (auto merged = mergeShards(result); !merged) {
+        // Keep the shards: they are all there is.
+        message(merged.error().message);
+        message("the rank shards are kept in " + m_shardDir);
+        result.cause = result.success ? merged.error().message : result.cause + "; " + merged.error().message;
+        result.success = false;
+        return result;
+    }
+    std::error_code ec;
+    if (m_opt.keepShards) {
+        message("rank shards and worker logs kept in " + m_shardDir);
+    } else {
+        fs::remove_all(m_shardDir, ec);
+    }
+    return result;
+}
+
+} // namespace
+
+core::Status checkLaunchOptions(const LaunchOptions& o)
+{
+    if (o.nproc < 1 || o.nproc > kMaxLocalRanks)
+        return core::fail("--nproc: " + std::to_string(o.nproc) + " is out of range (1 to " + std::to_string(kMaxLocalRanks)
+                          + ")");
+    for (const auto& [name, value] : {std::pair{"--hang-timeout-s", o.hangTimeoutS}, std::pair{"--grace-s", o.graceS},
+                                      std::pair{"termS", o.termS}})
+        if (!std::isfinite(value) || value < 0)
+            return core::fail(std::string(name) + ": expected a finite number >= 0");
+    if (o.worker.argv.empty())
+        return core::fail("no worker command");
+    if (access(o.worker.argv.front().c_str(), X_OK) != 0)
+        return core::fail("the worker " + o.worker.argv.front() + " cannot be started: " + std::strerror(errno));
+    if (o.out.empty())
+        return core::fail("no run file given (--out)");
+    std::error_code ec;
+    const fs::path out = fs::absolute(o.out, ec);
+    if (ec)
+        return core::fail("cannot resolve " + o.out + ": " + ec.message());
+    if (fs::is_directory(out, ec))
+        return core::fail(out.string() + " is a folder; give a file name such as run.db");
+    if (fs::exists(fs::symlink_status(out, ec)) && !o.force)
+        return core::fail(out.string() + " already exists; pass --force to replace it");
+    const fs::path parent = out.parent_path();
+    if (!fs::is_directory(parent, ec))
+        return core::fail("the folder of " + out.string() + " does not exist");
+    if (access(parent.c_str(), W_OK) != 0)
+        return core::fail("cannot write into " + parent.string() + ": " + std::strerror(errno));
+    return {};
+}
+
+core::Result<int> pickFreePort()
+{
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return core::fail(std::string("cannot open a socket to pick a rendezvous port: ") + std::strerror(errno));
+    sockaddr_in addr {};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        const int err = errno;
+        close(fd);
+        return core::fail(std::string("cannot bind 127.0.0.1 to pick a rendezvous port: ") + std::strerror(err));
+    }
+    socklen_t len = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+        const int err = errno;
+        close(fd);
+        return core::fail(std::string("getsockname: ") + std::strerror(err));
+    }
+    close(fd);
+    return int(ntohs(addr.sin_port));
+}
+
+core::Result<LaunchResult> launchRun(const LaunchOptions& options)
+{
+    Job job(options);
+    return job.run();
+}
+
+} // namespace lockstep::job
