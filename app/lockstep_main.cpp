@@ -26,6 +26,9 @@ int main(int argc, char** argv)
     lockstep::app::registerCoreCommands(app);
     lockstep::app::registerImportCommands(app);
     lockstep::app::registerRunCommands(app);
+#ifdef LOCKSTEP_HAVE_RECORD
+    lockstep::app::registerRecordCommand(app);
+#endif
     lockstep::app::registerWorkerCommand(app);
     try {
         app.parse(argc, argv);

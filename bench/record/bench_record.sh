@@ -12,6 +12,11 @@
 #      processes would dominate a mean). Headline: the median of the per-repeat ratios
 #      recorded/plain of back-to-back runs (pairs see the same load); also every run's value.
 #      Goal <= 2 %.
+#      The same on one rank (record_overhead_1rank_pct: every hook still runs, without gloo's
+#      scheduling on shared cores, which on a busy machine swings step times by tens of percent),
+#      and the recorder's fixed cost per step on a tiny mlp (width 64, batch 8: a step of about
+#      a millisecond, so the difference of medians is the hooks' and the writer's time,
+#      record_cost_us_per_step; 10 parameters, 13 top-level modules, one bucket).
 #  (b) torch_profiler_overhead_pct: the same, paired the same way, under torch.profiler (CPU
 #      activities; the trace is written after the last step) — how users profile DDP today.
 #  (c) the same mlp through Lockstep's C++ runtime (`lockstep run --model mlp`, same layers,
@@ -33,6 +38,12 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$py" -c "import lockstep" || { echo "bench_record: the lockstep package is not importable (PYTHONPATH=$PYTHONPATH)" >&2; exit 2; }
 
 free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# one rank of `python ARGS...` (world of one: the same hooks, no peer); output to $1
+one_rank() {
+  local out=$1; shift
+  env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT="$(free_port)" \
+      OMP_NUM_THREADS=1 "$py" "$@" > "$out" 2>&1
+}
 # two ranks of `python ARGS...`; rank 0's output goes to $1
 two_ranks() {
   local out=$1; shift
@@ -69,6 +80,21 @@ for i in $(seq "$repeats"); do
   prof_ratios+=("$(ratio "${prof[-1]}" "$p2")")
   plain+=("$p2")
 done
+plain1=() ; rec1=() ; ratios1=() ; tiny_plain=() ; tiny_rec=()
+tiny=(--layers 6 --width 64 --batch 8 --steps 300 --bucket-mb "$bucket" --first-bucket-mb "$first" --threads 1)
+for i in $(seq "$repeats"); do
+  one_rank "$tmp/p1.txt" "$peer" "${job[@]}"
+  plain1+=("$(median_ms "$tmp/p1.txt")")
+  rm -rf "$tmp/shards1"
+  one_rank "$tmp/r1.txt" -m lockstep.record --out-dir "$tmp/shards1" "$peer" "${job[@]}"
+  rec1+=("$(median_ms "$tmp/r1.txt")")
+  ratios1+=("$(ratio "${rec1[-1]}" "${plain1[-1]}")")
+  one_rank "$tmp/tp.txt" "$peer" "${tiny[@]}"
+  tiny_plain+=("$(median_ms "$tmp/tp.txt")")
+  rm -rf "$tmp/shards2"
+  one_rank "$tmp/tr.txt" -m lockstep.record --out-dir "$tmp/shards2" "$peer" "${tiny[@]}"
+  tiny_rec+=("$(median_ms "$tmp/tr.txt")")
+done
 grep -q '^peer step=' "$tmp/rec.txt" || { echo "bench_record: the recorded run printed no steps:" >&2; cat "$tmp/rec.txt" >&2; exit 1; }
 [ -s "$tmp/shards/rank-0.db" ] || { echo "bench_record: the recorded run wrote no shard" >&2; exit 1; }
 echo "record_config: mlp layers=$layers width=$width batch=$batch world=2 bucket_mb=$bucket first_bucket_mb=$first threads=1 steps=$steps warmup=$warmup repeats=$repeats"
@@ -82,6 +108,12 @@ echo "recorded_step_ms: $(median "${rec[@]}") ms"
 echo "torch_profiler_step_ms: $(median "${prof[@]}") ms"
 echo "record_overhead_pct: $(pct "$(median "${rec_ratios[@]}")") %"
 echo "torch_profiler_overhead_pct: $(pct "$(median "${prof_ratios[@]}")") %"
+echo "plain_1rank_step_ms_all: ${plain1[*]} ms"
+echo "recorded_1rank_step_ms_all: ${rec1[*]} ms"
+echo "record_overhead_1rank_pct: $(pct "$(median "${ratios1[@]}")") %"
+echo "tiny_plain_step_ms_all: ${tiny_plain[*]} ms"
+echo "tiny_recorded_step_ms_all: ${tiny_rec[*]} ms"
+echo "record_cost_us_per_step: $(awk -v a="$(median "${tiny_rec[@]}")" -v b="$(median "${tiny_plain[@]}")" 'BEGIN { printf "%.1f", (a-b)*1000 }') us"
 
 # (c) the C++ runtime and the recorded PyTorch DDP on the same mlp
 report() { "$cli" report --json "$1" | "$py" -c '

@@ -74,8 +74,8 @@ def _guarded(method):
 
 
 def shard_path(out_dir, rank):
-    """Where a rank's shard goes: the layout `lockstep merge` and `lockstep record` use."""
-    return os.path.join(out_dir, f"rank-{rank}.db")
+    """Where a rank's shard goes: the job library's layout (`lockstep record`, `lockstep merge`)."""
+    return _core.shard_file(out_dir, rank)
 
 
 def attach(ddp, out=None, *, run_name=None, warmup=3, optimizer=None, progress_fd=None):
@@ -526,7 +526,7 @@ class Recorder:
         """The progress line of the launcher's protocol, when asked for (LOCKSTEP_PROGRESS_FD)."""
         if self._progress_fd is None:
             return
-        line = f"LOCKSTEP step={step} rank={self.rank} loss={loss:.6f} step_ms={(end_ns - start_ns) / 1e6:.3f}\n"
+        line = _core.step_line(self.rank, step, loss, (end_ns - start_ns) / 1e6) + "\n"
         try:
             if self._progress_fd == 1:
                 sys.stdout.flush()  # the script's own complete lines first, never half a line

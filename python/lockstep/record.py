@@ -17,7 +17,7 @@ import sys
 import traceback
 
 import lockstep
-from lockstep import _patches, _recorder
+from lockstep import _core, _patches, _recorder
 
 
 def _parse(argv):
@@ -51,7 +51,7 @@ def main(argv=None):
     progress_fd = int(fd) if fd else None
     stem = opts.script if opts.module else os.path.splitext(os.path.basename(opts.script))[0]
     run_name = opts.run_name or os.environ.get("LOCKSTEP_RUN_NAME") or stem
-    rank = os.environ.get("RANK", "0")
+    rank = int(os.environ.get("RANK", "0"))
     recorded = []
     ignored = []
 
@@ -101,7 +101,8 @@ def main(argv=None):
         why = (f"{opts.script} never created a torch.nn.parallel.DistributedDataParallel, so nothing was recorded "
                "(lockstep records DDP training: wrap the model with DistributedDataParallel after "
                "torch.distributed.init_process_group)")
-        print(f"lockstep record: {why}", file=sys.stderr)
+        if progress_fd is None:  # under `lockstep record` the launcher says it, once
+            print(f"lockstep record: {why}", file=sys.stderr)
         cause = cause or why
     # The script's exit status is ours; the launcher also learns when nothing was recorded.
     _protocol(progress_fd, rank, cause if (code or not recorded) else "")
@@ -112,8 +113,7 @@ def _protocol(fd, rank, cause):
     """The launcher's last line for this rank: done, or failed with the cause."""
     if fd is None:
         return
-    cause = " ".join(cause.split())  # one line
-    line = f"LOCKSTEP failed rank={rank} cause={cause}\n" if cause else f"LOCKSTEP done rank={rank}\n"
+    line = (_core.failed_line(rank, cause) if cause else _core.done_line(rank)) + "\n"
     try:
         if fd == 1:
             sys.stdout.flush()

@@ -1,6 +1,6 @@
 // lockstep._core: the pybind11 layer between the Python recorder (python/lockstep) and core.
 // Writes go through ShardRecorder -> core::RunWriter; reads through core::loadRun and core's
-// analyses. Nothing here knows the schema, and nothing here links LibTorch: the module imports
+// analyses; the launcher's protocol lines and shard names come from the job library. Nothing here knows the schema, and nothing here links LibTorch: the module imports
 // into any CPython with any PyTorch (Debian's 1.13 or a pip 2.x with CUDA) because the
 // PyTorch side of the recorder is plain Python calling torch's public API.
 //
@@ -11,6 +11,8 @@
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/job/progress.h"
+#include "lockstep/job/shard_layout.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -481,6 +483,12 @@ PYBIND11_MODULE(_core, m)
             return core::summaryJson(core::summarize(run));
         },
         pb::arg("path"), "core's run summary (the analyses behind `lockstep report --json`) as JSON text");
+    // The job contract (lockstep::job), so that Python speaks it exactly as the runtime does.
+    m.def("shard_file", &job::shardFile, pb::arg("folder"), pb::arg("rank"), "folder/rank-<r>.db");
+    m.def("step_line", &job::stepLine, pb::arg("rank"), pb::arg("step"), pb::arg("loss"), pb::arg("step_ms"),
+          "the protocol line of a completed step (no newline)");
+    m.def("done_line", &job::doneLine, pb::arg("rank"));
+    m.def("failed_line", &job::failedLine, pb::arg("rank"), pb::arg("cause"));
     m.def(
         "validate_run_file",
         [](const std::string& path) {

@@ -31,6 +31,7 @@ p.add_argument("--attach", metavar="OUT_DIR", help="import lockstep first and lo
 p.add_argument("--import-late", action="store_true", help="with --attach: import lockstep only just before attach")
 p.add_argument("--no-ddp", action="store_true", help="train without DistributedDataParallel")
 p.add_argument("--fail-at", type=int, default=-1, help="raise an exception at this step")
+p.add_argument("--crash", metavar="RANK:STEP", help="that rank dies (os._exit(3), no clean-up) at that step")
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--dump")
 p.add_argument("--ddp-info")
@@ -79,6 +80,8 @@ teacher = torch.randn(a.width, 10, generator=torch.Generator().manual_seed(7))
 for step in range(a.steps):
     if step == a.fail_at:
         raise RuntimeError(f"injected failure at step {step}")
+    if a.crash and a.crash == f"{rank}:{step}":
+        os._exit(3)
     opt.zero_grad(set_to_none=a.set_to_none)
     for k in range(a.accumulate):
         x = torch.randn(a.batch, a.width, generator=gen)
@@ -100,5 +103,6 @@ if a.ddp_info and not a.no_ddp:
             "has_rebuilt_buckets", "bucket_cap_bytes")
     with open(a.ddp_info.format(rank=rank), "w") as f:
         json.dump({k: info.get(k) for k in keep}, f)
+print(f"rank {rank} trained {a.steps} steps", flush=True)
 dist.barrier()
 dist.destroy_process_group()

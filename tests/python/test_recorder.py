@@ -277,6 +277,58 @@ class AccumulationAndExactDivision(unittest.TestCase):
         self.assertEqual(len([i for i in run["instants"] if i["step"] == 3]), 2 * len(PARAMS))
 
 
+@unittest.skipUnless(CLI, "LOCKSTEP_CLI not set")
+class RecordCommand(unittest.TestCase):
+    """`lockstep record --nproc 2 -- ddp_job.py`: the launcher of `lockstep run` around the
+    Python recorder."""
+
+    def record(self, out, *script, extra=()):
+        cmd = [CLI, "record", "--nproc", "2", "--out", out, "--python", sys.executable, "--progress", "plain",
+               *extra, "--", JOB, *script]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+    def test_records_an_unchanged_script(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "run.db")
+            p = self.record(out, *MODEL, "--ddp-info", os.path.join(d, "ddp-{rank}.json"))
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("run file: " + out, p.stdout)
+            for r in range(2):
+                self.assertIn(f"[rank {r}] rank {r} trained {STEPS} steps", p.stderr)  # the script's own output
+            self.assertIn(f"step {STEPS}", p.stderr)  # the launcher's progress
+            run = lockstep.load_run(out)
+            self.assertEqual(run["config"]["status"], "completed")
+            self.assertEqual(run["config"]["name"], "ddp_job")
+            self.assertEqual(sorted({(s["rank"], s["step"]) for s in run["steps"]}),
+                             [(r, s) for r in range(2) for s in range(STEPS)])
+            with open(os.path.join(d, "ddp-0.json")) as f:
+                want = ddp_buckets(json.load(f))
+            self.assertEqual([(b["bytes"], [PARAMS.index(p) for p in b["params"]]) for b in run["buckets"]], want)
+            self.assertEqual(sorted(os.listdir(d)), ["ddp-0.json", "ddp-1.json", "run.db"])  # shards cleaned up
+
+    def test_a_crashing_rank_ends_the_job_with_its_status(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "run.db")
+            p = self.record(out, *MODEL, "--crash", "1:3", extra=["-q"])
+            self.assertEqual(p.returncode, 3, p.stderr)  # the crashing rank's own exit status
+            self.assertIn("rank 1 exited with status 3", p.stderr)
+            run = lockstep.load_run(out)
+            self.assertEqual(run["config"]["status"], "failed")
+            steps = {(s["rank"], s["step"]) for s in run["steps"]}
+            # Rank 0 finished steps 0-2 and blocked in step 3's all-reduce; rank 1 died at the
+            # start of step 3 (a step it completed a moment before may still be in its writer's
+            # queue when a process is killed outright, so only 0-1 are certain there).
+            self.assertTrue({(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)} <= steps, steps)
+            self.assertFalse(any(s >= 3 for _, s in steps), steps)
+
+    def test_a_script_without_ddp_fails_clearly(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = self.record(os.path.join(d, "run.db"), "--no-ddp", "--steps", "2")
+            self.assertEqual(p.returncode, 1)
+            self.assertIn("never created a torch.nn.parallel.DistributedDataParallel", p.stderr)
+            self.assertEqual(p.stderr.count("never created"), 1)  # said once, as the run's cause
+
+
 class Scripts(unittest.TestCase):
     """What a user sees when the script is not a DDP job, fails, or hooks DDP too early."""
 
