@@ -337,11 +337,15 @@ class Scripts(unittest.TestCase):
 
     def test_no_ddp_is_said_clearly(self):
         with tempfile.TemporaryDirectory() as d:
-            rc, out, err = self.run_one(["-m", "lockstep.record", "--out-dir", d, JOB, "--no-ddp", "--steps", "2"],
-                                        env={"LOCKSTEP_PROGRESS_FD": "1"})
+            args = ["-m", "lockstep.record", "--out-dir", d, JOB, "--no-ddp", "--steps", "2"]
+            rc, out, err = self.run_one(args)
             self.assertEqual(rc, 0, err)  # the script's own status
-            self.assertIn("never created a torch.nn.parallel.DistributedDataParallel", err)
-            self.assertIn("LOCKSTEP failed rank=0 cause=", out)
+            self.assertIn("lockstep record: " + JOB + " never created a torch.nn.parallel.DistributedDataParallel", err)
+            # Under a launcher (LOCKSTEP_PROGRESS_FD) it is the rank's `failed` line instead, said once.
+            rc, out, err = self.run_one(args, env={"LOCKSTEP_PROGRESS_FD": "1"})
+            self.assertEqual(rc, 0, err)
+            self.assertIn("LOCKSTEP failed rank=0 cause=" + JOB + " never created", out)
+            self.assertNotIn("never created", err)
             self.assertEqual(os.listdir(d), [])
 
     def test_failing_script_keeps_completed_steps(self):
