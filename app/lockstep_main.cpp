@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <signal.h>
+
 #include <string_view>
 
 namespace lockstep::app {
@@ -19,6 +21,9 @@ int main(int argc, char** argv)
 {
     if (argc >= 2 && std::string_view(argv[1]) == "worker")
         return lockstep::app::execWorker(argc, argv);
+    // A write past a file-size limit must fail like one to a full disk (EFBIG), so that the
+    // command removes its temporary output and says why, instead of dying on SIGXFSZ.
+    signal(SIGXFSZ, SIG_IGN);
     CLI::App app{"lockstep — record, analyse and compare data-parallel (DDP) training runs"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "lockstep 0.1.0");

@@ -7,12 +7,17 @@
 #include <QCommandLineParser>
 #include <QRegularExpression>
 
+#include <signal.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 int main(int argc, char** argv)
 {
+    // A write past a file-size limit fails like one to a full disk (EFBIG) instead of killing the
+    // app, so a screenshot that cannot be written leaves nothing behind (core/output_file.h).
+    signal(SIGXFSZ, SIG_IGN);
     // Screenshots must work without a display: pick the offscreen platform unless one was chosen.
     bool screenshot = false;
     for (int i = 1; i < argc; ++i)

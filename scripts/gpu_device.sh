@@ -31,7 +31,7 @@ cmake --preset cuda -B "$BUILD" \
   -DCUDAToolkit_ROOT="$CUDA_ROOT" \
   -DCMAKE_CUDA_COMPILER="$CUDA_ROOT/bin/nvcc" \
   -DLOCKSTEP_GLOO_IN_TORCH=ON ${GLOO_INCLUDE:+-DCMAKE_CXX_FLAGS=-isystem$GLOO_INCLUDE}
-cmake --build "$BUILD" -j"$JOBS" --target lockstep lockstep-cupti-check
+cmake --build "$BUILD" -j"$JOBS" --target lockstep lockstep-worker lockstep-cupti-check
 set +x
 
 echo "== CUPTI collector check"

@@ -811,10 +811,9 @@ Status foldWal(sqlite3* db, const std::string& path)
     if (auto s = schema::exec(db, "PRAGMA synchronous = FULL", path.c_str()); !s)
         return s;
     const auto failure = [&](int rc, const char* fallback) {
-        const int err = sqlite3_system_errno(db);
-        std::string why = rc == SQLITE_ROW || rc == SQLITE_DONE ? fallback : sqlite3_errmsg(db);
-        if (err == ENOSPC || err == EFBIG || err == EDQUOT || (rc & 0xff) == SQLITE_FULL)
-            why = std::string(kDiskFull) + " (" + (err ? std::strerror(err) : "database or disk is full") + ")";
+        std::string why = schema::diskFullReason(db, rc);
+        if (why.empty())
+            why = rc == SQLITE_ROW || rc == SQLITE_DONE ? fallback : sqlite3_errmsg(db);
         return fail(path + ": cannot fold the write-ahead log into the file: " + why);
     };
     sqlite3_stmt* st = nullptr;

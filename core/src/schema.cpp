@@ -210,6 +210,20 @@ std::string fileUri(const std::string& path)
 
 } // namespace
 
+// A full disk reaches SQLite as SQLITE_FULL (its unix VFS maps ENOSPC to it); a file-size limit
+// or a quota as a failed write, SQLITE_IOERR_WRITE, whose errno SQLite does not always keep.
+// Both are the disk refusing data: one wording for all (run_db.h: isDiskFull). "" for other errors.
+std::string diskFullReason(sqlite3* db, int rc)
+{
+    const int err = db ? sqlite3_system_errno(db) : 0;
+    const int extended = db ? sqlite3_extended_errcode(db) : rc;
+    if ((rc & 0xff) == SQLITE_FULL || err == ENOSPC || err == EFBIG || err == EDQUOT)
+        return std::string(kDiskFull) + " (" + (err ? std::strerror(err) : "database or disk is full") + ")";
+    if (rc == SQLITE_IOERR_WRITE || extended == SQLITE_IOERR_WRITE)
+        return std::string(kDiskFull) + " or failing (a write was refused)";
+    return {};
+}
+
 Status exec(sqlite3* db, const char* sql, const char* what)
 {
     char* err = nullptr;
@@ -219,6 +233,8 @@ Status exec(sqlite3* db, const char* sql, const char* what)
         sqlite3_free(err);
         if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB)
             msg = std::string(what) + ": the run database is corrupt or truncated";
+        else if (const std::string full = diskFullReason(db, rc); !full.empty())
+            msg = std::string(what) + ": " + full;
         return fail(msg);
     }
     return {};
@@ -229,12 +245,8 @@ std::string sqliteError(sqlite3* db, int rc, const std::string& path, const char
     const int primary = rc & 0xff;
     if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB)
         return path + ": the run database is corrupt or truncated (" + what + ")";
-    // A full disk (or a file-size limit, or a quota) reaches SQLite as SQLITE_FULL or as a
-    // failed write whose errno says so; one wording for all (run_db.h: isDiskFull).
-    const int err = db ? sqlite3_system_errno(db) : 0;
-    if (primary == SQLITE_FULL || err == ENOSPC || err == EFBIG || err == EDQUOT)
-        return path + ": " + what + ": " + std::string(kDiskFull) + " ("
-            + (err ? std::strerror(err) : "database or disk is full") + ")";
+    if (const std::string full = diskFullReason(db, rc); !full.empty())
+        return path + ": " + what + ": " + full;
     return path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 }
 

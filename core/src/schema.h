@@ -23,7 +23,11 @@ Result<int> userVersion(sqlite3* db);
 // Executes SQL (no results), mapping errors to messages that name `what`.
 Status exec(sqlite3* db, const char* sql, const char* what);
 
-// A message for a failed SQLite call: corrupt/not-a-database codes become "corrupt or truncated".
+// Why a write failed when the disk refused it ("disk full (No space left on device)"), else "".
+std::string diskFullReason(sqlite3* db, int rc);
+
+// A message for a failed SQLite call: corrupt/not-a-database codes become "corrupt or truncated",
+// a full disk says so (diskFullReason).
 std::string sqliteError(sqlite3* db, int rc, const std::string& path, const char* what);
 
 // Header-level checks done before SQLite ever opens the file (so a foreign file is never touched

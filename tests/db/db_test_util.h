@@ -1,12 +1,8 @@
-// Helpers shared by the tests of the run database: a small hand-built run, file hashing.
+// Helpers shared by the tests of the run database: a small hand-built run, file contents.
 #pragma once
 
 #include "lockstep/core/run_db.h"
-
-#include <QByteArray>
-#include <QCryptographicHash>
-#include <QFile>
-#include <QString>
+#include "test_support.h"
 
 #include <string>
 
@@ -74,16 +70,10 @@ inline Run makeRun(int ranks, int steps, int firstRank = 0, int worldSize = -1)
     return run;
 }
 
-inline QByteArray fileHash(const QString& path)
-{
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    QCryptographicHash h(QCryptographicHash::Sha256);
-    h.addData(&f);
-    return h.result();
-}
+// The whole file, to check that something left it byte for byte as it was.
+inline std::string fileBytes(const std::string& path) { return lockstep::test::readFile(path); }
 
-inline std::string str(const QString& s) { return s.toStdString(); }
+using lockstep::test::contains;
+using lockstep::test::exists;
 
 } // namespace dbtest

@@ -1,135 +1,219 @@
-// The `lockstep` CLI's report, export and merge sub-commands, run as a process (LOCKSTEP_CLI).
+// The `lockstep` CLI's report, export, merge and import sub-commands, run as a process
+// (LOCKSTEP_CLI): their output, and the promises of issue 9 at the command line — output is never
+// input, outputs are whole or absent (a failed command leaves no file and no temporary behind),
+// usage errors exit 2 and every help lists the exit statuses.
+//
+// Disk full is simulated with a file-size limit (`ulimit -f` in a shell that then execs the CLI):
+// a write past it fails with EFBIG, as a write to a full disk fails with ENOSPC, and needs no
+// privileges or a filesystem of our own.
 #include "db_test_util.h"
 
-#include <QProcess>
-#include <QTemporaryDir>
-#include <QTest>
+#include <gtest/gtest.h>
 
 #include <rapidjson/document.h>
 
+#include <filesystem>
+
 using namespace lockstep::core;
 using namespace dbtest;
+namespace test = lockstep::test;
 
-namespace {
-struct Outcome {
-    int exitCode = -1;
-    QByteArray out;
-    QByteArray err;
-};
-} // namespace
-
-class TestCliCore : public QObject {
-    Q_OBJECT
-private:
-    QTemporaryDir m_dir;
-    QString m_cli;
-
-    Outcome runCli(const QStringList& args)
+class CliCore : public ::testing::Test {
+protected:
+    static void SetUpTestSuite()
     {
-        QProcess p;
-        p.start(m_cli, args);
-        if (!p.waitForFinished(60'000)) {
-            p.kill();
-            p.waitForFinished();
-        }
-        return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
-                p.readAllStandardError()};
+        ASSERT_TRUE(exists(test::cliPath())) << "no lockstep binary at " << test::cliPath();
     }
+    void SetUp() override { ASSERT_TRUE(saveRun(makeRun(2, 6), m_dir.file("run.db")).has_value()); }
 
-private slots:
-    void initTestCase()
+    test::Outcome cli(const std::vector<std::string>& args) { return test::lockstep(args, 60'000); }
+    // The CLI with a file-size limit of `kib` KiB: writes past it fail as on a full disk.
+    test::Outcome cliWithFileLimit(int kib, const std::vector<std::string>& args)
     {
-        m_cli = qEnvironmentVariable("LOCKSTEP_CLI");
-        if (m_cli.isEmpty())
-            m_cli = QStringLiteral(LOCKSTEP_BINARY_DIR "/app/lockstep");
-        QVERIFY2(QFileInfo(m_cli).isExecutable(), qPrintable("no lockstep binary at " + m_cli));
-        QVERIFY(saveRun(makeRun(2, 6), str(m_dir.filePath("run.db"))).has_value());
+        std::vector<std::string> sh{"-c", "ulimit -f " + std::to_string(kib) + " && exec \"$0\" \"$@\"", test::cliPath()};
+        sh.insert(sh.end(), args.begin(), args.end());
+        return test::run("/bin/sh", sh, 60'000);
     }
-
-    void helpForEachCommand()
+    // The folder's entries: nothing but `want` (no temporary folder, no -wal left behind).
+    void expectOnly(const std::vector<std::string>& want)
     {
-        const std::pair<const char*, const char*> cases[] = {
-            {"report", "--json"}, {"export", "--chrome"}, {"merge", "--out"}};
-        for (const auto& [cmd, option] : cases) {
-            const Outcome o = runCli({cmd, "--help"});
-            QCOMPARE(o.exitCode, 0);
-            QVERIFY2(o.out.contains(option), o.out.constData());
-        }
+        EXPECT_EQ(test::listDir(m_dir.path()), want);
     }
-
-    void badFilesFailWithAMessage()
-    {
-        QFile text(m_dir.filePath("notes.txt"));
-        QVERIFY(text.open(QIODevice::WriteOnly));
-        text.write("hello\n");
-        text.close();
-        for (const QString& f : {m_dir.filePath("notes.txt"), m_dir.filePath("missing.db")}) {
-            const Outcome r = runCli({"report", f});
-            QVERIFY(r.exitCode != 0);
-            QVERIFY2(r.err.contains("lockstep:"), r.err.constData());
-            QVERIFY(r.out.isEmpty());
-            const Outcome e = runCli({"export", f, "--chrome", m_dir.filePath("x.json")});
-            QVERIFY(e.exitCode != 0);
-            QVERIFY(!QFileInfo::exists(m_dir.filePath("x.json")));
-        }
-        QVERIFY(runCli({"report", m_dir.filePath("notes.txt")}).err.contains("not a Lockstep run database"));
-        QVERIFY(runCli({"export", m_dir.filePath("run.db")}).exitCode != 0); // --chrome is required
-    }
-
-    void exportWritesATrace()
-    {
-        const QString out = m_dir.filePath("trace.json");
-        const Outcome o = runCli({"export", m_dir.filePath("run.db"), "--chrome", out});
-        QVERIFY2(o.exitCode == 0, o.err.constData());
-        QFile f(out);
-        QVERIFY(f.open(QIODevice::ReadOnly));
-        const QByteArray json = f.readAll();
-        rapidjson::Document doc;
-        doc.Parse(json.constData(), static_cast<size_t>(json.size()));
-        QVERIFY(!doc.HasParseError());
-        int complete = 0;
-        for (const auto& e : doc["traceEvents"].GetArray())
-            complete += std::string(e["ph"].GetString()) == "X";
-        QCOMPARE(complete, 2 * (1 + 6 * 6));
-    }
-
-    void mergeShards()
-    {
-        const QString a = m_dir.filePath("rank0.db");
-        const QString b = m_dir.filePath("rank1.db");
-        QVERIFY(saveRun(makeRun(1, 4, 0, 2), str(a)).has_value());
-        QVERIFY(saveRun(makeRun(1, 4, 1, 2), str(b)).has_value());
-        const QString out = m_dir.filePath("merged.db");
-        Outcome o = runCli({"merge", b, a, "--out", out});
-        QVERIFY2(o.exitCode == 0, o.err.constData());
-        auto run = loadRun(str(out));
-        QVERIFY(run.has_value());
-        QCOMPARE(run->config.worldSize, 2);
-        QCOMPARE(run->steps.size(), size_t(8));
-        o = runCli({"merge", a, b, "--out", out});
-        QVERIFY(o.exitCode != 0);
-        QVERIFY(o.err.contains("already exists"));
-        o = runCli({"merge", a, b, "--out", out, "--force"});
-        QCOMPARE(o.exitCode, 0);
-    }
-
-    void reportJsonHasTheKeys()
-    {
-        const Outcome o = runCli({"report", m_dir.filePath("run.db"), "--json"});
-        QVERIFY2(o.exitCode == 0, o.err.constData());
-        rapidjson::Document doc;
-        doc.Parse(o.out.constData(), static_cast<size_t>(o.out.size()));
-        QVERIFY2(!doc.HasParseError() && doc.IsObject(), o.out.constData());
-        for (const char* key : {"world_size", "bucket_cap_bytes", "steps", "step_time_ms", "compute_ms", "comm_ms",
-                                "overlap_ratio", "exposed_comm_ms", "idle_ms", "stragglers", "buckets"})
-            QVERIFY2(doc.HasMember(key), key);
-        QCOMPARE(doc["world_size"].GetInt(), 2);
-        QCOMPARE(doc["bucket_cap_bytes"].GetInt64(), int64_t(4096));
-        const Outcome text = runCli({"report", m_dir.filePath("run.db")});
-        QCOMPARE(text.exitCode, 0);
-        QVERIFY(!text.out.isEmpty());
-    }
+    test::TempDir m_dir;
 };
 
-QTEST_GUILESS_MAIN(TestCliCore)
-#include "test_cli_core.moc"
+TEST_F(CliCore, helpForEachCommandListsTheExitStatuses)
+{
+    const std::pair<const char*, const char*> cases[] = {
+        {"report", "--json"}, {"export", "--chrome"}, {"merge", "--out"}, {"import", "--out"}};
+    for (const auto& [cmd, option] : cases) {
+        const test::Outcome o = cli({cmd, "--help"});
+        ASSERT_EQ(o.exitCode, 0);
+        EXPECT_TRUE(contains(o.out, option)) << o.out;
+        EXPECT_TRUE(contains(o.out, "Exit status: 0 success; 1 ")) << o.out;
+        EXPECT_TRUE(contains(o.out, "2 usage error")) << o.out;
+    }
+    const test::Outcome top = cli({"--help"});
+    EXPECT_EQ(top.exitCode, 0);
+    EXPECT_TRUE(contains(top.out, "Exit status")) << top.out;
+    for (const char* cmd : {"report", "export", "import", "merge", "run", "sweep", "worker"})
+        EXPECT_TRUE(contains(top.out, cmd)) << cmd;
+    EXPECT_EQ(cli({"--version"}).exitCode, 0);
+}
+
+TEST_F(CliCore, usageErrorsExitTwo)
+{
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{}, {"frobnicate"}, {"report"}, {"report", "--bogus", "x"}, {"merge", "a.db"},
+          {"export", m_dir.file("run.db")}, {"run", "--nproc", "2"}, {"run", "--nproc", "x", "--out", "a.db"}}) {
+        const test::Outcome o = cli(args);
+        EXPECT_EQ(o.exitCode, 2) << o.describe();
+    }
+}
+
+TEST_F(CliCore, badFilesFailWithAMessage)
+{
+    test::writeFile(m_dir.file("notes.txt"), "hello\n");
+    for (const std::string& f : {m_dir.file("notes.txt"), m_dir.file("missing.db")}) {
+        const test::Outcome r = cli({"report", f});
+        EXPECT_EQ(r.exitCode, 1);
+        EXPECT_TRUE(contains(r.err, "lockstep:")) << r.err;
+        EXPECT_TRUE(r.out.empty());
+        const test::Outcome e = cli({"export", f, "--chrome", m_dir.file("x.json")});
+        EXPECT_EQ(e.exitCode, 1);
+        EXPECT_FALSE(exists(m_dir.file("x.json")));
+    }
+    EXPECT_TRUE(contains(cli({"report", m_dir.file("notes.txt")}).err, "not a Lockstep run database"));
+    expectOnly({"notes.txt", "run.db"});
+}
+
+TEST_F(CliCore, exportWritesATrace)
+{
+    const std::string out = m_dir.file("trace.json");
+    const test::Outcome o = cli({"export", m_dir.file("run.db"), "--chrome", out});
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    const std::string json = test::readFile(out);
+    rapidjson::Document doc;
+    doc.Parse(json.c_str(), json.size());
+    ASSERT_FALSE(doc.HasParseError());
+    int complete = 0;
+    for (const auto& e : doc["traceEvents"].GetArray())
+        complete += std::string(e["ph"].GetString()) == "X";
+    EXPECT_EQ(complete, 2 * (1 + 6 * 6));
+    // An existing output is replaced only with --force.
+    const test::Outcome again = cli({"export", m_dir.file("run.db"), "--chrome", out});
+    EXPECT_EQ(again.exitCode, 1);
+    EXPECT_TRUE(contains(again.err, "already exists")) << again.err;
+    EXPECT_EQ(cli({"export", m_dir.file("run.db"), "--chrome", out, "--force"}).exitCode, 0);
+    expectOnly({"run.db", "trace.json"});
+}
+
+TEST_F(CliCore, mergeShards)
+{
+    const std::string a = m_dir.file("rank0.db");
+    const std::string b = m_dir.file("rank1.db");
+    ASSERT_TRUE(saveRun(makeRun(1, 4, 0, 2), a).has_value());
+    ASSERT_TRUE(saveRun(makeRun(1, 4, 1, 2), b).has_value());
+    const std::string out = m_dir.file("merged.db");
+    test::Outcome o = cli({"merge", b, a, "--out", out});
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    auto run = loadRun(out);
+    ASSERT_TRUE(run.has_value());
+    EXPECT_EQ(run->config.worldSize, 2);
+    EXPECT_EQ(run->steps.size(), size_t(8));
+    o = cli({"merge", a, b, "--out", out});
+    EXPECT_EQ(o.exitCode, 1);
+    EXPECT_TRUE(contains(o.err, "already exists")) << o.err;
+    o = cli({"merge", a, b, "--out", out, "--force"});
+    EXPECT_EQ(o.exitCode, 0);
+    expectOnly({"merged.db", "rank0.db", "rank1.db", "run.db"});
+}
+
+TEST_F(CliCore, reportJsonHasTheKeys)
+{
+    const test::Outcome o = cli({"report", m_dir.file("run.db"), "--json"});
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    rapidjson::Document doc;
+    doc.Parse(o.out.c_str(), o.out.size());
+    ASSERT_TRUE(!doc.HasParseError() && doc.IsObject()) << o.out;
+    for (const char* key : {"world_size", "bucket_cap_bytes", "steps", "step_time_ms", "compute_ms", "comm_ms",
+                            "overlap_ratio", "exposed_comm_ms", "idle_ms", "stragglers", "buckets"})
+        EXPECT_TRUE(doc.HasMember(key)) << key;
+    EXPECT_EQ(doc["world_size"].GetInt(), 2);
+    EXPECT_EQ(doc["bucket_cap_bytes"].GetInt64(), int64_t(4096));
+    const test::Outcome text = cli({"report", m_dir.file("run.db")});
+    EXPECT_EQ(text.exitCode, 0);
+    EXPECT_FALSE(text.out.empty());
+    expectOnly({"run.db"}); // reading created nothing
+}
+
+// Issue 9: "lockstep merge ./s.db --out s.db --force replaces its input with an empty run".
+TEST_F(CliCore, outputIsNeverInput)
+{
+    const std::string run = m_dir.file("run.db");
+    const std::string before = fileBytes(run);
+    std::filesystem::create_symlink(run, m_dir.file("link.db"));
+    std::filesystem::create_directory(m_dir.file("sub"));
+    for (const std::string& out : {run, m_dir.path() + "/./run.db", m_dir.path() + "/sub/../run.db", m_dir.file("link.db")}) {
+        SCOPED_TRACE(out);
+        test::Outcome o = cli({"merge", run, "--out", out, "--force"});
+        EXPECT_EQ(o.exitCode, 1) << o.describe();
+        EXPECT_TRUE(contains(o.err, "is also an input")) << o.err;
+        o = cli({"export", run, "--chrome", out, "--force"});
+        EXPECT_EQ(o.exitCode, 1) << o.describe();
+        EXPECT_TRUE(contains(o.err, "is also an input")) << o.err;
+        o = cli({"import", run, "--out", out, "--force"});
+        EXPECT_EQ(o.exitCode, 1) << o.describe();
+        EXPECT_TRUE(contains(o.err, "is also an input")) << o.err;
+        EXPECT_TRUE(fileBytes(run) == before) << "the input changed";
+    }
+    expectOnly({"link.db", "run.db", "sub"});
+}
+
+// Issue 9: a failed merge must not leave a file that reads as a completed run with 0 steps, and
+// with --force the previous file must still be there.
+TEST_F(CliCore, aFailedMergeLeavesNothing)
+{
+    const std::string a = m_dir.file("rank0.db");
+    ASSERT_TRUE(saveRun(makeRun(1, 4, 0, 2), a).has_value());
+    const std::string broken = m_dir.file("rank1.db");
+    test::writeFile(broken, "SQLite format 3"); // not a whole run
+    const std::string out = m_dir.file("merged.db");
+    test::Outcome o = cli({"merge", a, broken, "--out", out});
+    EXPECT_EQ(o.exitCode, 1);
+    EXPECT_FALSE(exists(out));
+    // --force over an existing run: the old one stays when the new one cannot be written.
+    const std::string old = fileBytes(m_dir.file("run.db"));
+    o = cli({"merge", a, broken, "--out", m_dir.file("run.db"), "--force"});
+    EXPECT_EQ(o.exitCode, 1);
+    EXPECT_TRUE(fileBytes(m_dir.file("run.db")) == old);
+    expectOnly({"rank0.db", "rank1.db", "run.db"});
+}
+
+// Issue 9: outputs whole or absent when the disk fills up (a 192 KiB file-size limit: room for
+// the schema, not for the run database of makeRun(2, 400) or its JSON export, which are larger).
+TEST_F(CliCore, aFullDiskLeavesNoPartialOutput)
+{
+    const std::string big = m_dir.file("big.db");
+    ASSERT_TRUE(saveRun(makeRun(2, 400), big).has_value());
+    ASSERT_GT(std::filesystem::file_size(big), 256u * 1024);
+    const std::string old = fileBytes(m_dir.file("run.db"));
+
+    test::Outcome o = cliWithFileLimit(192, {"export", big, "--chrome", m_dir.file("big.json")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_FALSE(exists(m_dir.file("big.json")));
+
+    o = cliWithFileLimit(192, {"merge", big, "--out", m_dir.file("merged.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "disk full")) << o.err;
+    EXPECT_FALSE(exists(m_dir.file("merged.db")));
+
+    o = cliWithFileLimit(192, {"merge", big, "--out", m_dir.file("run.db"), "--force"});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(fileBytes(m_dir.file("run.db")) == old);
+
+    // The same export without the limit works: the failures above were the disk's.
+    EXPECT_EQ(cli({"export", big, "--chrome", m_dir.file("big.json")}).exitCode, 0);
+    std::filesystem::remove(m_dir.file("big.json"));
+    expectOnly({"big.db", "run.db"});
+}

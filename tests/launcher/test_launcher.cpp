@@ -10,6 +10,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -322,4 +323,163 @@ TEST_F(Launcher, SweepTwoPoints)
     EXPECT_TRUE(contains(o.out, "mlp-n1-b1") && contains(o.out, "mlp-n2-b1")) << o.out;
     EXPECT_TRUE(contains(o.out, "weak scaling")) << o.out;
     EXPECT_EQ(load(dir + "/mlp-n2-b1.db").config.worldSize, 2);
+}
+
+namespace {
+
+// The TCP sockets in LISTEN state that process `pid` holds, as "address:port" in the kernel's
+// hex notation (/proc/net/tcp and tcp6: "0100007F:1F90" is 127.0.0.1:8080).
+std::vector<std::string> listeningSockets(pid_t pid)
+{
+    std::set<std::string> inodes;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/fd", ec), end; !ec && it != end;
+         it.increment(ec)) {
+        std::error_code e;
+        const std::string target = std::filesystem::read_symlink(it->path(), e).string();
+        if (target.starts_with("socket:["))
+            inodes.insert(target.substr(8, target.size() - 9));
+    }
+    std::vector<std::string> out;
+    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        std::istringstream lines(test::readFile(table));
+        std::string line;
+        std::getline(lines, line); // header
+        while (std::getline(lines, line)) {
+            std::istringstream f(line);
+            std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+            f >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+            if (state == "0A" && inodes.count(inode))
+                out.push_back(local);
+        }
+    }
+    return out;
+}
+
+// 127.0.0.1, ::1 and ::ffff:127.0.0.1 in /proc's hex notation.
+bool isLoopback(const std::string& local)
+{
+    const std::string addr = local.substr(0, local.find(':'));
+    return addr == "0100007F" || addr == "00000000000000000000000001000000"
+        || addr == "0000000000000000FFFF00000100007F";
+}
+
+} // namespace
+
+// Issue 9: no socket of a local run listens beyond loopback. The launcher, its workers and what
+// they start are sampled every 20 ms from the first moment to the end; every listening socket any
+// of them holds must be bound to a loopback address. (The control below shows the sampler does
+// see a socket bound to every interface.)
+TEST_F(Launcher, NoSocketOfALocalRunListensBeyondLoopback)
+{
+    {
+        test::Child control;
+        ASSERT_TRUE(control.start("/usr/bin/python3", {"-c", "import socket,time\n"
+                                                             "s=socket.socket(); s.bind(('0.0.0.0',0)); s.listen()\n"
+                                                             "print('listening', flush=True); time.sleep(30)"}));
+        while (!contains(control.out(), "listening") && control.pump(100)) {
+        }
+        const auto sockets = listeningSockets(control.pid());
+        ASSERT_EQ(sockets.size(), 1u);
+        EXPECT_FALSE(isLoopback(sockets[0])) << sockets[0];
+    }
+    test::Child run;
+    ASSERT_TRUE(run.start(test::cliPath(), cat({"run", "--nproc", "2", "--out", path("net.db")}, smallModel(30))));
+    std::set<std::string> seen;
+    int samples = 0;
+    while (run.pump(20)) {
+        std::vector<pid_t> pids{run.pid()};
+        for (const char* r : {"RANK=0", "RANK=1"})
+            for (pid_t p : test::childrenWithEnv(run.pid(), r))
+                pids.push_back(p);
+        if (pids.size() > 1)
+            ++samples;
+        for (pid_t p : pids)
+            for (const std::string& s : listeningSockets(p))
+                seen.insert(s);
+    }
+    ASSERT_EQ(run.exitCode(), 0) << run.err();
+    EXPECT_GT(samples, 10); // the workers were watched while they ran
+    for (const std::string& s : seen)
+        EXPECT_TRUE(isLoopback(s)) << "listening on " << s;
+    const core::Run r = load(path("net.db"));
+    EXPECT_EQ(r.config.extra.at("rendezvous"), "file store in the shard folder");
+}
+
+// Issue 9: a full disk during recording stops the run within a step, marks it failed with the
+// cause, keeps the committed steps, and exits 1. The disk is simulated by a file-size limit set
+// on rank 1's running worker (prlimit): its shard's write-ahead log may grow 16 KiB more (two
+// commits of 8 KiB pages), then every write fails as on a full disk.
+TEST_F(Launcher, AFullDiskStopsTheRunWithinAStep)
+{
+    const std::string file = path("full.db");
+    std::string shards;
+    const test::Outcome o = runAndAct(cat({"run", "--nproc", "2", "--out", file, "--keep-shards"}, smallModel(400)),
+                                      "step 3/", [&](test::Child& c) {
+                                          const size_t at = c.err().find("shards in ");
+                                          shards = c.err().substr(at + 10, c.err().find('\n', at) - at - 10);
+                                          const auto wal = std::filesystem::file_size(shards + "/rank-1.db-wal");
+                                          const rlimit limit{wal + 16 * 1024, wal + 16 * 1024};
+                                          for (pid_t pid : test::childrenWithEnv(c.pid(), "RANK=1"))
+                                              ASSERT_EQ(prlimit(pid, RLIMIT_FSIZE, &limit, nullptr), 0);
+                                      });
+    ASSERT_FALSE(shards.empty()) << o.describe();
+    ASSERT_TRUE(o.finished) << o.describe();
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    const core::Run run = load(file);
+    EXPECT_EQ(run.config.status, core::RunStatus::Failed);
+    const std::string& cause = run.config.failureCause;
+    const size_t at = cause.find("disk full while recording step ");
+    ASSERT_NE(at, std::string::npos) << cause;
+    const int failedStep = std::stoi(cause.substr(at + 31));
+    // Within a step: the commit of step K failed while step K+1 trained; the rank stops at the
+    // start of step K+2, and its peer cannot finish a step without it.
+    int last = -1;
+    for (const auto& s : run.steps)
+        last = std::max(last, s.step);
+    EXPECT_LE(last, failedStep + 2) << cause;
+    EXPECT_GT(failedStep, 2);
+    // Every step committed before the failure is kept, on both ranks.
+    const auto steps = stepsOf(run);
+    for (int s = 0; s < failedStep; ++s)
+        EXPECT_TRUE(steps.count({0, s}) && steps.count({1, s})) << "step " << s;
+    EXPECT_TRUE(contains(o.err, "disk full while recording step")) << o.err;
+}
+
+// Issue 9: every flag is checked where it is declared, before anything starts: finite numbers
+// only, ranks below --nproc, a crash step inside the run, values that fit; short messages; exit 2.
+// The worker refuses the same values with the same words (one table).
+TEST_F(Launcher, FlagsAreCheckedBeforeAnythingStarts)
+{
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--layers", "5000"}, "--layers: 5000 is out of range (1 to 1024)"},
+        {{"--straggler", "5:10"}, "--straggler: rank 5 does not exist in a world of 2"},
+        {{"--crash", "5:3"}, "--crash: rank 5 does not exist in a world of 2"},
+        {{"--crash", "1:30"}, "step 30 is past the last step"},
+        {{"--straggler", "1:1e20"}, "1e20 is out of range (0 to 600000)"},
+        {{"--bucket-mb", "nan"}, "expected a finite number, got 'nan'"},
+        {{"--link-gbps", "nan"}, "expected a finite number"},
+        {{"--timeout-s", "nan"}, "expected a finite number"},
+        {{"--hang-timeout-s", "nan"}, "expected a finite number"},
+        {{"--grace-s", "nan"}, "expected a finite number"},
+        {{"--grace-s", "1e308"}, "out of range"},
+        {{"--lr", "0"}, "out of range"},
+        {{"--steps", "2.5"}, "expected a whole number"},
+        {{"--seed", "99999999999999999999"}, "out of range"},
+        {{"--model", "transformer", "--width", "30"}, "multiple of --heads"},
+    };
+    for (const auto& [flags, message] : cases) {
+        SCOPED_TRACE(flags.front() + " " + flags.back());
+        const test::Outcome o = test::lockstep(cat({"run", "--nproc", "2", "--out", path("bad.db")}, flags));
+        EXPECT_EQ(o.exitCode, 2) << o.describe();
+        EXPECT_TRUE(contains(o.err, message)) << o.err;
+        EXPECT_LT(o.err.size(), 300u) << o.err; // short: no 300-digit bounds
+        EXPECT_FALSE(test::exists(path("bad.db")));
+    }
+    // The worker: the same table, the same words (world-size rules wait for its environment).
+    const test::Outcome w = test::lockstep({"worker", "--layers", "5000"});
+    EXPECT_EQ(w.exitCode, 2);
+    EXPECT_TRUE(contains(w.err, "--layers: 5000 is out of range (1 to 1024)")) << w.err;
+    for (const std::string& name : test::listDir(m_dir.path()))
+        EXPECT_FALSE(name.starts_with(".bad.db")) << name; // no shard folder was made
 }

@@ -233,6 +233,9 @@ int freePort()
 
 std::string readFile(const std::string& path)
 {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+        return {};
     std::ifstream f(path, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }

@@ -8,8 +8,16 @@
 
 #include "timeline/timeline_widget.h"
 
+#include "lockstep/job/flags.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QLabel>
 #include <QPlainTextEdit>
 #include <QApplication>
+#include <QSpinBox>
+#include <QTableWidget>
 #include <QDir>
 #include <QProcess>
 #include <QRegularExpression>
@@ -20,13 +28,17 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <climits>
+
 using namespace lockstep;
 using namespace lockstep::ui;
 
 class TestUiLaunch : public QObject {
     Q_OBJECT
 private slots:
+    void formIsBuiltFromTheFlagTable();
     void launchTwoRankRun();
+    void sweepLiveViewFollowsThePointInProgress();
     void cancelStopsTheRun();
 
 private:
@@ -107,6 +119,123 @@ void TestUiLaunch::launchTwoRankRun()
     QTRY_VERIFY_WITH_TIMEOUT(w.browserPage()->model()->rowCount() == 1, 30000);
     QCOMPARE(w.browserPage()->model()->index(0, RunBrowserModel::Name).data().toString(), QString("from-panel"));
     QCOMPARE(w.browserPage()->model()->index(0, RunBrowserModel::Status).data().toString(), QString("completed"));
+}
+
+// Every training flag of the job library's table has its widget, with the table's range,
+// choices and help; what the form says is what the arguments say; clearing a fault clears it.
+void TestUiLaunch::formIsBuiltFromTheFlagTable()
+{
+    LaunchPanel panel;
+    int widgets = 0;
+    for (const job::Flag& f : job::trainingFlags()) {
+        if (f.scope != job::FlagScope::Training || f.name == "--bucket-mb")
+            continue;
+        const QString name = QString::fromUtf8(f.name.data(), qsizetype(f.name.size()));
+        QWidget* w = panel.flagWidget(name);
+        QVERIFY2(w, qPrintable(name));
+        ++widgets;
+        QVERIFY2(w->toolTip().contains(name), qPrintable(name));
+        QVERIFY2(w->toolTip().contains(QString::fromUtf8(f.help.data(), qsizetype(f.help.size()))), qPrintable(name));
+        switch (f.type) {
+        case job::FlagType::Integer: {
+            auto* box = qobject_cast<QSpinBox*>(w);
+            QVERIFY2(box, qPrintable(name));
+            QCOMPARE(box->minimum(), int(f.intMin));
+            QCOMPARE(box->maximum(), int(std::min<int64_t>(f.intMax, INT_MAX)));
+            break;
+        }
+        case job::FlagType::Number:
+            QVERIFY2(qobject_cast<QDoubleSpinBox*>(w), qPrintable(name));
+            QCOMPARE(qobject_cast<QDoubleSpinBox*>(w)->maximum(), f.max);
+            break;
+        case job::FlagType::Choice: {
+            auto* combo = qobject_cast<QComboBox*>(w);
+            QVERIFY2(combo, qPrintable(name));
+            QCOMPARE(combo->count(), int(f.choices.size()));
+            break;
+        }
+        case job::FlagType::Switch:
+            QVERIFY2(qobject_cast<QCheckBox*>(w), qPrintable(name));
+            break;
+        default:
+            break;
+        }
+    }
+    QCOMPARE(widgets, 24); // the table's Training flags but --bucket-mb (the run's own field)
+    // The form's defaults are the table's: no argument beyond the run's own.
+    LaunchSettings s = panel.settings();
+    QCOMPARE(runArguments(s, "a.db"), (QStringList{"run", "--nproc", "2", "--out", "a.db", "--progress", "protocol"}));
+    // A straggler and a link speed set, then cleared: nothing of them is left in the arguments.
+    s.training.stragglerRank = 1;
+    s.training.stragglerMs = 150;
+    s.training.linkGbps = 2.5;
+    panel.setSettings(s);
+    QVERIFY(panel.flagWidget("--straggler")->isEnabled());
+    QVERIFY(runArguments(panel.settings(), "a.db").contains("1:150"));
+    s.training.stragglerRank = -1;
+    s.training.linkGbps = 0;
+    panel.setSettings(s);
+    QVERIFY(!panel.flagWidget("--straggler")->isEnabled());
+    const QStringList cleared = runArguments(panel.settings(), "a.db");
+    QVERIFY2(!cleared.contains("--straggler") && !cleared.contains("--link-gbps"), qPrintable(cleared.join(' ')));
+    QCOMPARE(panel.settings().training.stragglerMs, 0.0);
+    // The table's rules are checked before anything starts.
+    s.training.stragglerRank = 5;
+    s.training.stragglerMs = 10;
+    panel.setSettings(s);
+    QSignalSpy finished(&panel, &LaunchPanel::finished);
+    panel.startRun();
+    QVERIFY(!panel.isRunning());
+    QVERIFY2(panel.statusLabel()->text().contains("rank 5 does not exist"), qPrintable(panel.statusLabel()->text()));
+}
+
+// A sweep of two bucket caps: the live view follows the run in progress (the second point's file
+// once it starts), and the results land in a table, one row per run, sortable by number.
+void TestUiLaunch::sweepLiveViewFollowsThePointInProgress()
+{
+    if (!cliHasRun())
+        QSKIP("the lockstep CLI has no `run` command (built without the runtime)");
+    QTemporaryDir dir;
+    LaunchPanel panel;
+    panel.setWorkspace(dir.path());
+    LaunchSettings s;
+    s.name = "sweep";
+    s.worldSize = 2;
+    s.bucketMb = "1,4";
+    s.training.layers = 2;
+    s.training.width = 64;
+    s.training.steps = 12;
+    s.training.batch = 16;
+    // 150 ms of extra compute per step keeps each point recording for a few seconds.
+    s.training.stragglerRank = 1;
+    s.training.stragglerMs = 150;
+    panel.setSettings(s);
+    QSignalSpy finished(&panel, &LaunchPanel::finished);
+    QSignalSpy live(&panel, &LaunchPanel::liveRunUpdated);
+    panel.startSweep();
+    QVERIFY(panel.isRunning());
+    const QString second = QDir(dir.filePath("sweep")).filePath("mlp-n2-b4.db");
+    QTRY_VERIFY_WITH_TIMEOUT(panel.liveRunFile() == second || finished.count() == 1, 240000);
+    QCOMPARE(panel.liveRunFile(), second);
+    // A live read of the second point's run arrives while it records.
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1
+                                 || (!live.isEmpty()
+                                     && live.last().at(0).value<LoadedRunPtr>()->run->config.bucketCapBytes == 4 << 20),
+                             240000);
+    QVERIFY2(!live.isEmpty() && live.last().at(0).value<LoadedRunPtr>()->run->config.bucketCapBytes == 4 << 20,
+             "the live view never showed the sweep's second run");
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 240000);
+    QCOMPARE(finished.at(0).at(0).toInt(), 0);
+    QCOMPARE(finished.at(0).at(2).toStringList().size(), 2);
+    QTableWidget* table = panel.sweepTable();
+    QTRY_COMPARE_WITH_TIMEOUT(table->rowCount(), 2, 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(table->item(1, 4) != nullptr, 30000);
+    for (int row = 0; row < 2; ++row) {
+        QCOMPARE(table->item(row, 1)->data(Qt::DisplayRole).toInt(), 2); // ranks, stored as a number
+        QVERIFY(table->item(row, 4)->data(Qt::DisplayRole).toDouble() > 0); // step time in ms
+    }
+    table->sortItems(2, Qt::DescendingOrder); // bucket cap
+    QCOMPARE(table->item(0, 2)->data(Qt::DisplayRole).toDouble(), 4.0);
 }
 
 void TestUiLaunch::cancelStopsTheRun()
