@@ -5,12 +5,14 @@ DistributedDataParallel it builds, one shard per rank.
     lockstep merge shards/rank-*.db --out run.db
 
 (`lockstep record --nproc N -- train.py ARGS` starts the ranks, shows progress and merges for
-you; it runs this module in each rank.) The script runs as `python train.py` would run it
+you; it runs this module in each rank, whose default env:// rendezvous then goes through the
+launcher's rendezvous file.) The script runs as `python train.py` would run it
 (__main__, sys.argv, sys.path[0]); its exit status is this process's exit status. Nothing is
 printed unless something is wrong; the launcher's progress lines go to the file descriptor in
 LOCKSTEP_PROGRESS_FD when that is set.
 """
 import argparse
+import functools
 import os
 import runpy
 import sys
@@ -33,6 +35,32 @@ def _parse(argv):
     p.add_argument("script", help="the training script (or module with -m)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     return p.parse_args(argv)
+
+
+def _file_rendezvous():
+    """Under `lockstep record`, a script's default env:// rendezvous goes through the c10d
+    FileStore in the job's private folder (LOCKSTEP_RENDEZVOUS_FILE) instead: torch's TCPStore
+    server listens on every interface, a file listens on none, and a local job needs no network
+    (the launcher's promise for `lockstep run` holds for a user's script too). The ranks still
+    find RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in their environment; an explicit
+    init_method or store is left alone."""
+    path = os.environ.get("LOCKSTEP_RENDEZVOUS_FILE")
+    if not path:
+        return
+    import torch.distributed as dist
+
+    original = dist.init_process_group
+
+    @functools.wraps(original)
+    def init_process_group(backend=None, init_method=None, *args, **kwargs):
+        if init_method in (None, "env://") and not args and kwargs.get("store") is None:
+            init_method = "file://" + path
+            for key, env in (("rank", "RANK"), ("world_size", "WORLD_SIZE")):
+                if kwargs.get(key, -1) == -1:
+                    kwargs[key] = int(os.environ[env])
+        return original(backend, init_method, *args, **kwargs)
+
+    dist.init_process_group = init_process_group
 
 
 def _script_traceback(error):
@@ -70,6 +98,7 @@ def main(argv=None):
                                         progress_fd=progress_fd))
 
     _patches.auto_attach = auto_attach
+    _file_rendezvous()
     sys.argv = [opts.script] + opts.args
     code, cause = 0, ""
     try:

@@ -321,6 +321,21 @@ class RecordCommand(unittest.TestCase):
             self.assertTrue({(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)} <= steps, steps)
             self.assertFalse(any(s >= 3 for _, s in steps), steps)
 
+    def test_no_socket_listens_beyond_loopback(self):
+        # The script's default env:// rendezvous goes through the launcher's rendezvous file and
+        # gloo binds the loopback interface. Control: the same script under a plain env://
+        # rendezvous has rank 0's TCPStore listening on every interface, which the check sees.
+        listeners = os.path.join(HERE, "listeners.py")
+        plain = run_ranks([listeners], world=2)
+        self.assertIn("rank 0 listeners beyond loopback: 1", plain[0][1], plain[0])
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.run([CLI, "record", "--nproc", "2", "--out", os.path.join(d, "run.db"), "--python",
+                                sys.executable, "--progress", "none", "--", listeners],
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            for r in range(2):
+                self.assertIn(f"[rank {r}] rank {r} listeners beyond loopback: 0", p.stderr)
+
     def test_a_script_without_ddp_fails_clearly(self):
         with tempfile.TemporaryDirectory() as d:
             p = self.record(os.path.join(d, "run.db"), "--no-ddp", "--steps", "2")
