@@ -344,6 +344,29 @@ class RecordCommand(unittest.TestCase):
             self.assertEqual(p.stderr.count("never created"), 1)  # said once, as the run's cause
 
 
+class UnderTorchrun(unittest.TestCase):
+    """torchrun -m lockstep.record: one shard per rank, merged by `lockstep merge`."""
+
+    @unittest.skipUnless(CLI, "LOCKSTEP_CLI not set")
+    def test_torchrun_writes_one_shard_per_rank(self):
+        with tempfile.TemporaryDirectory() as d:
+            shards = os.path.join(d, "shards")
+            # Debian's torchrun (torch 1.13 on Python 3.11) wants its log options spelled out.
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                   str(free_port()), "--log_dir", os.path.join(d, "logs"), "-r", "1", "-t", "1",
+                   "-m", "lockstep.record", "--out-dir", shards, JOB, *MODEL]
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(sorted(os.listdir(shards)), ["rank-0.db", "rank-1.db"])
+            merged = os.path.join(d, "run.db")
+            subprocess.run([CLI, "merge", os.path.join(shards, "rank-0.db"), os.path.join(shards, "rank-1.db"),
+                            "--out", merged], check=True, capture_output=True)
+            run = lockstep.load_run(merged)
+            self.assertEqual(sorted({(s["rank"], s["step"]) for s in run["steps"]}),
+                             [(r, s) for r in range(2) for s in range(STEPS)])
+            self.assertEqual(len(run["buckets"]), 4)
+
+
 class Scripts(unittest.TestCase):
     """What a user sees when the script is not a DDP job, fails, or hooks DDP too early."""
 
