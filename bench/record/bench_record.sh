@@ -11,7 +11,10 @@
 #      rank 0 (steps >= WARMUP; a median, because a few steps that lose the CPU to other
 #      processes would dominate a mean). Headline: the median of the per-repeat ratios
 #      recorded/plain of back-to-back runs (pairs see the same load); also every run's value.
-#      Goal <= 2 %.
+#      Goal <= 2 %. Also the CPU time of the rank-0 process per step (all threads: the hooks and
+#      the writer thread included; cpu_ms of ddp_peer.py), paired the same way
+#      (record_cpu_overhead_pct): the cost itself, less swayed than wall time by other
+#      processes on a shared machine.
 #      The same on one rank (record_overhead_1rank_pct: every hook still runs, without gloo's
 #      scheduling on shared cores, which on a busy machine swings step times by tens of percent),
 #      and the recorder's fixed cost per step on a tiny mlp (width 64, batch 8: a step of about
@@ -22,7 +25,8 @@
 #  (c) the same mlp through Lockstep's C++ runtime (`lockstep run --model mlp`, same layers,
 #      width, batch, caps, steps, world size 2, threads 1, gloo's ring all-reduce:
 #      LOCKSTEP_PAIRWISE=0 like DDP) and through `lockstep record` on ddp_peer.py: both runs'
-#      overlap ratio (lockstep report) and bucket layouts (bucket bytes), printed side by side.
+#      overlap ratio (lockstep report) and bucket layouts (bucket bytes), printed side by side;
+#      REPEATS_C (default 3) alternated pairs, medians and every value.
 # Usage: bench_record.sh [LOCKSTEP_CLI]  (env: LAYERS WIDTH BATCH STEPS WARMUP REPEATS BUCKET_MB
 #        FIRST_BUCKET_MB LOCKSTEP_PYTHON PYTHONPATH; needs the lockstep Python package built)
 set -euo pipefail
@@ -55,8 +59,9 @@ two_ranks() {
   wait
   cp "$tmp/r0.txt" "$out"
 }
-median_ms() { awk -v w="$warmup" '/^peer step=/ { for (i=1;i<=NF;i++) { split($i,kv,"="); v[kv[1]]=kv[2] }
-  if (v["step"] >= w) print v["step_ms"] }' "$1" | sort -g | awk '{ a[n++] = $1 }
+# median of a field (step_ms by default) over the steady steps of a ddp_peer.py output
+median_ms() { awk -v w="$warmup" -v key="${2:-step_ms}" '/^peer step=/ { for (i=1;i<=NF;i++) { split($i,kv,"="); v[kv[1]]=kv[2] }
+  if (v["step"] >= w) print v[key] }' "$1" | sort -g | awk '{ a[n++] = $1 }
   END { if (!n) print "nan"; else if (n % 2) printf "%.3f", a[(n-1)/2]; else printf "%.3f", (a[n/2-1]+a[n/2])/2 }'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[n++] = $1 }
   END { if (n % 2) printf "%.4f", a[(n-1)/2]; else printf "%.4f", (a[n/2-1]+a[n/2])/2 }'; }
@@ -65,7 +70,7 @@ pct() { awk -v r="$1" 'BEGIN { printf "%.2f", (r-1)*100 }'; }
 
 job=(--layers "$layers" --width "$width" --batch "$batch" --steps "$steps" --bucket-mb "$bucket"
      --first-bucket-mb "$first" --threads 1)
-plain=() ; rec=() ; prof=() ; rec_ratios=() ; prof_ratios=()
+plain=() ; rec=() ; prof=() ; rec_ratios=() ; prof_ratios=() ; cpu_ratios=()
 for i in $(seq "$repeats"); do
   two_ranks "$tmp/plain.txt" "$peer" "${job[@]}"
   plain+=("$(median_ms "$tmp/plain.txt")")
@@ -73,6 +78,7 @@ for i in $(seq "$repeats"); do
   two_ranks "$tmp/rec.txt" -m lockstep.record --out-dir "$tmp/shards" "$peer" "${job[@]}"
   rec+=("$(median_ms "$tmp/rec.txt")")
   rec_ratios+=("$(ratio "${rec[-1]}" "${plain[-1]}")")
+  cpu_ratios+=("$(ratio "$(median_ms "$tmp/rec.txt" cpu_ms)" "$(median_ms "$tmp/plain.txt" cpu_ms)")")
   two_ranks "$tmp/plain2.txt" "$peer" "${job[@]}"
   p2=$(median_ms "$tmp/plain2.txt")
   two_ranks "$tmp/prof.txt" "$here/under_profiler.py" "$tmp/trace.json" "$peer" "${job[@]}"
@@ -106,7 +112,9 @@ echo "torch_profiler_ratio_all: ${prof_ratios[*]}"
 echo "plain_step_ms: $(median "${plain[@]}") ms"
 echo "recorded_step_ms: $(median "${rec[@]}") ms"
 echo "torch_profiler_step_ms: $(median "${prof[@]}") ms"
+echo "record_cpu_ratio_all: ${cpu_ratios[*]}"
 echo "record_overhead_pct: $(pct "$(median "${rec_ratios[@]}")") %"
+echo "record_cpu_overhead_pct: $(pct "$(median "${cpu_ratios[@]}")") %"
 echo "torch_profiler_overhead_pct: $(pct "$(median "${prof_ratios[@]}")") %"
 echo "plain_1rank_step_ms_all: ${plain1[*]} ms"
 echo "recorded_1rank_step_ms_all: ${rec1[*]} ms"
@@ -121,14 +129,21 @@ import json, sys
 r = json.load(sys.stdin)
 print("%.4f %s" % (r["overlap_ratio"], ",".join(str(b["bytes"]) for b in r["buckets"])))'; }
 common=(--layers "$layers" --width "$width" --batch "$batch" --steps "$steps" --bucket-mb "$bucket" --first-bucket-mb "$first")
-LOCKSTEP_PAIRWISE=0 OMP_NUM_THREADS=1 "$cli" run --nproc 2 --model mlp "${common[@]}" --threads 1 --warmup "$warmup" \
-    --progress none --out "$tmp/runtime.db" > /dev/null
-OMP_NUM_THREADS=1 "$cli" record --nproc 2 --python "$py" --warmup "$warmup" --progress none --out "$tmp/recorded.db" \
-    -- "$peer" "${common[@]}" --threads 1 > /dev/null
-read -r rt_overlap rt_layout <<< "$(report "$tmp/runtime.db")"
-read -r py_overlap py_layout <<< "$(report "$tmp/recorded.db")"
-echo "overlap_ratio_runtime: $rt_overlap"
-echo "overlap_ratio_pytorch_recorded: $py_overlap"
+rt_all=() ; py_all=()
+for i in $(seq "${REPEATS_C:-3}"); do
+  rm -f "$tmp/runtime.db" "$tmp/recorded.db"
+  LOCKSTEP_PAIRWISE=0 OMP_NUM_THREADS=1 "$cli" run --nproc 2 --model mlp "${common[@]}" --threads 1 --warmup "$warmup" \
+      --progress none --out "$tmp/runtime.db" > /dev/null
+  OMP_NUM_THREADS=1 "$cli" record --nproc 2 --python "$py" --warmup "$warmup" --progress none -q --out "$tmp/recorded.db" \
+      -- "$peer" "${common[@]}" --threads 1 > /dev/null
+  read -r rt_overlap rt_layout <<< "$(report "$tmp/runtime.db")"
+  read -r py_overlap py_layout <<< "$(report "$tmp/recorded.db")"
+  rt_all+=("$rt_overlap") ; py_all+=("$py_overlap")
+done
+echo "overlap_ratio_runtime_all: ${rt_all[*]}"
+echo "overlap_ratio_pytorch_recorded_all: ${py_all[*]}"
+echo "overlap_ratio_runtime: $(median "${rt_all[@]}")"
+echo "overlap_ratio_pytorch_recorded: $(median "${py_all[@]}")"
 echo "bucket_bytes_runtime: $rt_layout"
 echo "bucket_bytes_pytorch_recorded: $py_layout"
 echo "bucket_layout_equal: $([ "$rt_layout" = "$py_layout" ] && echo yes || echo no)"

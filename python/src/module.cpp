@@ -210,7 +210,12 @@ public:
     // Errors of the recorder's own Python callbacks, reported at finish (never raised into
     // the user's backward).
     std::string takeCallbackError() { return std::exchange(m_callbackError, {}); }
-    std::unique_ptr<ShardRecorder> release() { return std::move(m_rec); }
+    // Also drops the callback: it refers back to the Python recorder that owns this object.
+    std::unique_ptr<ShardRecorder> release()
+    {
+        m_onBackward = pybind11::none();
+        return std::move(m_rec);
+    }
 
 private:
     void beginBackward()
