@@ -214,14 +214,25 @@ class RecordsWhatDdpDoes(unittest.TestCase):
         self.assertEqual(json.loads(lockstep.summary_json(merged))["overlap_ratio"], report["overlap_ratio"])
 
     def test_run_opens_in_the_app_like_a_runtime_run(self):
+        # The app reads only the run database: the recorded run gets every view a run of
+        # Lockstep's own runtime gets, and the two compare side by side.
         if not CLI or not UI:
             self.skipTest("lockstep-ui not built")
         merged = os.path.join(self.rec["dir"], "app.db")
         shards = [os.path.join(self.rec["shards"], f"rank-{r}.db") for r in range(2)]
         subprocess.run([CLI, "merge"] + shards + ["--out", merged], check=True, capture_output=True)
-        for view in ("timeline", "charts", "browser"):
+        runtime = os.path.join(self.rec["dir"], "runtime.db")
+        subprocess.run([CLI, "run", "--nproc", "2", "--model", "mlp", "--layers", "4", "--width", "384", "--batch", "16",
+                        "--steps", str(STEPS), "--bucket-mb", "0.5", "--first-bucket-mb", "0.5", "--progress", "none",
+                        "--out", runtime], check=True, capture_output=True, timeout=300)
+        reports = [json.loads(subprocess.run([CLI, "report", "--json", f], check=True, capture_output=True,
+                                             text=True).stdout) for f in (runtime, merged)]
+        self.assertEqual(set(reports[0]), set(reports[1]))  # the same analyses, field for field
+        self.assertEqual([b["bytes"] for b in reports[0]["buckets"]], [b["bytes"] for b in reports[1]["buckets"]])
+        for view, runs in (("timeline", [merged]), ("charts", [merged]), ("browser", [merged]),
+                           ("compare", [runtime, merged])):
             png = os.path.join(self.rec["dir"], f"{view}.png")
-            p = subprocess.run([UI, "--screenshot", png, "--view", view, "--step", "4", merged],
+            p = subprocess.run([UI, "--screenshot", png, "--view", view, "--step", "4"] + runs,
                                capture_output=True, text=True, timeout=120)
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertGreater(os.path.getsize(png), 10_000, view)
