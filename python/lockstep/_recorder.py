@@ -23,7 +23,7 @@ training mode) after the previous step and closes when the optimizer step that f
 synchronized backward returns (under no_sync, several forward/backward micro-batches come first). A script without a
 recognizable optimizer step gets steps that close at the next forward, ending where the
 synchronized backward's wait ended. Steps are contiguous: everything between two steps (data
-loading, zero_grad, logging) belongs to the later one, as "between steps".
+loading, zero_grad, logging) belongs to the later one, as "data, user code".
 
 Nothing here changes what the training computes: hooks observe, the default all-reduce is
 DDP's own arithmetic (_patches._default_allreduce), and the user's hook runs unchanged.

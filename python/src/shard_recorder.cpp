@@ -80,7 +80,7 @@ core::Result<std::unique_ptr<ShardRecorder>> ShardRecorder::open(const std::stri
         r->m_stageIds.push_back(w.intern(n));
     for (const auto& n : model.paramNames)
         r->m_paramIds.push_back(w.intern(n));
-    r->m_betweenId = w.intern("between steps (data, user code)");
+    r->m_dataId = w.intern("data, user code");
     r->m_lossId = w.intern("after forward (loss)");
     r->m_waitId = w.intern("wait for buckets");
     r->m_backwardId = w.intern("backward");
@@ -353,8 +353,8 @@ core::StringId ShardRecorder::optimizerName(int32_t label)
 //    starts at the backward call (the loss's own backward goes to the module whose gradient
 //    comes first) and the last one runs to the engine's end of backward.
 //  - Wait: from the end of backward to the return of DDP's end-of-backward callback.
-//  - Before the first forward of a micro-batch: "between steps" (data loading, user code),
-//    a DataLoad span like the runtime's data span.
+//  - Before each micro-batch's forward, from the end of what came before: "data, user code"
+//    (loading the batch, zero_grad, logging), a DataLoad span like the runtime's data span.
 void ShardRecorder::writeStep(const PendingStep& p)
 {
     m_spans.clear();
@@ -441,7 +441,7 @@ void ShardRecorder::writeStep(const PendingStep& p)
             if (bwdStart >= 0 || !grads.empty())
                 cutBackward(grads.empty() ? bwdStart : grads.back().first);
             if (cursor > 0 && e.ts > cursor)
-                span(cursor, e.ts, m_computeLane, m_betweenId, core::SpanKind::DataLoad);
+                span(cursor, e.ts, m_computeLane, m_dataId, core::SpanKind::DataLoad);
             if (stepStart == 0)
                 stepStart = e.ts;
             samples += e.value;

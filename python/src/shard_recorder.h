@@ -143,7 +143,7 @@ private:
     bool m_deviceTiming = false;
     core::LaneId m_computeLane, m_commLane, m_gpuComputeLane, m_gpuCommLane;
     std::vector<core::StringId> m_stageIds, m_paramIds;
-    core::StringId m_betweenId, m_lossId, m_waitId, m_backwardId;
+    core::StringId m_dataId, m_lossId, m_waitId, m_backwardId;
 
     // Hot-path state (caller-serialized).
     std::vector<Event> m_log;

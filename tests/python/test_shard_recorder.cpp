@@ -146,7 +146,7 @@ TEST(ShardRecorder, OneHostStepBecomesTheRowsDerivedByHand)
     const std::vector<Row> want = {
         {"comm", "comm", "allreduce bucket 0", 2350, 2900, 0, 100},
         {"comm", "comm", "allreduce bucket 1", 2650, 3100, 1, 50},
-        {"compute", "data", "between steps (data, user code)", 1000, 1100, -1, 0},
+        {"compute", "data", "data, user code", 1000, 1100, -1, 0},
         {"compute", "forward", "Net", 1100, 1150, -1, 0},
         {"compute", "forward", "a", 1150, 1400, -1, 0},
         {"compute", "forward", "Net", 1400, 1450, -1, 0},
