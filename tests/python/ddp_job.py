@@ -33,6 +33,7 @@ p.add_argument("--no-ddp", action="store_true", help="train without DistributedD
 p.add_argument("--fail-at", type=int, default=-1, help="raise an exception at this step")
 p.add_argument("--crash", metavar="RANK:STEP", help="that rank dies (os._exit(3), no clean-up) at that step")
 p.add_argument("--threads", type=int, default=1)
+p.add_argument("--cuda", action="store_true", help="NCCL, one GPU per rank (LOCAL_RANK), for scripts/gpu_device.sh")
 p.add_argument("--dump")
 p.add_argument("--ddp-info")
 a = p.parse_args()
@@ -40,8 +41,11 @@ if a.attach and not a.import_late:
     import lockstep  # noqa: F401  (as a user of lockstep.attach would, at the top)
 
 torch.set_num_threads(a.threads)
-dist.init_process_group("gloo")
+dist.init_process_group("nccl" if a.cuda else "gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
+device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if a.cuda else torch.device("cpu")
+if a.cuda:
+    torch.cuda.set_device(device)
 if a.first_bucket_mb is not None:
     dist._DEFAULT_FIRST_BUCKET_BYTES = int(a.first_bucket_mb * 1024 * 1024)
 torch.manual_seed(1234)
@@ -49,7 +53,7 @@ layers = []
 for _ in range(a.layers):
     layers += [nn.Linear(a.width, a.width), nn.ReLU()]
 layers.append(nn.Linear(a.width, 10))
-model = nn.Sequential(*layers)
+model = nn.Sequential(*layers).to(device)
 
 
 def register_hook(ddp):
@@ -61,7 +65,8 @@ def register_hook(ddp):
 if a.no_ddp:
     ddp = model
 else:
-    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb, gradient_as_bucket_view=a.grad_view)
+    ddp = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if a.cuda else None,
+                                              bucket_cap_mb=a.bucket_mb, gradient_as_bucket_view=a.grad_view)
     if a.hook != "none" and not a.hook_after_attach:
         register_hook(ddp)
     if a.attach:
@@ -76,7 +81,7 @@ else:
 opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
 sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
 gen = torch.Generator().manual_seed(100 + rank)
-teacher = torch.randn(a.width, 10, generator=torch.Generator().manual_seed(7))
+teacher = torch.randn(a.width, 10, generator=torch.Generator().manual_seed(7)).to(device)
 for step in range(a.steps):
     if step == a.fail_at:
         raise RuntimeError(f"injected failure at step {step}")
@@ -84,7 +89,7 @@ for step in range(a.steps):
         os._exit(3)
     opt.zero_grad(set_to_none=a.set_to_none)
     for k in range(a.accumulate):
-        x = torch.randn(a.batch, a.width, generator=gen)
+        x = torch.randn(a.batch, a.width, generator=gen).to(device)
         y = (x @ teacher).argmax(1)
         last = k == a.accumulate - 1
         ctx = ddp.no_sync() if (not last and not a.no_ddp) else torch.enable_grad()
