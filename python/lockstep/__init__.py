@@ -18,8 +18,8 @@ from . import _patches
 
 _patches.install()
 
-from ._core import SCHEMA_VERSION, load_run, summary_json, validate_run_file  # noqa: E402
+from ._core import SCHEMA_VERSION, load_run, summary_json  # noqa: E402
 from ._recorder import Recorder, RecorderError, attach, close_all, shard_path  # noqa: E402
 
 __all__ = ["attach", "close_all", "Recorder", "RecorderError", "shard_path", "load_run", "summary_json",
-           "validate_run_file", "SCHEMA_VERSION"]
+           "SCHEMA_VERSION"]

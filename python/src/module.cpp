@@ -400,9 +400,6 @@ PYBIND11_MODULE(_core, m)
                  return std::make_shared<Recorder>(std::move(*rec), std::move(onBackward));
              }),
              pb::arg("path"), pb::arg("config"), pb::arg("rank"), pb::arg("model"), pb::arg("on_backward") = pb::none())
-        .def_property_readonly("is_open", &Recorder::open)
-        .def_property_readonly("path", [](const Recorder& r) { return r.open() ? r.get()->path() : std::string(); })
-        .def_property_readonly("steps_submitted", [](const Recorder& r) { return r.open() ? r.get()->stepsSubmitted() : 0; })
         .def("mark", &Recorder::mark, pb::arg("kind"), pb::arg("a") = 0, pb::arg("value") = 0, pb::arg("label") = 0)
         .def("mark_at", &Recorder::markAt, pb::arg("kind"), pb::arg("ts"), pb::arg("a") = 0, pb::arg("value") = 0,
              pb::arg("label") = 0)
@@ -450,13 +447,6 @@ PYBIND11_MODULE(_core, m)
                 r.get()->addDiagnostic(d);
             },
             pb::arg("kind"), pb::arg("severity"), pb::arg("count"), pb::arg("message"))
-        .def("flush",
-             [](Recorder& r) {
-                 if (r.open()) {
-                     pb::gil_scoped_release release;
-                     r.get()->flush();
-                 }
-             })
         .def(
             "finish",
             [](Recorder& r, const std::string& status, const std::string& cause) {
@@ -494,11 +484,4 @@ PYBIND11_MODULE(_core, m)
           "the protocol line of a completed step (no newline)");
     m.def("done_line", &job::doneLine, pb::arg("rank"));
     m.def("failed_line", &job::failedLine, pb::arg("rank"), pb::arg("cause"));
-    m.def(
-        "validate_run_file",
-        [](const std::string& path) {
-            if (auto s = core::validateRunFile(path); !s)
-                raise(s.error());
-        },
-        pb::arg("path"));
 }

@@ -202,7 +202,6 @@ std::unique_ptr<PendingStep> ShardRecorder::takeStep(int32_t step)
 
 void ShardRecorder::submit(std::unique_ptr<PendingStep> step)
 {
-    ++m_stepsSubmitted;
     Item item;
     item.step = std::move(step);
     enqueue(std::move(item));
@@ -234,16 +233,8 @@ void ShardRecorder::enqueue(Item item)
     {
         std::lock_guard lock(m_mutex);
         m_queue.push_back(std::move(item));
-        ++m_queued;
     }
     m_cv.notify_one();
-}
-
-void ShardRecorder::flush()
-{
-    std::unique_lock lock(m_mutex);
-    const uint64_t target = m_queued;
-    m_doneCv.wait(lock, [&] { return m_processed >= target || !m_thread.joinable(); });
 }
 
 void ShardRecorder::note(const core::Status& status)
@@ -304,11 +295,6 @@ void ShardRecorder::writerLoop()
         if (s && !item.step)
             s = m_writer->commit();
         note(s);
-        {
-            std::lock_guard lock(m_mutex);
-            ++m_processed;
-        }
-        m_doneCv.notify_all();
     }
 }
 

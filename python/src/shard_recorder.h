@@ -119,13 +119,10 @@ public:
     void setConfig(const core::RunConfig& config);
     void addDiagnostic(const core::Diagnostic& diagnostic);
     void updateRank(const core::RankInfo& rank);
-    void flush(); // blocks until everything queued so far is committed
     // Commits the rest, writes the final status and closes. Returns the first write error seen
     // (recording errors never stop training; they are reported here).
     core::Status finish(core::RunStatus status, const std::string& cause);
 
-    const std::string& path() const { return m_path; }
-    int32_t stepsSubmitted() const { return m_stepsSubmitted; }
 
 private:
     ShardRecorder() = default;
@@ -150,7 +147,6 @@ private:
     std::shared_ptr<const BucketLayout> m_layout;
     int32_t m_nextSlot = 0;
     uint64_t m_backwardGen = 1; // bumped when a backward ends; see grad()
-    int32_t m_stepsSubmitted = 0;
 
     // Labels: appended by the caller, read by the writer.
     std::mutex m_labelMutex;
@@ -167,9 +163,8 @@ private:
     };
     void enqueue(Item item);
     std::mutex m_mutex;
-    std::condition_variable m_cv, m_doneCv;
+    std::condition_variable m_cv;
     std::deque<Item> m_queue;
-    uint64_t m_queued = 0, m_processed = 0;
     bool m_stop = false;
     std::string m_firstError;
     std::vector<core::Span> m_spans;       // writer scratch

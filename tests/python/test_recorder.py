@@ -218,6 +218,8 @@ class RecordsWhatDdpDoes(unittest.TestCase):
         # Lockstep's own runtime gets, and the two compare side by side.
         if not CLI or not UI:
             self.skipTest("lockstep-ui not built")
+        if not os.path.exists(os.path.join(os.path.dirname(CLI), "lockstep-worker")):
+            self.skipTest("no training runtime (lockstep-worker) to compare with")
         merged = os.path.join(self.rec["dir"], "app.db")
         shards = [os.path.join(self.rec["shards"], f"rank-{r}.db") for r in range(2)]
         subprocess.run([CLI, "merge"] + shards + ["--out", merged], check=True, capture_output=True)
