@@ -52,14 +52,7 @@ TrainingFlags::TrainingFlags(CLI::App* cmd, bool withWorkerFlags, std::vector<st
             continue;
         auto e = std::make_unique<Entry>();
         e->flag = &flag;
-        std::string help(flag.help);
-        if (!flag.unit.empty())
-            help += " (" + std::string(flag.unit) + ")";
-        if (flag.type == job::FlagType::Choice) {
-            help += ": ";
-            for (size_t i = 0; i < flag.choices.size(); ++i)
-                help += (i ? ", " : "") + std::string(flag.choices[i]);
-        }
+        const std::string help(flag.help); // names the choices and units itself (test_job checks)
         const std::string group = std::string(flag.group);
         if (flag.type == job::FlagType::Switch) {
             e->option = cmd->add_flag(std::string(flag.name), e->on, help)->group(group);
@@ -74,8 +67,10 @@ TrainingFlags::TrainingFlags(CLI::App* cmd, bool withWorkerFlags, std::vector<st
                                     return r ? std::string() : withoutName(r.error().message);
                                 },
                                 ""));
+            // Shown as NAME=default when the default is a value of the flag (not an "off" state
+            // such as --link-gbps' 0, which the help explains).
             const std::string def = flag.text(defaults);
-            if (!def.empty())
+            if (!def.empty() && job::parseFlagValue(flag, def))
                 e->option->default_str(def);
         }
         m_entries.push_back(std::move(e));

@@ -327,7 +327,8 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     m_liveTimer->setInterval(1000);
     connect(m_liveTimer, &QTimer::timeout, this, &LaunchPanel::pollLive);
     connect(m_liveLoader, &RunLoader::runLoaded, this, [this](const QString&, LoadedRunPtr run) {
-        if (!isRunning())
+        // Shards exist from the ranks' first moments; until a step is committed there is nothing to show.
+        if (!isRunning() || run->run->steps.empty())
             return;
         // The same run growing: update in place (keeps the user's zoom unless following).
         const bool same = m_liveRun && m_liveRun->path == run->path && !m_liveTimeline->runs().empty();

@@ -184,8 +184,8 @@ std::string insertSpansSql(size_t rows)
 const std::string kInsertSpan = insertSpansSql(1);
 const std::string kInsertSpans = insertSpansSql(kSpanRows);
 
-// One row of a SELECT of schema::spanColumnList(): the span, and the file's lane and string ids
-// (the caller maps them).
+// One row of a SELECT of schema::spanColumnList(true) (kSpanReadColumns): the span, and the
+// file's lane and string ids (the caller maps them).
 struct SpanRow {
     Span span;
     int64_t lane = 0;
@@ -194,17 +194,21 @@ struct SpanRow {
 SpanRow readSpanRow(sqlite3_stmt* st)
 {
     using namespace schema;
+    constexpr int lane = spanReadIndex(kSpanLane), start = spanReadIndex(kSpanStart), dur = spanReadIndex(kSpanDur),
+                  kindAt = spanReadIndex(kSpanKind), name = spanReadIndex(kSpanName), step = spanReadIndex(kSpanStep),
+                  bucket = spanReadIndex(kSpanBucket), bytes = spanReadIndex(kSpanBytes);
+    static_assert(std::min({lane, start, dur, kindAt, name, step, bucket, bytes}) >= 0);
     SpanRow r;
-    r.lane = sqlite3_column_int64(st, kSpanLane);
-    r.name = sqlite3_column_int64(st, kSpanName);
+    r.lane = sqlite3_column_int64(st, lane);
+    r.name = sqlite3_column_int64(st, name);
     Span& sp = r.span;
-    const int kind = sqlite3_column_int(st, kSpanKind);
+    const int kind = sqlite3_column_int(st, kindAt);
     sp.kind = kind >= 0 && kind < kSpanKindCount ? static_cast<SpanKind>(kind) : SpanKind::Other;
-    sp.start = sqlite3_column_int64(st, kSpanStart);
-    sp.end = sp.start + sqlite3_column_int64(st, kSpanDur);
-    sp.step = sqlite3_column_int(st, kSpanStep);
-    sp.bucket = sqlite3_column_int(st, kSpanBucket);
-    sp.bytes = sqlite3_column_int64(st, kSpanBytes);
+    sp.start = sqlite3_column_int64(st, start);
+    sp.end = sp.start + sqlite3_column_int64(st, dur);
+    sp.step = sqlite3_column_int(st, step);
+    sp.bucket = sqlite3_column_int(st, bucket);
+    sp.bytes = sqlite3_column_int64(st, bytes);
     return r;
 }
 
@@ -1008,7 +1012,7 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& path)
     // Spans overlapping [t0, t1): start < t1 and (end > t0, or a zero-length span at/after t0).
     // end <= start + max_dur bounds the index range from below: start >= t0 - max_dur. The max
     // is read in the same statement (one snapshot) so a live writer cannot widen it in between.
-    const std::string sql = "SELECT " + schema::spanColumnList() + " FROM spans "
+    const std::string sql = "SELECT " + schema::spanColumnList(true) + " FROM spans "
         + (impl->version >= schema::kMaxDurVersion
                ? "WHERE lane = ?1 AND start_ns >= ?2 - (SELECT max_dur_ns FROM lanes WHERE id = ?1) "
                : "WHERE lane = ?1 AND start_ns >= ?2 - ?4 ")
@@ -1316,7 +1320,7 @@ Result<Run> RunReader::load(const LoadOptions& options)
     if ((rc = st.prepare(d.db, "SELECT count(*) FROM spans")) == SQLITE_OK
         && sqlite3_step(st.get()) == SQLITE_ROW)
         run.spans.reserve(static_cast<size_t>(std::max<int64_t>(0, sqlite3_column_int64(st.get(), 0))));
-    rc = st.prepare(d.db, ("SELECT " + schema::spanColumnList() + " FROM spans").c_str());
+    rc = st.prepare(d.db, ("SELECT " + schema::spanColumnList(true) + " FROM spans").c_str());
     if (rc != SQLITE_OK)
         return std::unexpected(d.error(rc, "reading spans"));
     int64_t orphans = 0;

@@ -357,11 +357,16 @@ Status checkHeader(const std::string& path, int* version)
     return {};
 }
 
-std::string spanColumnList()
+std::string spanColumnList(bool readColumnsOnly)
 {
     std::string out;
-    for (const char* c : kSpanColumnNames)
-        out += (out.empty() ? "" : ", ") + std::string(c);
+    const auto add = [&](SpanColumn c) { out += (out.empty() ? "" : ", ") + std::string(kSpanColumnNames[size_t(c)]); };
+    if (readColumnsOnly)
+        for (SpanColumn c : kSpanReadColumns)
+            add(c);
+    else
+        for (int c = 0; c < kSpanColumnCount; ++c)
+            add(static_cast<SpanColumn>(c));
     return out;
 }
 

@@ -192,10 +192,11 @@ int64_t decode(const std::vector<uint8_t>& v) { return std::stoll(std::string(v.
 // kSamples exchanges the one with the smallest round trip is kept: it is the one least disturbed
 // by scheduling and queueing.
 //
-// The exchange goes over the gloo process group (a direct TCP pair between the two ranks, tens of
-// microseconds) when there is one, and over the rendezvous store otherwise (NCCL runs). The store
-// would do for a TCPStore, but a FileStore polls its file every 10 ms: round trips of tens of
-// milliseconds, offsets uncertain by as much.
+// The exchange goes over the gloo process group when there is one (a direct TCP pair between the
+// two ranks, no store server in between: round trips of 0.1 ms on a quiet machine), and over the
+// rendezvous store otherwise (NCCL runs). A TCPStore would do, but the FileStore of a local run
+// polls its file every 10 ms: round trips of tens of milliseconds, offsets uncertain by as much
+// (so a local NCCL run's offsets are that coarse; its ranks share one host clock anyway).
 constexpr int kClockSamples = 8;
 // Tags of the clock exchange: above any bucket index (the reducer's pairwise exchange tags).
 constexpr int kClockTag = 1 << 20;
@@ -310,6 +311,7 @@ private:
     void setup();
     void trainStep(int step);
     void replicaCheck(int step);
+    void throwIfRecordingFailed();
     // The process group when it is gloo (the clock exchange goes over it), else nullptr.
     c10d::ProcessGroup* glooGroup() const { return m_o.backend == "gloo" ? m_pg.get() : nullptr; }
 
@@ -521,6 +523,17 @@ void Trainer::trainStep(int step)
     }
 }
 
+void Trainer::throwIfRecordingFailed()
+{
+    auto failure = m_recorder ? m_recorder->failure() : std::nullopt;
+    if (!failure)
+        return;
+    m_phase.clear(); // the cause names its step itself
+    throw std::runtime_error((core::isDiskFull(core::Error{failure->message}) ? "disk full while recording step "
+                                                                              : "recording failed at step ")
+                             + std::to_string(failure->step) + ": " + failure->message);
+}
+
 // Every rank hashes its parameters; one all-reduce of (h, -h) with MAX yields the largest and
 // the smallest hash at once: they differ exactly when some replica drifted.
 void Trainer::replicaCheck(int step)
@@ -560,17 +573,15 @@ int Trainer::run()
             }
             // A failed commit (a full disk) stops the run here, at most one step after the step
             // whose commit failed (the writer commits step s while step s+1 trains).
-            if (auto failure = m_recorder ? m_recorder->failure() : std::nullopt) {
-                m_phase.clear();
-                throw std::runtime_error(
-                    (core::isDiskFull(core::Error{failure->message}) ? "disk full while recording step "
-                                                                     : "recording failed at step ")
-                    + std::to_string(failure->step) + ": " + failure->message);
-            }
+            throwIfRecordingFailed();
             m_phase = "step " + std::to_string(s) + ": ";
             trainStep(s);
             if (m_o.checkEvery > 0 && (s + 1) % m_o.checkEvery == 0)
                 replicaCheck(s);
+        }
+        if (m_recorder) {
+            m_recorder->flush(); // the last steps' commits, before this rank says it is done
+            throwIfRecordingFailed();
         }
         m_phase = "at the end: ";
         TimeNs offset = 0, rtt = 0, at = 0;
@@ -596,8 +607,12 @@ int Trainer::run()
         if (m_env.world > 1)
             m_pg->barrier()->wait(m_timeout);
         if (m_recorder) {
-            if (auto s = m_recorder->finish(core::RunStatus::Completed, {}); !s)
-                std::fprintf(stderr, "lockstep worker: %s\n", s.error().message.c_str());
+            // The final status and the fold of the log into the shard: if the disk refuses them,
+            // the shard is not whole and the rank has failed.
+            auto s = m_recorder->finish(core::RunStatus::Completed, {});
+            m_recorder.reset();
+            if (!s)
+                throw std::runtime_error(s.error().message);
         }
         std::printf("%s\n", job::doneLine(m_env.rank).c_str());
         std::fflush(stdout);

@@ -185,10 +185,10 @@ std::vector<Flag> makeTable()
                                          1, int64_t{1} << 40, Recorded::Extra, "dataset_size"));
     t.push_back(integer<&O::seed>({"--seed", "Seed", kSchedule, "INT", "seed of the model, the data and the shuffling"}, 0,
                                   std::numeric_limits<int64_t>::max(), Recorded::Extra, "seed"));
-    t.push_back(number<&O::bucketMb>({"--bucket-mb", "Bucket cap", kGrad, "MIB", "gradient bucket cap"}, 0, 65536, true,
+    t.push_back(number<&O::bucketMb>({"--bucket-mb", "Bucket cap", kGrad, "MIB", "gradient bucket cap in MiB"}, 0, 65536, true,
                                      "MiB", Recorded::Column));
     t.push_back(number<&O::firstBucketMb>({"--first-bucket-mb", "First bucket cap", kGrad, "MIB",
-                                           "cap of the first bucket (the last layers' gradients)"},
+                                           "cap of the first bucket in MiB (the last layers' gradients)"},
                                           0, 65536, true, "MiB", Recorded::Column));
     t.push_back(choice<&O::compress>({"--compress", "Compression", kGrad, "NAME",
                                       "gradient compression on the wire: none, fp16, bf16"},
@@ -205,13 +205,13 @@ std::vector<Flag> makeTable()
                                       "intra-op threads per rank (0 = cores / local ranks)"},
                                      0, 1024, Recorded::Extra, "threads"));
     t.push_back(number<&O::timeoutS>({"--timeout-s", "Collective timeout", kGroup, "SECONDS",
-                                      "collective and rendezvous timeout: a rank waiting longer on a peer fails"},
+                                      "collective and rendezvous timeout in seconds: a rank waiting longer on a peer fails"},
                                      0, 86400, true, "s", Recorded::Extra, "timeout_s"));
     t.push_back(rankValue<&O::stragglerRank, &O::stragglerMs>(
         {"--straggler", "Straggler", kFaults, "RANK:MS", "extra compute of MS milliseconds on one rank, every step"}, 0,
         600'000, false, "ms", "straggler"));
     t.push_back(number<&O::linkGbps>({"--link-gbps", "Link speed", kFaults, "GBPS",
-                                      "emulate a link of this speed: communication is slowed to match"},
+                                      "emulate a link of this speed in Gbit/s (default: not emulated): communication is slowed to match"},
                                      0, 10'000, true, "Gbit/s", Recorded::Column));
     t.push_back(rankValue<&O::crashRank, &O::crashStep>(
         {"--crash", "Crash", kFaults, "RANK:STEP", "that rank dies (exit status 3) at the start of STEP (from 0)"}, 0,

@@ -182,15 +182,28 @@ core::Status Job::prepare()
 
 core::Status Job::spawnAll()
 {
+    // Ours and the command's own variables replace any of the same name this process has.
+    // The launcher's own variables are set below and win over the command's.
     const std::vector<std::string_view> own{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
                                             "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID", kEnvShardDir,
                                             kEnvRunName, kEnvRendezvousFile};
-    std::vector<std::string> baseEnv = environmentWithout(own);
-    if (!std::getenv("OMP_NUM_THREADS")) {
+    std::vector<std::string_view> drop = own;
+    std::vector<std::string> commandEnv;
+    bool ompGiven = std::getenv("OMP_NUM_THREADS") != nullptr;
+    for (const std::string& kv : m_opt.worker.env) {
+        const std::string_view key = std::string_view(kv).substr(0, kv.find('='));
+        if (std::find(own.begin(), own.end(), key) != own.end())
+            continue;
+        drop.push_back(key);
+        commandEnv.push_back(kv);
+        ompGiven = ompGiven || key == "OMP_NUM_THREADS";
+    }
+    std::vector<std::string> baseEnv = environmentWithout(drop);
+    baseEnv.insert(baseEnv.end(), commandEnv.begin(), commandEnv.end());
+    if (!ompGiven) {
         const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
         baseEnv.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1u, cores / unsigned(m_opt.nproc))));
     }
-    baseEnv.insert(baseEnv.end(), m_opt.worker.env.begin(), m_opt.worker.env.end());
     baseEnv.push_back("WORLD_SIZE=" + std::to_string(m_opt.nproc));
     baseEnv.push_back("LOCAL_WORLD_SIZE=" + std::to_string(m_opt.nproc));
     baseEnv.push_back("GROUP_RANK=0");

@@ -561,6 +561,7 @@ TEST_F(RunDb, spanColumnListIsTheTables)
     for (size_t i = 0; i < columns.size(); ++i)
         EXPECT_EQ(columns[i], schema::kSpanColumnNames[i]);
     EXPECT_EQ(schema::spanColumnList(), "lane, start_ns, seq, dur_ns, kind, name, step, bucket, bytes");
+    EXPECT_EQ(schema::spanColumnList(true), "lane, start_ns, dur_ns, kind, name, step, bucket, bytes");
 }
 
 // Issue 9: reading a finished run creates nothing beside it — a run closed normally (rollback

@@ -8,7 +8,8 @@
 //                [--env-out FILE]
 //   --fail: that rank prints a `failed` line and exits 1;  --die: it kills itself (SIGKILL) without
 //   a word;  --hang: it stops making progress (sleeps);  --silent: no protocol lines at all;
-//   --env-out: the rank appends "RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR ..." to FILE.
+//   --env-out: the rank appends "RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
+//   LOCKSTEP_RUN_NAME store-in-shards|store-elsewhere OMP_NUM_THREADS LOCKSTEP_TEST_VAR" to FILE.
 #include "lockstep/core/run_db.h"
 #include "lockstep/job/progress.h"
 #include "lockstep/job/shard_layout.h"
@@ -78,7 +79,8 @@ int main(int argc, char** argv)
         f << env("RANK") << ' ' << env("WORLD_SIZE") << ' ' << env("LOCAL_RANK") << ' ' << env("LOCAL_WORLD_SIZE") << ' '
           << env("MASTER_ADDR") << ' ' << env("MASTER_PORT") << ' ' << env("LOCKSTEP_RUN_NAME") << ' '
           << (env("LOCKSTEP_RENDEZVOUS_FILE").starts_with(env("LOCKSTEP_SHARD_DIR")) ? "store-in-shards" : "store-elsewhere")
-          << ' ' << (env("OMP_NUM_THREADS").empty() ? "no-omp" : "omp") << '\n';
+          << ' ' << (env("OMP_NUM_THREADS").empty() ? "-" : env("OMP_NUM_THREADS")) << ' '
+          << (env("LOCKSTEP_TEST_VAR").empty() ? "-" : env("LOCKSTEP_TEST_VAR")) << '\n';
     }
     core::RunConfig config;
     config.name = env("LOCKSTEP_RUN_NAME");

@@ -38,6 +38,9 @@ TEST(Flags, EveryFlagIsDeclaredOnceAndComplete)
         EXPECT_FALSE(f.help.empty()) << f.name;
         EXPECT_FALSE(f.label.empty()) << f.name;
         EXPECT_TRUE(f.store && f.text) << f.name;
+        // The help is all a user reads (--help, the panel's tooltip): it names every choice.
+        for (std::string_view c : f.choices)
+            EXPECT_TRUE(contains(f.help, c)) << f.name << " help does not name " << c;
         if (f.recorded == Recorded::Extra) {
             EXPECT_TRUE(keys.insert(f.configKey).second) << f.configKey << " used twice";
         }

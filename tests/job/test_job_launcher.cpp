@@ -39,21 +39,24 @@ TEST(JobLauncher, AnyCommandGetsTheTorchrunEnvironment)
     const std::string envOut = dir.file("env.txt");
     auto o = options(dir.file("run.db"), 3, {"--steps", "3", "--env-out", envOut});
     o.runName = "generic";
+    // The command's own variables reach every rank; the launcher's own (RANK) cannot be overridden.
+    o.worker.env = {"OMP_NUM_THREADS=7", "RANK=99", "LOCKSTEP_TEST_VAR=x"};
     auto r = job::launchRun(o);
     ASSERT_TRUE(r) << r.error().message;
     EXPECT_TRUE(r->success) << r->cause;
     EXPECT_TRUE(r->haveRunFile);
     EXPECT_EQ(r->exitCodes, (std::vector<int>{0, 0, 0}));
     // One line per rank: RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
-    // LOCKSTEP_RUN_NAME, the rendezvous file inside the shard folder, OMP_NUM_THREADS set.
+    // LOCKSTEP_RUN_NAME, the rendezvous file inside the shard folder, OMP_NUM_THREADS, the
+    // command's own variable.
     std::istringstream lines(test::readFile(envOut));
     std::set<int> ranks;
     std::string line;
     while (std::getline(lines, line)) {
         std::istringstream f(line);
         int rank = -1, world = 0, local = -1, localWorld = 0, port = 0;
-        std::string addr, name, store, omp;
-        f >> rank >> world >> local >> localWorld >> addr >> port >> name >> store >> omp;
+        std::string addr, name, store, omp, var;
+        f >> rank >> world >> local >> localWorld >> addr >> port >> name >> store >> omp >> var;
         ranks.insert(rank);
         EXPECT_EQ(world, 3);
         EXPECT_EQ(local, rank);
@@ -62,7 +65,8 @@ TEST(JobLauncher, AnyCommandGetsTheTorchrunEnvironment)
         EXPECT_GT(port, 0);
         EXPECT_EQ(name, "generic");
         EXPECT_EQ(store, "store-in-shards");
-        EXPECT_EQ(omp, "omp");
+        EXPECT_EQ(omp, "7");
+        EXPECT_EQ(var, "x");
     }
     EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
     auto run = core::loadRun(dir.file("run.db"));

@@ -6,7 +6,8 @@
 // What every rank gets (the contract with the worker command):
 //   argv                exactly WorkerCommand::argv (argv[0] is a path; no shell, no PATH search)
 //   environment         this process's environment, minus any RANK-like variables it had, plus
-//                       WorkerCommand::env, plus
+//                       WorkerCommand::env (replacing variables of the same name), plus these,
+//                       which always win
 //     RANK, LOCAL_RANK            r (0 .. N-1)
 //     WORLD_SIZE, LOCAL_WORLD_SIZE  N
 //     GROUP_RANK                  0 (one node)
