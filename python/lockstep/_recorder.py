@@ -165,6 +165,7 @@ class Recorder:
         _attach_count += 1
         self._progress_fd = progress_fd
         self._closed = False
+        self.error = ""  # set by close() when the shard could not be written whole
         self._internal_errors = 0
 
         named = _ddp_parameters(ddp)
@@ -556,9 +557,10 @@ class Recorder:
 
     def close(self, status="completed", cause=""):
         """Finishes the shard: the last step, the closing clock offset, the run's status.
-        Idempotent; called for you at process-group destruction and at exit."""
+        Idempotent; called for you at process-group destruction and at exit. Returns the
+        recording error that kept the shard from being written whole ("" when it is whole)."""
         if self._closed:
-            return
+            return self.error
         self._closed = True
         try:
             if self._open and self._synced_done:
@@ -600,7 +602,9 @@ class Recorder:
             try:
                 self._core.finish(status, cause)
             except RuntimeError as e:
+                self.error = str(e)
                 print(f"lockstep: {e}", file=sys.stderr)
+        return self.error
 
 
 _exit_handler_registered = False

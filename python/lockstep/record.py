@@ -125,6 +125,10 @@ def main(argv=None):
     finally:
         _patches.auto_attach = None
     _recorder.close_all("completed" if code == 0 else "failed", cause)
+    # Each recorder keeps its error, also when it was closed earlier (destroy_process_group).
+    errors = [rec.error for rec in recorded if rec.error]
+    if errors and not cause:
+        cause = errors[0]  # the shard is not whole: the launcher marks the run failed with why
 
     if not recorded:
         why = (f"{opts.script} never created a torch.nn.parallel.DistributedDataParallel, so nothing was recorded "
@@ -133,8 +137,9 @@ def main(argv=None):
         if progress_fd is None:  # under `lockstep record` the launcher says it, once
             print(f"lockstep record: {why}", file=sys.stderr)
         cause = cause or why
-    # The script's exit status is ours; the launcher also learns when nothing was recorded.
-    _protocol(progress_fd, rank, cause if (code or not recorded) else "")
+    # The script's exit status is ours; the launcher also learns when nothing was recorded or
+    # a shard could not be written whole.
+    _protocol(progress_fd, rank, cause if (code or not recorded or errors) else "")
     return code
 
 

@@ -32,6 +32,8 @@ p.add_argument("--import-late", action="store_true", help="with --attach: import
 p.add_argument("--no-ddp", action="store_true", help="train without DistributedDataParallel")
 p.add_argument("--fail-at", type=int, default=-1, help="raise an exception at this step")
 p.add_argument("--crash", metavar="RANK:STEP", help="that rank dies (os._exit(3), no clean-up) at that step")
+p.add_argument("--disk-full-at", type=int, default=-1,
+               help="from this step on, no file of this process may grow (RLIMIT_FSIZE of 1 byte, SIGXFSZ ignored)")
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--cuda", action="store_true", help="NCCL, one GPU per rank (LOCAL_RANK), for scripts/gpu_device.sh")
 p.add_argument("--dump")
@@ -87,6 +89,11 @@ for step in range(a.steps):
         raise RuntimeError(f"injected failure at step {step}")
     if a.crash and a.crash == f"{rank}:{step}":
         os._exit(3)
+    if step == a.disk_full_at:
+        import resource
+        import signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
     opt.zero_grad(set_to_none=a.set_to_none)
     for k in range(a.accumulate):
         x = torch.randn(a.batch, a.width, generator=gen).to(device)

@@ -410,6 +410,19 @@ class Scripts(unittest.TestCase):
             self.assertIn("injected failure at step 3", run["config"]["failure_cause"])
             self.assertEqual([s["step"] for s in run["steps"]], [0, 1, 2])
 
+    def test_a_full_disk_is_reported_not_fatal(self):
+        # From step 3 no file may grow: the shard's commits fail. The user's training still
+        # finishes (exit 0), and the recording failure is said on stderr and, under a launcher,
+        # as the rank's failed line (so `lockstep record` marks the run failed with why).
+        with tempfile.TemporaryDirectory() as d:
+            rc, out, err = self.run_one(["-m", "lockstep.record", "--out-dir", d, JOB] + MODEL + ["--disk-full-at", "3"],
+                                        env={"LOCKSTEP_PROGRESS_FD": "1"})
+            self.assertEqual(rc, 0, err)
+            self.assertIn(f"rank 0 trained {STEPS} steps", out)
+            self.assertIn("lockstep: recording into " + os.path.join(d, "rank-0.db"), err)
+            failed = [l for l in out.splitlines() if l.startswith("LOCKSTEP failed rank=0 cause=recording into")]
+            self.assertEqual(len(failed), 1, out)
+
     def test_hook_registered_before_import_is_refused_clearly(self):
         with tempfile.TemporaryDirectory() as d:
             rc, out, err = self.run_one([JOB] + MODEL + ["--hook", "fp16", "--attach", d, "--import-late"])
