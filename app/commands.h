@@ -14,6 +14,9 @@ void registerCoreCommands(CLI::App& app);   // report, export, merge   (cli_core
 void registerImportCommands(CLI::App& app); // import                  (cli_import.cpp)
 void registerWhatIfCommands(CLI::App& app); // predict, advise         (cli_predict.cpp)
 void registerRunCommands(CLI::App& app);    // run, sweep              (cli_run.cpp)
+#ifdef LOCKSTEP_HAVE_RECORD
+void registerRecordCommand(CLI::App& app);  // record (a user's script) (cli_record.cpp)
+#endif
 // `lockstep worker ARGS...` is lockstep-worker: this process becomes it (exec), so the CLI itself
 // never loads LibTorch. registerWorkerCommand only lists it in --help.  (cli_worker.cpp)
 void registerWorkerCommand(CLI::App& app);

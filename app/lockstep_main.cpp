@@ -32,6 +32,9 @@ int main(int argc, char** argv)
     lockstep::app::registerImportCommands(app);
     lockstep::app::registerWhatIfCommands(app);
     lockstep::app::registerRunCommands(app);
+#ifdef LOCKSTEP_HAVE_RECORD
+    lockstep::app::registerRecordCommand(app);
+#endif
     lockstep::app::registerWorkerCommand(app);
     try {
         app.parse(argc, argv);

@@ -2,8 +2,9 @@
 # The peer of Lockstep's runtime: the same mlp, batch, bucket caps, optimizer and thread count,
 # trained by PyTorch's own torch.nn.parallel.DistributedDataParallel (gloo, CPU).
 # One rank per process; rank/world/rendezvous from the usual environment variables.
-# Prints `peer step=<s> rank=<r> step_ms=<f>` per step (same meaning as Lockstep's step_ms:
-# batch generation + forward + backward with all-reduces + optimizer step).
+# Prints `peer step=<s> rank=<r> loss=<f> step_ms=<f> cpu_ms=<f>` per step (step_ms: same meaning
+# as Lockstep's: batch generation + forward + backward with all-reduces + optimizer step; cpu_ms:
+# the CPU time of the whole process, all threads, over the same interval).
 import argparse, os, time
 import torch
 import torch.distributed as dist
@@ -41,6 +42,7 @@ teacher = torch.randn(a.width, 10, generator=torch.Generator().manual_seed(7))
 gen = torch.Generator().manual_seed(100 + rank)
 for s in range(a.steps):
     t0 = time.perf_counter()
+    c0 = time.process_time()
     x = torch.rand(a.batch, a.width, generator=gen) * 3.4641 - 1.7320
     y = (x @ teacher).argmax(1)
     loss = nn.functional.cross_entropy(ddp(x), y)
@@ -48,7 +50,8 @@ for s in range(a.steps):
     loss.backward()
     opt.step()
     ms = (time.perf_counter() - t0) * 1e3
-    print(f"peer step={s} rank={rank} loss={loss.item():.6f} step_ms={ms:.3f}", flush=True)
+    cpu = (time.process_time() - c0) * 1e3
+    print(f"peer step={s} rank={rank} loss={loss.item():.6f} step_ms={ms:.3f} cpu_ms={cpu:.3f}", flush=True)
 # DDP rebuilds its buckets in gradient-ready order after step 0; these are the ones the steady
 # steps use (Lockstep prints `LOCKSTEP layout ... buckets=`).
 info = ddp._get_ddp_logging_data()

@@ -593,6 +593,8 @@ core::Result<LaunchResult> Job::run()
         if (result.cause.empty())
             result.cause = "a worker failed";
         const FailureEvent* primary = m_failures.primary();
+        if (!m_interrupted && primary)
+            result.failedRank = primary->rank;
         if (!m_interrupted && primary && primary->rank >= 0) {
             // Show the failing rank's own last words: they are gone with the shards otherwise.
             const Rank& r = m_ranks[size_t(primary->rank)];

@@ -85,6 +85,7 @@ struct LaunchResult {
     double wallS = 0;           // from starting the first rank to the last one's exit
     double stopS = 0;           // from the first failure seen to the last rank's exit
     std::vector<int> exitCodes; // per rank: exit status, 128+signal when killed by one
+    int failedRank = -1;        // the rank whose failure is the cause (-1: none, a hang, an interrupt)
 };
 
 // Checks the options and everything that must hold before a rank starts (nproc in

@@ -1,0 +1,57 @@
+"""Clock offset of this rank to rank 0, over the job's own c10d store (DESIGN.md "Time and clocks").
+
+The same ping-pong as the runtime's worker: rank r stamps t0 and posts a ping; rank 0, serving
+the ranks one after another, answers each ping with its own clock T; rank r stamps t1 when the
+answer arrives. If both legs take equal time, T was read at r's (t0 + t1) / 2, so
+offset = T - (t0 + t1) / 2, wrong by at most half the round trip. Of SAMPLES exchanges the one
+with the smallest round trip is kept: it is the one least disturbed by scheduling and by the
+store's own queueing. Each rank finally posts an acknowledgement that rank 0 waits for, so the
+rank that may host the store never leaves while another still reads its answer.
+
+A store that does not answer within the timeout (a peer died) gives up without an offset:
+clocks are then left uncorrected for this rank and the caller records why.
+"""
+from datetime import timedelta
+
+from . import _core
+
+SAMPLES = 8  # the runtime's worker keeps the best of 8 as well
+
+
+class ClockSample:
+    def __init__(self, offset_ns=0, rtt_ns=0, at_ns=0):
+        self.offset_ns = offset_ns  # rank 0's clock - this rank's clock
+        self.rtt_ns = rtt_ns        # round trip of the kept sample
+        self.at_ns = at_ns          # local time of the kept sample
+
+
+def measure(store, rank, world, prefix, timeout_s):
+    """Runs one ping-pong round on every rank of the group (rank 0 serves). Returns a
+    ClockSample; raises on a store error or timeout (after restoring the store's timeout)."""
+    if world <= 1:
+        return ClockSample(0, 0, _core.now_ns())
+    old_timeout = store.timeout
+    store.set_timeout(timedelta(seconds=timeout_s))
+    try:
+        if rank == 0:
+            for r in range(1, world):
+                for i in range(SAMPLES):
+                    key = f"{prefix}/{r}/{i}"
+                    store.get(key + "/ping")
+                    store.set(key + "/pong", str(_core.now_ns()))
+            for r in range(1, world):
+                store.get(f"{prefix}/{r}/ack")
+            return ClockSample(0, 0, _core.now_ns())
+        best = None
+        for i in range(SAMPLES):
+            key = f"{prefix}/{rank}/{i}"
+            t0 = _core.now_ns()
+            store.set(key + "/ping", str(t0))
+            remote = int(store.get(key + "/pong"))
+            t1 = _core.now_ns()
+            if best is None or t1 - t0 < best.rtt_ns:
+                best = ClockSample(remote - (t0 + t1) // 2, t1 - t0, t0)
+        store.set(f"{prefix}/{rank}/ack", "1")
+        return best
+    finally:
+        store.set_timeout(old_timeout)

@@ -1,0 +1,487 @@
+// lockstep._core: the pybind11 layer between the Python recorder (python/lockstep) and core.
+// Writes go through ShardRecorder -> core::RunWriter; reads through core::loadRun and core's
+// analyses; the launcher's protocol lines and shard names come from the job library. Nothing here knows the schema, and nothing here links LibTorch: the module imports
+// into any CPython with any PyTorch (Debian's 1.13 or a pip 2.x with CUDA) because the
+// PyTorch side of the recorder is plain Python calling torch's public API.
+//
+// Errors from core become RuntimeError with core's message; the hot-path methods (stamping
+// events from autograd and communication hooks) never raise.
+#include "shard_recorder.h"
+
+#include "lockstep/core/analysis.h"
+#include "lockstep/core/report.h"
+#include "lockstep/core/run_db.h"
+#include "lockstep/job/progress.h"
+#include "lockstep/job/shard_layout.h"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace lockstep::record {
+namespace {
+
+
+[[noreturn]] void raise(const core::Error& e)
+{
+    throw std::runtime_error(e.message);
+}
+
+// ---- dict <-> core value types (snake_case keys, like the schema's columns) ----
+
+template <class T>
+void take(const pybind11::dict& d, const char* key, T& out)
+{
+    if (d.contains(key))
+        out = d[key].cast<T>();
+}
+
+void checkKeys(const pybind11::dict& d, std::initializer_list<const char*> known, const char* what)
+{
+    for (const auto& item : d) {
+        const std::string k = item.first.cast<std::string>();
+        if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; }))
+            throw pybind11::key_error(std::string("unknown ") + what + " field '" + k + "'");
+    }
+}
+
+core::RunStatus statusFromName(const std::string& name)
+{
+    core::RunStatus s;
+    if (!core::runStatusFromName(name, &s))
+        throw pybind11::value_error("run status must be running, completed or failed, not '" + name + "'");
+    return s;
+}
+
+core::RunConfig configFromDict(const pybind11::dict& d)
+{
+    checkKeys(d,
+              {"name", "source", "model", "model_args", "world_size", "backend", "device", "bucket_cap_bytes",
+               "first_bucket_cap_bytes", "batch_per_rank", "steps_planned", "warmup_steps", "optimizer", "compress",
+               "accumulate", "link_gbps", "command_line", "host", "created_ns", "ended_ns", "status", "failure_cause",
+               "extra"},
+              "run config");
+    core::RunConfig c;
+    take(d, "name", c.name);
+    take(d, "source", c.source);
+    take(d, "model", c.model);
+    take(d, "model_args", c.modelArgs);
+    take(d, "world_size", c.worldSize);
+    take(d, "backend", c.backend);
+    take(d, "device", c.device);
+    take(d, "bucket_cap_bytes", c.bucketCapBytes);
+    take(d, "first_bucket_cap_bytes", c.firstBucketCapBytes);
+    take(d, "batch_per_rank", c.batchPerRank);
+    take(d, "steps_planned", c.stepsPlanned);
+    take(d, "warmup_steps", c.warmupSteps);
+    take(d, "optimizer", c.optimizer);
+    take(d, "compress", c.compress);
+    take(d, "accumulate", c.accumulate);
+    take(d, "link_gbps", c.linkGbps);
+    take(d, "command_line", c.commandLine);
+    take(d, "host", c.host);
+    take(d, "created_ns", c.createdNs);
+    take(d, "ended_ns", c.endedNs);
+    take(d, "failure_cause", c.failureCause);
+    if (d.contains("status"))
+        c.status = statusFromName(d["status"].cast<std::string>());
+    take(d, "extra", c.extra);
+    return c;
+}
+
+pybind11::dict configToDict(const core::RunConfig& c)
+{
+    pybind11::dict d;
+    d["name"] = c.name;
+    d["source"] = c.source;
+    d["model"] = c.model;
+    d["model_args"] = c.modelArgs;
+    d["world_size"] = c.worldSize;
+    d["backend"] = c.backend;
+    d["device"] = c.device;
+    d["bucket_cap_bytes"] = c.bucketCapBytes;
+    d["first_bucket_cap_bytes"] = c.firstBucketCapBytes;
+    d["batch_per_rank"] = c.batchPerRank;
+    d["steps_planned"] = c.stepsPlanned;
+    d["warmup_steps"] = c.warmupSteps;
+    d["optimizer"] = c.optimizer;
+    d["compress"] = c.compress;
+    d["accumulate"] = c.accumulate;
+    d["link_gbps"] = c.linkGbps;
+    d["command_line"] = c.commandLine;
+    d["host"] = c.host;
+    d["created_ns"] = c.createdNs;
+    d["ended_ns"] = c.endedNs;
+    d["status"] = core::runStatusName(c.status);
+    d["failure_cause"] = c.failureCause;
+    d["extra"] = c.extra;
+    return d;
+}
+
+core::RankInfo rankFromDict(const pybind11::dict& d)
+{
+    checkKeys(d,
+              {"rank", "host", "pid", "device", "clock_offset_ns", "clock_rtt_ns", "clock_sync_start_ns",
+               "clock_offset_end_ns", "clock_sync_end_ns"},
+              "rank");
+    core::RankInfo r;
+    take(d, "rank", r.rank);
+    take(d, "host", r.host);
+    take(d, "pid", r.pid);
+    take(d, "device", r.device);
+    take(d, "clock_offset_ns", r.clockOffsetNs);
+    take(d, "clock_rtt_ns", r.clockRttNs);
+    take(d, "clock_sync_start_ns", r.clockSyncStartNs);
+    take(d, "clock_offset_end_ns", r.clockOffsetEndNs);
+    take(d, "clock_sync_end_ns", r.clockSyncEndNs);
+    return r;
+}
+
+pybind11::dict rankToDict(const core::RankInfo& r)
+{
+    pybind11::dict d;
+    d["rank"] = r.rank;
+    d["host"] = r.host;
+    d["pid"] = r.pid;
+    d["device"] = r.device;
+    d["clock_offset_ns"] = r.clockOffsetNs;
+    d["clock_rtt_ns"] = r.clockRttNs;
+    d["clock_sync_start_ns"] = r.clockSyncStartNs;
+    d["clock_offset_end_ns"] = r.clockOffsetEndNs;
+    d["clock_sync_end_ns"] = r.clockSyncEndNs;
+    return d;
+}
+
+// ---- the recorder as Python sees it ----
+
+// Owns the ShardRecorder and the one piece of Python state the hot path needs: the callback
+// that queues the recorder's end-of-backward callback on the autograd engine, called by the
+// first hook of each backward. After finish() every method is a no-op, so hooks the user's
+// script still holds can fire harmlessly.
+class Recorder {
+public:
+    Recorder(std::unique_ptr<ShardRecorder> rec, pybind11::object onBackward)
+        : m_rec(std::move(rec)), m_onBackward(std::move(onBackward))
+    {
+    }
+
+    bool open() const { return m_rec != nullptr; }
+    ShardRecorder* get() const { return m_rec.get(); }
+
+    void mark(Ev kind, int32_t a, int64_t value, int32_t c)
+    {
+        if (!m_rec)
+            return;
+        if (kind == Ev::BackwardEnd)
+            m_inBackward = false;
+        m_rec->mark(kind, a, value, c);
+    }
+    void markAt(Ev kind, core::TimeNs ts, int32_t a, int64_t value, int32_t c)
+    {
+        if (!m_rec)
+            return;
+        if (kind == Ev::BackwardEnd)
+            m_inBackward = false;
+        m_rec->markAt(kind, ts, a, value, c);
+    }
+    void grad(int32_t param)
+    {
+        if (!m_rec)
+            return;
+        beginBackward();
+        m_rec->grad(param);
+    }
+    int32_t commLaunch(int32_t bucket, int64_t bytes, int32_t label)
+    {
+        if (!m_rec)
+            return -1;
+        beginBackward();
+        return m_rec->commLaunch(bucket, bytes, label);
+    }
+    void commDone(int32_t slot)
+    {
+        if (m_rec && slot >= 0)
+            m_rec->commDone(slot);
+    }
+    // Errors of the recorder's own Python callbacks, reported at finish (never raised into
+    // the user's backward).
+    std::string takeCallbackError() { return std::exchange(m_callbackError, {}); }
+    // Also drops the callback: it refers back to the Python recorder that owns this object.
+    std::unique_ptr<ShardRecorder> release()
+    {
+        m_onBackward = pybind11::none();
+        return std::move(m_rec);
+    }
+
+private:
+    void beginBackward()
+    {
+        if (m_inBackward)
+            return;
+        m_inBackward = true;
+        if (m_onBackward.is_none())
+            return;
+        try {
+            m_onBackward();
+        } catch (pybind11::error_already_set& e) {
+            if (m_callbackError.empty())
+                m_callbackError = e.what();
+        }
+    }
+
+    std::unique_ptr<ShardRecorder> m_rec;
+    pybind11::object m_onBackward;
+    bool m_inBackward = false;
+    std::string m_callbackError;
+};
+
+// The post-hook on one parameter's gradient accumulator: a native callable, so the per-gradient
+// cost is one call into C++ and a clock read.
+struct GradHook {
+    std::shared_ptr<Recorder> rec;
+    int32_t param = 0;
+};
+
+std::shared_ptr<lockstep::record::BucketLayout> layoutFrom(const std::vector<std::tuple<int32_t, int64_t, std::vector<int32_t>>>& buckets,
+                                                       const std::vector<std::string>& paramNames)
+{
+    auto layout = std::make_shared<lockstep::record::BucketLayout>();
+    layout->paramBucket.assign(paramNames.size(), core::kNoBucket);
+    for (const auto& [index, bytes, params] : buckets) {
+        core::Bucket b;
+        b.index = index;
+        b.bytes = bytes;
+        for (int32_t p : params) {
+            if (p < 0 || static_cast<size_t>(p) >= paramNames.size())
+                throw pybind11::index_error("bucket " + std::to_string(index) + ": parameter index " + std::to_string(p)
+                                            + " out of range");
+            b.params.push_back(paramNames[p]);
+            layout->paramBucket[p] = index;
+        }
+        layout->buckets.push_back(std::move(b));
+    }
+    return layout;
+}
+
+pybind11::dict runToDict(const core::Run& run)
+{
+    pybind11::dict d;
+    d["config"] = configToDict(run.config);
+    pybind11::list ranks, lanes, steps, buckets, spans, instants, diagnostics;
+    for (const auto& r : run.ranks)
+        ranks.append(rankToDict(r));
+    for (const auto& l : run.lanes)
+        lanes.append(pybind11::dict(pybind11::arg("id") = l.id.v, pybind11::arg("rank") = l.rank,
+                                    pybind11::arg("kind") = core::laneKindName(l.kind), pybind11::arg("device") = l.device,
+                                    pybind11::arg("stream") = l.stream, pybind11::arg("name") = l.name));
+    for (const auto& s : run.steps)
+        steps.append(pybind11::dict(pybind11::arg("rank") = s.rank, pybind11::arg("step") = s.step,
+                                    pybind11::arg("start") = s.start, pybind11::arg("end") = s.end,
+                                    pybind11::arg("loss") = s.loss, pybind11::arg("samples") = s.samples));
+    for (const auto& b : run.buckets)
+        buckets.append(pybind11::dict(pybind11::arg("index") = b.index, pybind11::arg("bytes") = b.bytes,
+                                      pybind11::arg("params") = b.params));
+    for (const auto& s : run.spans)
+        spans.append(pybind11::dict(pybind11::arg("lane") = s.lane.v, pybind11::arg("kind") = core::spanKindName(s.kind),
+                                    pybind11::arg("name") = run.strings.text(s.name), pybind11::arg("start") = s.start,
+                                    pybind11::arg("end") = s.end, pybind11::arg("step") = s.step,
+                                    pybind11::arg("bucket") = s.bucket, pybind11::arg("bytes") = s.bytes));
+    for (const auto& i : run.instants)
+        instants.append(pybind11::dict(pybind11::arg("lane") = i.lane.v, pybind11::arg("name") = run.strings.text(i.name),
+                                       pybind11::arg("ts") = i.ts, pybind11::arg("step") = i.step,
+                                       pybind11::arg("bucket") = i.bucket));
+    for (const auto& g : run.diagnostics)
+        diagnostics.append(pybind11::dict(pybind11::arg("kind") = g.kind,
+                                          pybind11::arg("severity") = core::severityName(g.severity),
+                                          pybind11::arg("count") = g.count, pybind11::arg("message") = g.message));
+    d["ranks"] = ranks;
+    d["lanes"] = lanes;
+    d["steps"] = steps;
+    d["buckets"] = buckets;
+    d["spans"] = spans;
+    d["instants"] = instants;
+    d["diagnostics"] = diagnostics;
+    d["clocks_corrected"] = run.clocksCorrected;
+    return d;
+}
+
+core::Run loadOrRaise(const std::string& path, bool correctClocks)
+{
+    core::Result<core::Run> run;
+    {
+        pybind11::gil_scoped_release release;
+        run = core::loadRun(path, core::LoadOptions{.correctClocks = correctClocks});
+    }
+    if (!run)
+        raise(run.error());
+    return std::move(*run);
+}
+
+} // namespace
+} // namespace lockstep::record
+
+PYBIND11_MODULE(_core, m)
+{
+    using namespace lockstep;
+    using namespace lockstep::record;
+    namespace pb = pybind11;
+    m.doc() = "Lockstep's native core for the PyTorch DDP recorder: run database writes and reads";
+
+    m.def("now_ns", &lockstep::record::nowNs, "CLOCK_REALTIME in nanoseconds (the clock of every Lockstep timestamp)");
+    m.attr("SCHEMA_VERSION") = core::kSchemaVersion;
+
+    pb::enum_<Ev>(m, "Ev", "Kinds of recorder events (see python/src/shard_recorder.h)")
+        .value("StepStart", Ev::StepStart)
+        .value("ForwardBegin", Ev::ForwardBegin)
+        .value("ForwardEnd", Ev::ForwardEnd)
+        .value("StageBegin", Ev::StageBegin)
+        .value("StageEnd", Ev::StageEnd)
+        .value("BackwardBegin", Ev::BackwardBegin)
+        .value("BackwardEnd", Ev::BackwardEnd)
+        .value("WaitEnd", Ev::WaitEnd)
+        .value("OptBegin", Ev::OptBegin)
+        .value("OptEnd", Ev::OptEnd)
+        .value("StepEnd", Ev::StepEnd);
+    pb::enum_<DeviceWhat>(m, "DeviceWhat")
+        .value("Forward", DeviceWhat::Forward)
+        .value("Backward", DeviceWhat::Backward)
+        .value("Optimizer", DeviceWhat::Optimizer)
+        .value("Comm", DeviceWhat::Comm);
+
+    pb::class_<PendingStep, std::shared_ptr<PendingStep>>(m, "PendingStep",
+                                                           "One step's events, between its end and its submission")
+        .def_readonly("step", &PendingStep::step)
+        .def_readwrite("loss", &PendingStep::loss)
+        .def_property_readonly("start_ns", &PendingStep::start)
+        .def_property_readonly("end_ns", &PendingStep::end)
+        .def(
+            "add_device_span",
+            [](PendingStep& p, DeviceWhat what, int32_t index, int64_t start, int64_t end, int64_t bytes, int32_t label) {
+                lockstep::record::Event e;
+                e.ts = start;
+                e.end = end;
+                e.a = index;
+                e.b = static_cast<int32_t>(what);
+                e.c = label;
+                e.value = bytes;
+                e.kind = Ev::DeviceSpan;
+                p.events.push_back(e);
+            },
+            pb::arg("what"), pb::arg("index"), pb::arg("start_ns"), pb::arg("end_ns"), pb::arg("nbytes") = 0,
+            pb::arg("label") = -1);
+
+    pb::class_<GradHook>(m, "GradHook", "Post-hook of one parameter's gradient accumulator")
+        .def("__call__", [](const GradHook& h, pb::args) { h.rec->grad(h.param); });
+
+    pb::class_<Recorder, std::shared_ptr<Recorder>>(m, "ShardRecorder",
+                                                    "One rank's shard: an event log and its writer thread")
+        .def(pb::init([](const std::string& path, const pb::dict& config, const pb::dict& rank, const pb::dict& model,
+                         pb::object onBackward) {
+                 checkKeys(model, {"stage_names", "param_names", "param_stage", "root_stage", "device"}, "model");
+                 lockstep::record::ModelInfo info;
+                 take(model, "stage_names", info.stageNames);
+                 take(model, "param_names", info.paramNames);
+                 take(model, "param_stage", info.paramStage);
+                 take(model, "root_stage", info.rootStage);
+                 take(model, "device", info.device);
+                 const core::RunConfig c = configFromDict(config);
+                 const core::RankInfo r = rankFromDict(rank);
+                 core::Result<std::unique_ptr<ShardRecorder>> rec;
+                 {
+                     pb::gil_scoped_release release;
+                     rec = ShardRecorder::open(path, c, r, info);
+                 }
+                 if (!rec)
+                     raise(rec.error());
+                 return std::make_shared<Recorder>(std::move(*rec), std::move(onBackward));
+             }),
+             pb::arg("path"), pb::arg("config"), pb::arg("rank"), pb::arg("model"), pb::arg("on_backward") = pb::none())
+        .def("mark", &Recorder::mark, pb::arg("kind"), pb::arg("a") = 0, pb::arg("value") = 0, pb::arg("label") = 0)
+        .def("mark_at", &Recorder::markAt, pb::arg("kind"), pb::arg("ts"), pb::arg("a") = 0, pb::arg("value") = 0,
+             pb::arg("label") = 0)
+        .def("grad_hook", [](std::shared_ptr<Recorder> self, int32_t param) { return GradHook{std::move(self), param}; })
+        .def("comm_launch", &Recorder::commLaunch, pb::arg("bucket"), pb::arg("nbytes"), pb::arg("label") = -1)
+        .def("comm_done", &Recorder::commDone)
+        .def("label", [](Recorder& r, const std::string& text) { return r.open() ? r.get()->label(text) : -1; })
+        .def(
+            "set_layout",
+            [](Recorder& r, const std::vector<std::tuple<int32_t, int64_t, std::vector<int32_t>>>& buckets,
+               const std::vector<std::string>& paramNames, bool write) {
+                if (r.open())
+                    r.get()->setLayout(layoutFrom(buckets, paramNames), write);
+            },
+            pb::arg("buckets"), pb::arg("param_names"), pb::arg("write"))
+        .def("take_step",
+             [](Recorder& r, int32_t step) -> std::shared_ptr<PendingStep> {
+                 return r.open() ? std::shared_ptr<PendingStep>(r.get()->takeStep(step)) : nullptr;
+             })
+        // The events move to the writer; the Python object is left empty.
+        .def("submit",
+             [](Recorder& r, PendingStep& step) {
+                 if (r.open())
+                     r.get()->submit(std::make_unique<PendingStep>(std::move(step)));
+             })
+        .def("set_config",
+             [](Recorder& r, const pb::dict& config) {
+                 if (r.open())
+                     r.get()->setConfig(configFromDict(config));
+             })
+        .def("update_rank",
+             [](Recorder& r, const pb::dict& rank) {
+                 if (r.open())
+                     r.get()->updateRank(rankFromDict(rank));
+             })
+        .def(
+            "add_diagnostic",
+            [](Recorder& r, const std::string& kind, const std::string& severity, int64_t count, const std::string& message) {
+                if (!r.open())
+                    return;
+                core::Diagnostic d{kind, core::Severity::Warning, count, message};
+                d.severity = severity == "info" ? core::Severity::Info
+                    : severity == "error"       ? core::Severity::Error
+                                                : core::Severity::Warning;
+                r.get()->addDiagnostic(d);
+            },
+            pb::arg("kind"), pb::arg("severity"), pb::arg("count"), pb::arg("message"))
+        .def(
+            "finish",
+            [](Recorder& r, const std::string& status, const std::string& cause) {
+                const core::RunStatus s = statusFromName(status);
+                std::unique_ptr<ShardRecorder> rec = r.release();
+                if (!rec)
+                    return;
+                if (std::string err = r.takeCallbackError(); !err.empty())
+                    rec->addDiagnostic(core::Diagnostic{"recorder callback error", core::Severity::Warning, 1, err});
+                core::Status st;
+                {
+                    pb::gil_scoped_release release;
+                    st = rec->finish(s, cause);
+                }
+                if (!st)
+                    raise(st.error());
+            },
+            pb::arg("status"), pb::arg("cause") = "");
+
+    m.def(
+        "load_run", [](const std::string& path, bool correctClocks) { return runToDict(loadOrRaise(path, correctClocks)); },
+        pb::arg("path"), pb::arg("correct_clocks") = true,
+        "The whole run through core's reader, as plain dicts and lists (times in ns)");
+    m.def(
+        "summary_json",
+        [](const std::string& path) {
+            const core::Run run = loadOrRaise(path, true);
+            pb::gil_scoped_release release;
+            return core::summaryJson(core::summarize(run));
+        },
+        pb::arg("path"), "core's run summary (the analyses behind `lockstep report --json`) as JSON text");
+    // The job contract (lockstep::job), so that Python speaks it exactly as the runtime does.
+    m.def("shard_file", &job::shardFile, pb::arg("folder"), pb::arg("rank"), "folder/rank-<r>.db");
+    m.def("step_line", &job::stepLine, pb::arg("rank"), pb::arg("step"), pb::arg("loss"), pb::arg("step_ms"),
+          "the protocol line of a completed step (no newline)");
+    m.def("done_line", &job::doneLine, pb::arg("rank"));
+    m.def("failed_line", &job::failedLine, pb::arg("rank"), pb::arg("cause"));
+}

@@ -1,0 +1,563 @@
+// The Python recorder's event log and writer thread (see shard_recorder.h for the split).
+#include "shard_recorder.h"
+
+#include <algorithm>
+#include <ctime>
+
+namespace lockstep::record {
+
+TimeNs nowNs()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<TimeNs>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+TimeNs PendingStep::start() const
+{
+    for (const Event& e : events)
+        if (e.kind == Ev::StepStart)
+            return e.ts;
+    return events.empty() ? 0 : events.front().ts;
+}
+
+TimeNs PendingStep::end() const
+{
+    for (auto it = events.rbegin(); it != events.rend(); ++it)
+        if (it->kind == Ev::StepEnd)
+            return it->ts;
+    return events.empty() ? 0 : events.back().ts;
+}
+
+core::Result<std::unique_ptr<ShardRecorder>> ShardRecorder::open(const std::string& path, const core::RunConfig& config,
+                                                                 const core::RankInfo& rank, const ModelInfo& model)
+{
+    if (model.paramStage.size() != model.paramNames.size())
+        return core::fail("recorder: one stage per parameter expected");
+    for (int32_t s : model.paramStage)
+        if (s < 0 || static_cast<size_t>(s) >= model.stageNames.size())
+            return core::fail("recorder: parameter stage out of range");
+    if (model.rootStage < 0 || static_cast<size_t>(model.rootStage) >= model.stageNames.size())
+        return core::fail("recorder: root stage out of range");
+    auto writer = core::RunWriter::create(path, config, core::RunWriter::Mode::Overwrite);
+    if (!writer)
+        return std::unexpected(writer.error());
+    std::unique_ptr<ShardRecorder> r(new ShardRecorder());
+    r->m_path = path;
+    r->m_writer = std::move(*writer);
+    r->m_model = model;
+    r->m_rank = rank.rank;
+    r->m_deviceTiming = model.device >= 0;
+    auto& w = *r->m_writer;
+    if (auto s = w.addRank(rank); !s)
+        return std::unexpected(s.error());
+    const auto lane = [&](core::LaneKind kind, const std::string& name, core::LaneId* out) -> core::Status {
+        core::Lane l;
+        l.rank = rank.rank;
+        l.kind = kind;
+        l.name = name;
+        if (kind == core::LaneKind::GpuStream)
+            l.device = model.device;
+        auto id = w.addLane(l);
+        if (!id)
+            return std::unexpected(id.error());
+        *out = *id;
+        return {};
+    };
+    core::Status s = lane(core::LaneKind::Compute, "compute", &r->m_computeLane);
+    if (s)
+        s = lane(core::LaneKind::Comm, "comm", &r->m_commLane);
+    if (s && r->m_deviceTiming) {
+        const std::string dev = "cuda:" + std::to_string(model.device);
+        s = lane(core::LaneKind::GpuStream, dev + " compute stream", &r->m_gpuComputeLane);
+        if (s)
+            s = lane(core::LaneKind::GpuStream, dev + " communication", &r->m_gpuCommLane);
+    }
+    if (!s)
+        return std::unexpected(s.error());
+    // Every fixed name is interned here, before the writer thread owns the RunWriter.
+    for (const auto& n : model.stageNames)
+        r->m_stageIds.push_back(w.intern(n));
+    for (const auto& n : model.paramNames)
+        r->m_paramIds.push_back(w.intern(n));
+    r->m_dataId = w.intern("data, user code");
+    r->m_lossId = w.intern("after forward (loss)");
+    r->m_waitId = w.intern("wait for buckets");
+    r->m_backwardId = w.intern("backward");
+    if (auto c = w.commit(); !c)
+        return std::unexpected(c.error());
+    r->m_thread = std::thread([p = r.get()] { p->writerLoop(); });
+    return r;
+}
+
+ShardRecorder::~ShardRecorder()
+{
+    if (m_thread.joinable()) {
+        {
+            std::lock_guard lock(m_mutex);
+            m_stop = true;
+        }
+        m_cv.notify_all();
+        m_thread.join();
+    }
+}
+
+void ShardRecorder::markAt(Ev kind, TimeNs ts, int32_t a, int64_t value, int32_t c)
+{
+    Event e;
+    e.ts = ts;
+    e.a = a;
+    e.value = value;
+    e.c = c;
+    e.kind = kind;
+    if (kind == Ev::BackwardEnd)
+        ++m_backwardGen;
+    m_log.push_back(e);
+}
+
+// When is a gradient "ready"? DDP's reducer and the recorder both hang post-hooks on the
+// parameter's gradient accumulator; DDP's was registered first, so it runs first: it copies the
+// gradient into its bucket and, when that completes a bucket, launches the bucket's all-reduce
+// — which calls the communication hook, i.e. commLaunch() below — before the recorder's hook
+// for that same gradient runs. Stamped naively, the gradient that completes a bucket would look
+// ready *after* its bucket launched (a negative ready→launch delay). So commLaunch() leaves a
+// mark on its thread (hooks of one accumulator run on one thread, back to back), and the next
+// grad() on that thread in the same backward takes the time of the first launch it caused.
+// Every other gradient is stamped when DDP has it in its bucket, which is what "ready" means to
+// DDP.
+namespace {
+struct LaunchMark {
+    const ShardRecorder* owner = nullptr;
+    uint64_t generation = 0;
+    TimeNs ts = 0;
+};
+thread_local LaunchMark t_launchMark;
+} // namespace
+
+void ShardRecorder::gradAt(int32_t param, TimeNs ts)
+{
+    LaunchMark& m = t_launchMark;
+    if (m.owner == this && m.generation == m_backwardGen) {
+        ts = std::min(ts, m.ts);
+        m.owner = nullptr;
+    }
+    Event e;
+    e.ts = ts;
+    e.a = param;
+    e.kind = Ev::Grad;
+    m_log.push_back(e);
+}
+
+int32_t ShardRecorder::commLaunchAt(int32_t bucket, int64_t bytes, int32_t label, TimeNs ts)
+{
+    LaunchMark& m = t_launchMark;
+    if (m.owner != this || m.generation != m_backwardGen)
+        m = LaunchMark{this, m_backwardGen, ts};
+    Event e;
+    e.ts = ts;
+    e.a = m_nextSlot++;
+    e.b = bucket;
+    e.value = bytes;
+    e.c = label;
+    e.kind = Ev::CommLaunch;
+    m_log.push_back(e);
+    return e.a;
+}
+
+void ShardRecorder::commDone(int32_t slot)
+{
+    mark(Ev::CommDone, slot);
+}
+
+int32_t ShardRecorder::label(const std::string& text)
+{
+    std::lock_guard lock(m_labelMutex);
+    for (size_t i = 0; i < m_labels.size(); ++i)
+        if (m_labels[i] == text)
+            return static_cast<int32_t>(i);
+    m_labels.push_back(text);
+    return static_cast<int32_t>(m_labels.size() - 1);
+}
+
+void ShardRecorder::setLayout(std::shared_ptr<const BucketLayout> layout, bool writeRows)
+{
+    m_layout = layout;
+    if (writeRows) {
+        Item item;
+        item.buckets = std::move(layout);
+        enqueue(std::move(item));
+    }
+}
+
+std::unique_ptr<PendingStep> ShardRecorder::takeStep(int32_t step)
+{
+    auto p = std::make_unique<PendingStep>();
+    p->step = step;
+    p->layout = m_layout;
+    p->events.swap(m_log);
+    m_log.reserve(p->events.capacity());
+    m_nextSlot = 0;
+    return p;
+}
+
+void ShardRecorder::submit(std::unique_ptr<PendingStep> step)
+{
+    Item item;
+    item.step = std::move(step);
+    enqueue(std::move(item));
+}
+
+void ShardRecorder::setConfig(const core::RunConfig& config)
+{
+    Item item;
+    item.config = std::make_unique<core::RunConfig>(config);
+    enqueue(std::move(item));
+}
+
+void ShardRecorder::addDiagnostic(const core::Diagnostic& diagnostic)
+{
+    Item item;
+    item.diagnostic = std::make_unique<core::Diagnostic>(diagnostic);
+    enqueue(std::move(item));
+}
+
+void ShardRecorder::updateRank(const core::RankInfo& rank)
+{
+    Item item;
+    item.rank = std::make_unique<core::RankInfo>(rank);
+    enqueue(std::move(item));
+}
+
+void ShardRecorder::enqueue(Item item)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_queue.push_back(std::move(item));
+    }
+    m_cv.notify_one();
+}
+
+void ShardRecorder::note(const core::Status& status)
+{
+    if (status)
+        return;
+    std::lock_guard lock(m_mutex);
+    if (m_firstError.empty())
+        m_firstError = status.error().message;
+}
+
+core::Status ShardRecorder::finish(core::RunStatus status, const std::string& cause)
+{
+    if (m_thread.joinable()) {
+        {
+            std::lock_guard lock(m_mutex);
+            m_stop = true;
+        }
+        m_cv.notify_all();
+        m_thread.join();
+    }
+    if (!m_writer)
+        return core::fail("recording into " + m_path + ": already finished");
+    note(m_writer->setStatus(status, cause, nowNs()));
+    note(m_writer->close());
+    m_writer.reset();
+    if (!m_firstError.empty())
+        return core::fail("recording into " + m_path + ": " + m_firstError);
+    return {};
+}
+
+void ShardRecorder::writerLoop()
+{
+    for (;;) {
+        Item item;
+        {
+            std::unique_lock lock(m_mutex);
+            m_cv.wait(lock, [&] { return m_stop || !m_queue.empty(); });
+            if (m_queue.empty())
+                return; // stopping and drained
+            item = std::move(m_queue.front());
+            m_queue.pop_front();
+        }
+        core::Status s;
+        if (item.step) {
+            writeStep(*item.step);
+        } else if (item.config) {
+            s = m_writer->setConfig(*item.config);
+        } else if (item.diagnostic) {
+            s = m_writer->addDiagnostic(*item.diagnostic);
+        } else if (item.rank) {
+            s = m_writer->addRank(*item.rank);
+        } else if (item.buckets) {
+            for (const core::Bucket& b : item.buckets->buckets)
+                if (s)
+                    s = m_writer->addBucket(b);
+        }
+        if (s && !item.step)
+            s = m_writer->commit();
+        note(s);
+    }
+}
+
+std::string ShardRecorder::labelText(int32_t label)
+{
+    std::lock_guard lock(m_labelMutex);
+    return label >= 0 && static_cast<size_t>(label) < m_labels.size() ? m_labels[label] : std::string();
+}
+
+// "allreduce bucket 3", or the user's hook: "fp16_compress_hook bucket 3". Interned once.
+core::StringId ShardRecorder::commName(int32_t label, int32_t bucket)
+{
+    const auto key = std::make_pair(label, bucket);
+    if (auto it = m_commNames.find(key); it != m_commNames.end())
+        return it->second;
+    std::string text = labelText(label);
+    const core::StringId id = m_writer->intern((text.empty() ? "allreduce" : text) + " bucket " + std::to_string(bucket));
+    m_commNames.emplace(key, id);
+    return id;
+}
+
+// "optimizer SGD". Interned once.
+core::StringId ShardRecorder::optimizerName(int32_t label)
+{
+    if (auto it = m_optimizerNames.find(label); it != m_optimizerNames.end())
+        return it->second;
+    std::string text = labelText(label);
+    const core::StringId id = m_writer->intern(text.empty() ? "optimizer" : "optimizer " + text);
+    m_optimizerNames.emplace(label, id);
+    return id;
+}
+
+// From a step's event log to rows. The log is in the order the hooks ran (one GIL), which is
+// time order except for gradient stamps moved back to their bucket's launch (see grad()).
+//  - Forward: each outermost top-level module's [begin, end] is a Forward span named after it;
+//    time inside DDP's forward but outside every child (the root's own code, DDP's bookkeeping)
+//    is charged to the root stage, so the micro-batch's forward is covered end to end like the
+//    runtime's cuts. From forward's end to the backward call is "after forward (loss)".
+//  - Backward is cut at gradient-ready instants exactly as the runtime's recorder does: the
+//    time from the previous cut to a parameter's gradient is charged to that parameter's
+//    module, consecutive gradients of one module merge into one segment, the first segment
+//    starts at the backward call (the loss's own backward goes to the module whose gradient
+//    comes first) and the last one runs to the engine's end of backward.
+//  - Wait: from the end of backward to the return of DDP's end-of-backward callback.
+//  - Before each micro-batch's forward, from the end of what came before: "data, user code"
+//    (loading the batch, zero_grad, logging), a DataLoad span like the runtime's data span.
+void ShardRecorder::writeStep(const PendingStep& p)
+{
+    m_spans.clear();
+    m_instants.clear();
+    const auto span = [&](TimeNs a, TimeNs b, core::LaneId lane, core::StringId name, core::SpanKind kind,
+                          int32_t bucket = core::kNoBucket, int64_t bytes = 0) {
+        core::Span s;
+        s.start = a;
+        s.end = std::max(a, b);
+        s.bytes = bytes;
+        s.lane = lane;
+        s.name = name;
+        s.step = p.step;
+        s.bucket = bucket;
+        s.kind = kind;
+        m_spans.push_back(s);
+    };
+    const BucketLayout* layout = p.layout.get();
+    const auto bucketOf = [&](int32_t param) {
+        if (!layout || param < 0 || static_cast<size_t>(param) >= layout->paramBucket.size())
+            return core::kNoBucket;
+        return layout->paramBucket[param];
+    };
+    const int32_t nParams = static_cast<int32_t>(m_paramIds.size());
+    const int32_t nStages = static_cast<int32_t>(m_stageIds.size());
+
+    TimeNs stepStart = 0, stepEnd = 0;
+    TimeNs cursor = 0;      // end of the last thing accounted for on the compute lane
+    TimeNs fwdCursor = -1;  // inside a forward: where its uncovered time starts
+    TimeNs fwdEnd = -1;     // end of the current micro-batch's forward
+    int depth = 0;
+    int32_t stage = 0;
+    TimeNs stageStart = 0;
+    TimeNs bwdStart = -1;
+    std::vector<std::pair<TimeNs, int32_t>> grads;
+    struct Launch {
+        TimeNs ts = 0;
+        int32_t bucket = 0;
+        int64_t bytes = 0;
+        int32_t label = -1;
+        bool done = false;
+    };
+    std::vector<Launch> launches;
+    TimeNs bwdEnd = -1, optStart = -1;
+    int32_t optLabel = -1;
+    int64_t samples = 0;
+
+    const auto cutBackward = [&](TimeNs end) {
+        if (grads.empty() && bwdStart < 0)
+            return;
+        std::stable_sort(grads.begin(), grads.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        TimeNs cut = bwdStart >= 0 ? bwdStart : grads.front().first;
+        for (size_t i = 0; i < grads.size(); ++i) {
+            const auto [ts, param] = grads[i];
+            core::Instant in;
+            in.ts = ts;
+            in.lane = m_computeLane;
+            in.name = m_paramIds[param];
+            in.step = p.step;
+            in.bucket = bucketOf(param);
+            in.kind = core::InstantKind::GradReady;
+            m_instants.push_back(in);
+            const int32_t st = m_model.paramStage[param];
+            const bool last = i + 1 == grads.size();
+            if (last || m_model.paramStage[grads[i + 1].second] != st) {
+                span(cut, last ? std::max(ts, end) : ts, m_computeLane, m_stageIds[st], core::SpanKind::Backward);
+                cut = std::max(cut, ts);
+            }
+        }
+        if (grads.empty())
+            span(cut, end, m_computeLane, m_backwardId, core::SpanKind::Backward);
+        cursor = std::max(cursor, end);
+        grads.clear();
+        bwdStart = -1;
+    };
+
+    for (const Event& e : p.events) {
+        switch (e.kind) {
+        case Ev::StepStart:
+            stepStart = e.ts;
+            cursor = e.ts;
+            break;
+        case Ev::ForwardBegin:
+            if (bwdStart >= 0 || !grads.empty())
+                cutBackward(grads.empty() ? bwdStart : grads.back().first);
+            if (cursor > 0 && e.ts > cursor)
+                span(cursor, e.ts, m_computeLane, m_dataId, core::SpanKind::DataLoad);
+            if (stepStart == 0)
+                stepStart = e.ts;
+            samples += e.value;
+            fwdCursor = e.ts;
+            fwdEnd = -1;
+            depth = 0;
+            break;
+        case Ev::StageBegin:
+            if (e.a < 0 || e.a >= nStages || fwdCursor < 0)
+                break;
+            if (depth++ == 0) {
+                if (e.ts > fwdCursor)
+                    span(fwdCursor, e.ts, m_computeLane, m_stageIds[m_model.rootStage], core::SpanKind::Forward);
+                stage = e.a;
+                stageStart = e.ts;
+            }
+            break;
+        case Ev::StageEnd:
+            if (depth <= 0 || fwdCursor < 0)
+                break;
+            if (--depth == 0) {
+                span(stageStart, e.ts, m_computeLane, m_stageIds[stage], core::SpanKind::Forward);
+                fwdCursor = e.ts;
+            }
+            break;
+        case Ev::ForwardEnd:
+            if (fwdCursor < 0)
+                break;
+            if (e.ts > fwdCursor)
+                span(fwdCursor, e.ts, m_computeLane, m_stageIds[m_model.rootStage], core::SpanKind::Forward);
+            fwdCursor = -1;
+            fwdEnd = e.ts;
+            cursor = e.ts;
+            break;
+        case Ev::BackwardBegin:
+            if (fwdEnd >= 0 && e.ts > fwdEnd)
+                span(fwdEnd, e.ts, m_computeLane, m_lossId, core::SpanKind::Forward);
+            fwdEnd = -1;
+            bwdStart = e.ts;
+            grads.clear();
+            break;
+        case Ev::Grad:
+            if (e.a < 0 || e.a >= nParams)
+                break;
+            if (bwdStart < 0 && grads.empty())
+                bwdStart = fwdEnd >= 0 ? fwdEnd : e.ts; // backward not called through torch.autograd.backward
+            fwdEnd = -1;
+            grads.emplace_back(e.ts, e.a);
+            break;
+        case Ev::BackwardEnd:
+            cutBackward(e.ts);
+            bwdEnd = e.ts;
+            break;
+        case Ev::WaitEnd:
+            if (bwdEnd >= 0) {
+                span(bwdEnd, e.ts, m_computeLane, m_waitId, core::SpanKind::Wait);
+                cursor = std::max(cursor, e.ts);
+            }
+            break;
+        case Ev::CommLaunch:
+            if (e.a >= 0) {
+                if (static_cast<size_t>(e.a) >= launches.size())
+                    launches.resize(e.a + 1);
+                launches[e.a] = Launch{e.ts, e.b, e.value, e.c, false};
+            }
+            break;
+        case Ev::CommDone:
+            if (e.a >= 0 && static_cast<size_t>(e.a) < launches.size() && !launches[e.a].done) {
+                Launch& l = launches[e.a];
+                l.done = true;
+                if (!m_deviceTiming)
+                    span(l.ts, e.ts, m_commLane, commName(l.label, l.bucket), core::SpanKind::Comm, l.bucket, l.bytes);
+            }
+            break;
+        case Ev::OptBegin:
+            optStart = e.ts;
+            optLabel = e.c;
+            break;
+        case Ev::OptEnd:
+            if (optStart >= 0) {
+                span(optStart, e.ts, m_computeLane, optimizerName(optLabel), core::SpanKind::Optimizer);
+                cursor = std::max(cursor, e.ts);
+                optStart = -1;
+            }
+            break;
+        case Ev::DeviceSpan: {
+            if (!m_deviceTiming)
+                break;
+            switch (static_cast<DeviceWhat>(e.b)) {
+            case DeviceWhat::Forward:
+                if (e.a >= 0 && e.a < nStages)
+                    span(e.ts, e.end, m_gpuComputeLane, m_stageIds[e.a], core::SpanKind::Kernel);
+                break;
+            case DeviceWhat::Backward:
+                span(e.ts, e.end, m_gpuComputeLane, m_backwardId, core::SpanKind::Kernel);
+                break;
+            case DeviceWhat::Optimizer:
+                span(e.ts, e.end, m_gpuComputeLane, optimizerName(e.c), core::SpanKind::Kernel);
+                break;
+            case DeviceWhat::Comm:
+                span(e.ts, e.end, m_gpuCommLane, commName(e.c, e.a), core::SpanKind::CommKernel, e.a, e.value);
+                break;
+            }
+            break;
+        }
+        case Ev::StepEnd:
+            stepEnd = e.ts;
+            break;
+        }
+    }
+    if (bwdStart >= 0 || !grads.empty())
+        cutBackward(grads.empty() ? bwdStart : grads.back().first);
+    if (stepEnd == 0)
+        stepEnd = std::max(cursor, p.events.empty() ? 0 : p.events.back().ts);
+
+    core::Step step;
+    step.rank = m_rank;
+    step.step = p.step;
+    step.start = stepStart;
+    step.end = stepEnd;
+    step.loss = p.loss;
+    step.samples = samples;
+    core::Status s = m_writer->appendSpans(m_spans);
+    if (s)
+        s = m_writer->appendInstants(m_instants);
+    if (s)
+        s = m_writer->addStep(step);
+    if (s)
+        s = m_writer->commit();
+    note(s);
+}
+
+} // namespace lockstep::record
