@@ -226,7 +226,7 @@ class Recorder:
                  root_stage=len(children), device=device_index),
             on_backward=self._on_backward_started)
         if clock_note:
-            self._core.add_diagnostic("clock offset", "warning", 1, clock_note)
+            self._core.add_diagnostic("clock offset", 1, clock_note)
 
         self._device = None
         if self._cuda:
@@ -433,7 +433,7 @@ class Recorder:
         if self._initial_layout and self._step > 0:
             sizes = ", ".join(str(b) for _, b, _ in self._initial_layout)
             self._core.add_diagnostic(
-                "bucket layout rebuilt", "info", 1,
+                "bucket layout rebuilt", 1,
                 f"DDP rebuilt its buckets in gradient-ready order before step {self._step}; the buckets table is the "
                 f"rebuilt layout, earlier steps used DDP's initial one ({len(self._initial_layout)} buckets: {sizes} bytes)")
 
@@ -539,7 +539,7 @@ class Recorder:
         if self._internal_errors == 0:
             print(f"lockstep: recorder error (training continues, the recording may be incomplete): "
                   f"{type(error).__name__}: {error}", file=sys.stderr)
-            self._core.add_diagnostic("recorder error", "error", 1, f"{type(error).__name__}: {error}")
+            self._core.add_diagnostic("recorder error", 1, f"{type(error).__name__}: {error}")
         self._internal_errors += 1
 
     # ---- the end ----
@@ -566,7 +566,7 @@ class Recorder:
             if self._open and self._synced_done:
                 self._close_step(self._wait_end_ns)
             elif self._open and status == "completed":
-                self._core.add_diagnostic("incomplete step", "info", 1,
+                self._core.add_diagnostic("incomplete step", 1,
                                           f"step {self._step} had no synchronized backward when recording ended; "
                                           "it is not in the run")
             if self._device:
@@ -583,10 +583,10 @@ class Recorder:
                         self._rank_info.update(clock_offset_end_ns=end.offset_ns, clock_sync_end_ns=end.at_ns)
                         self._core.update_rank(self._rank_info)
                 except Exception as e:
-                    self._core.add_diagnostic("clock offset", "warning", 1,
+                    self._core.add_diagnostic("clock offset", 1,
                                               f"closing clock offset to rank 0 not measured: {e}")
             if not self._config.get("optimizer"):
-                self._core.add_diagnostic("no optimizer step", "info", 1,
+                self._core.add_diagnostic("no optimizer step", 1,
                                           "no optimizer holding this model's parameters was seen stepping; steps end "
                                           "at the next forward (pass optimizer= to lockstep.attach if it was created "
                                           "before lockstep was imported)")

@@ -89,7 +89,7 @@ def main(argv=None):
             if not ignored:
                 print("lockstep record: the script built a second DistributedDataParallel; only the first "
                       "one is recorded", file=sys.stderr)
-                recorded[0]._core.add_diagnostic("second DDP not recorded", "warning", 1,
+                recorded[0]._core.add_diagnostic("second DDP not recorded", 1,
                                                  "the script built more than one DistributedDataParallel; only the "
                                                  "first is recorded")
             ignored.append(ddp)

@@ -9,6 +9,7 @@
 #include "shard_recorder.h"
 
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/diagnostics.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/job/progress.h"
@@ -437,16 +438,16 @@ PYBIND11_MODULE(_core, m)
              })
         .def(
             "add_diagnostic",
-            [](Recorder& r, const std::string& kind, const std::string& severity, int64_t count, const std::string& message) {
-                if (!r.open())
-                    return;
-                core::Diagnostic d{kind, core::Severity::Warning, count, message};
-                d.severity = severity == "info" ? core::Severity::Info
-                    : severity == "error"       ? core::Severity::Error
-                                                : core::Severity::Warning;
-                r.get()->addDiagnostic(d);
+            [](Recorder& r, const std::string& kind, int64_t count, const std::string& detail) {
+                // The kind comes from core's closed list (lockstep/core/diagnostics.h): its
+                // severity and description are the list's, the recorder adds the detail.
+                const std::optional<core::DiagnosticKind> k = core::diagnosticKindFromName(kind);
+                if (!k)
+                    throw pb::value_error("unknown diagnostic kind \"" + kind + "\" (see lockstep/core/diagnostics.h)");
+                if (r.open())
+                    r.get()->addDiagnostic(core::makeDiagnostic(*k, count, detail));
             },
-            pb::arg("kind"), pb::arg("severity"), pb::arg("count"), pb::arg("message"))
+            pb::arg("kind"), pb::arg("count"), pb::arg("detail"))
         .def(
             "finish",
             [](Recorder& r, const std::string& status, const std::string& cause) {
@@ -455,7 +456,7 @@ PYBIND11_MODULE(_core, m)
                 if (!rec)
                     return;
                 if (std::string err = r.takeCallbackError(); !err.empty())
-                    rec->addDiagnostic(core::Diagnostic{"recorder callback error", core::Severity::Warning, 1, err});
+                    rec->addDiagnostic(core::makeDiagnostic(core::DiagnosticKind::RecorderCallbackError, 1, err));
                 core::Status st;
                 {
                     pb::gil_scoped_release release;

@@ -54,6 +54,14 @@ enum class DiagnosticKind : uint16_t {
     ReplicaDrift,
     // The reader.
     EventOnUnknownLane,
+    // The Python recorder (python/lockstep).
+    ClockOffsetNotMeasured,
+    BucketLayoutRebuilt,
+    RecorderError,
+    RecorderCallbackError,
+    IncompleteStep,
+    NoOptimizerStep,
+    SecondDdpNotRecorded,
     // Written by earlier versions only (kept so their runs can be copied and merged).
     LegacyTraceEventsNotArray,
     LegacyEmptyTrace,
