@@ -19,24 +19,26 @@ core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_to
         return core::fail("no run file given");
     const auto cancelled = [] { return core::fail("cancelled: a newer load of this run superseded it"); };
     // One run file, or the shards of a run still recording stitched by core's one rule
-    // (core::loadShards, the rule `lockstep merge` applies).
+    // (core::loadShards, the rule `lockstep merge` applies). Core's load and analysis check the
+    // stop token as they go (every 65 k rows, between analyses), the model build per lane.
     std::vector<std::string> files;
     for (const QString& path : paths)
         files.push_back(path.toStdString());
-    auto loaded = files.size() == 1 ? core::loadRun(files.front()) : core::loadShards(files);
-    if (!loaded)
-        return core::fail(loaded.error().message);
-    core::Run run = std::move(*loaded);
+    auto loaded = files.size() == 1 ? core::loadRun(files.front(), core::LoadOptions{.stop = stop})
+                                    : core::loadShards(files, stop);
     if (stop.stop_requested())
         return cancelled();
+    if (!loaded)
+        return core::fail(loaded.error().message);
 
     auto out = std::make_shared<LoadedRun>();
     out->path = paths.front();
-    out->label = displayText(run.config.name.empty() ? QFileInfo(paths.front()).completeBaseName().toStdString() : run.config.name, 80);
-    out->run = std::make_shared<const core::Run>(std::move(run));
-    out->analysis = std::make_shared<const core::RunAnalysis>(core::analyze(*out->run));
-    if (stop.stop_requested())
+    out->label = displayText(loaded->config.name.empty() ? QFileInfo(paths.front()).completeBaseName().toStdString() : loaded->config.name, 80);
+    out->run = std::make_shared<const core::Run>(std::move(*loaded));
+    auto analysis = core::analyze(*out->run, stop);
+    if (!analysis)
         return cancelled();
+    out->analysis = std::make_shared<const core::RunAnalysis>(std::move(*analysis));
     out->timeline = TimelineRunModel::build(out->run, out->analysis, stop);
     if (!out->timeline)
         return cancelled();

@@ -284,7 +284,7 @@ Result<MergeStats> mergeRunFiles(const std::vector<std::string>& shards, const s
     return stats;
 }
 
-Result<Run> loadShards(const std::vector<std::string>& shards)
+Result<Run> loadShards(const std::vector<std::string>& shards, std::stop_token stop)
 {
     if (shards.empty())
         return fail("no run file given");
@@ -298,8 +298,10 @@ Result<Run> loadShards(const std::vector<std::string>& shards)
     std::string firstError;
     bool any = false;
     for (const ShardHead& head : *heads) {
-        auto part = loadRun(head.path);
+        auto part = loadRun(head.path, LoadOptions{.stop = stop});
         if (!part) {
+            if (stop.stop_requested())
+                return fail(kCancelled);
             if (firstError.empty())
                 firstError = part.error().message;
             continue; // between its header and its rows: next round

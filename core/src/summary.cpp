@@ -4,6 +4,8 @@
 
 #include "analysis_internal.h"
 
+#include "lockstep/core/run_db.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -44,13 +46,21 @@ bool counts(const StepBreakdown& b) { return b.steady && b.window != StepWindow:
 
 } // namespace
 
-RunAnalysis analyze(const Run& run)
+Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
 {
+    // Checked between the analyses: each is a linear pass (a few hundred ms on 10 M spans), so a
+    // superseded analysis ends within one of them.
     RunAnalysis a;
     a.steady = steadySteps(run);
     a.steps = detail::stepBreakdownWith(run, a.steady);
+    if (stop.stop_requested())
+        return fail(kCancelled);
     a.buckets = bucketStats(run);
+    if (stop.stop_requested())
+        return fail(kCancelled);
     a.stragglers = detail::stragglersWith(run, a.buckets, a.steps, a.steady);
+    if (stop.stop_requested())
+        return fail(kCancelled);
 
     RunSummary& s = a.summary;
     const RunConfig& c = run.config;
@@ -216,6 +226,8 @@ RunAnalysis analyze(const Run& run)
     }
     return a;
 }
+
+RunAnalysis analyze(const Run& run) { return *analyze(run, std::stop_token{}); }
 
 RunSummary summarize(const Run& run) { return analyze(run).summary; }
 

@@ -3,6 +3,7 @@
 // force scan (long spans included), and a version-1 file is read as is and migrated on write.
 #include "db_test_util.h"
 
+#include "lockstep/core/analysis.h"
 #include "schema.h"
 
 #include <gtest/gtest.h>
@@ -692,4 +693,44 @@ TEST_F(RunDb, recoverRunFileFoldsWhatAKilledWriterLeft)
     const std::string before = fileBytes(path);
     ASSERT_TRUE(recoverRunFile(path).has_value());
     EXPECT_TRUE(fileBytes(path) == before);
+}
+
+// A viewer's superseded load gives up instead of reading the run to the end: with its stop
+// requested, loadRun, loadShards and analyze fail with kCancelled; the same calls without a stop
+// request read and analyse every span (the control: the file is fine).
+TEST_F(RunDb, aLoadWhoseStopIsRequestedGivesUp)
+{
+    const std::string path = file("cancel.db");
+    auto w = RunWriter::create(path, RunConfig{});
+    ASSERT_TRUE(w.has_value());
+    const LaneId lane = *(*w)->addLane(Lane{.rank = 0, .kind = LaneKind::HostThread});
+    // More rows than one check interval (65,536), so the reader reaches a checkpoint.
+    std::vector<Span> spans(200'000);
+    for (size_t i = 0; i < spans.size(); ++i) {
+        spans[i].lane = lane;
+        spans[i].start = kBase + static_cast<TimeNs>(i) * 100;
+        spans[i].end = spans[i].start + 50;
+        spans[i].kind = SpanKind::CpuOp;
+    }
+    ASSERT_TRUE((*w)->appendSpans(spans).has_value());
+    ASSERT_TRUE((*w)->close().has_value());
+
+    std::stop_source stopped;
+    stopped.request_stop();
+    auto cancelled = loadRun(path, LoadOptions{.stop = stopped.get_token()});
+    ASSERT_FALSE(cancelled.has_value());
+    EXPECT_EQ(cancelled.error().message, kCancelled);
+    auto cancelledShards = loadShards({path}, stopped.get_token());
+    ASSERT_FALSE(cancelledShards.has_value());
+    EXPECT_EQ(cancelledShards.error().message, kCancelled);
+
+    auto whole = loadRun(path, LoadOptions{.stop = std::stop_source().get_token()});
+    ASSERT_TRUE(whole.has_value()) << whole.error().message;
+    EXPECT_EQ(whole->spans.size(), spans.size());
+    auto analysed = analyze(*whole, stopped.get_token());
+    ASSERT_FALSE(analysed.has_value());
+    EXPECT_EQ(analysed.error().message, kCancelled);
+    auto complete = analyze(*whole, std::stop_token{});
+    ASSERT_TRUE(complete.has_value());
+    EXPECT_EQ(complete->summary.spans, int64_t(spans.size()));
 }

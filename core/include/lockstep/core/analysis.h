@@ -25,10 +25,12 @@
 
 #include "lockstep/core/comparison.h"
 #include "lockstep/core/intervals.h"
+#include "lockstep/core/result.h"
 #include "lockstep/core/types.h"
 
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -366,6 +368,8 @@ struct RunAnalysis {
 };
 // Everything, each part computed once.
 RunAnalysis analyze(const Run& run);
+// The same, giving up with kCancelled (run_db.h) once `stop` is requested (between analyses).
+Result<RunAnalysis> analyze(const Run& run, std::stop_token stop);
 RunSummary summarize(const Run& run);
 
 } // namespace lockstep::core

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -89,7 +90,12 @@ Status recoverRunFile(const std::string& path);
 
 struct LoadOptions {
     bool correctClocks = true; // apply each rank's offset to rank 0 (DESIGN.md "Time and clocks")
+    // A load whose stop is requested gives up within ~65 k rows (a few ms) and fails with
+    // kCancelled: a viewer's superseded load of a 10 M-span run does not read it to the end.
+    std::stop_token stop;
 };
+// The message of a load or analysis that stopped because its stop was requested.
+inline constexpr const char* kCancelled = "cancelled: a stop was requested";
 
 class RunReader {
 public:
@@ -168,7 +174,7 @@ inline Result<MergeStats> mergeRunFiles(const std::vector<std::string>& shards, 
 
 // The shards of a run still being recorded, stitched in memory by mergeRunFiles' rule (clocks
 // corrected): what a live view shows before the launcher merges them. A shard that cannot be read
-// yet (just created) is skipped; an error only when none can be read.
-Result<Run> loadShards(const std::vector<std::string>& shards);
+// yet (just created) is skipped; an error only when none can be read. Stops as LoadOptions::stop.
+Result<Run> loadShards(const std::vector<std::string>& shards, std::stop_token stop = {});
 
 } // namespace lockstep::core
