@@ -42,6 +42,29 @@ CLI::Validator numberCheck(double min, double max, bool minOpen)
         "");
 }
 
+CLI::Option* addProgressOption(CLI::App* cmd, std::string& value)
+{
+    return cmd
+        ->add_option("--progress", value,
+                     "progress on stderr: auto (a bar on a terminal, else a line per step), bar, plain, protocol "
+                     "(machine-readable LOCKSTEP lines, for the app), none")
+        ->check(CLI::IsMember({"auto", "bar", "plain", "protocol", "none"}))
+        ->default_str("auto");
+}
+
+job::ProgressStyle progressStyle(const std::string& value)
+{
+    if (value == "bar")
+        return job::ProgressStyle::Bar;
+    if (value == "plain")
+        return job::ProgressStyle::Plain;
+    if (value == "protocol")
+        return job::ProgressStyle::Protocol;
+    if (value == "none")
+        return job::ProgressStyle::None;
+    return job::ProgressStyle::Auto;
+}
+
 TrainingFlags::TrainingFlags(CLI::App* cmd, bool withWorkerFlags, std::vector<std::string_view> skip)
 {
     const job::TrainingOptions defaults;

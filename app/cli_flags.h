@@ -6,6 +6,7 @@
 
 #include "lockstep/core/result.h"
 #include "lockstep/job/flags.h"
+#include "lockstep/job/launcher.h"
 
 #include <CLI/CLI.hpp>
 
@@ -19,6 +20,12 @@ namespace lockstep::app {
 // numbers where asked, ranges; short messages).
 CLI::Validator integerCheck(int64_t min, int64_t max);
 CLI::Validator numberCheck(double min, double max, bool minOpen = false);
+
+// --progress of the commands that launch jobs (run, sweep, record), declared once: auto (a bar
+// on a terminal, else a line per step), bar, plain, protocol (the job library's progress
+// protocol, progress.h, which the app's Launch panel reads), none. Default auto.
+CLI::Option* addProgressOption(CLI::App* cmd, std::string& value);
+job::ProgressStyle progressStyle(const std::string& value);
 
 // The exit statuses of every command, for --help.
 inline constexpr const char* kExitStatusHelp =

@@ -76,17 +76,6 @@ std::string defaultPython()
     return LOCKSTEP_DEFAULT_PYTHON;
 }
 
-job::ProgressStyle progressStyle(const std::string& s)
-{
-    if (s == "bar")
-        return job::ProgressStyle::Bar;
-    if (s == "plain")
-        return job::ProgressStyle::Plain;
-    if (s == "none")
-        return job::ProgressStyle::None;
-    return job::ProgressStyle::Auto;
-}
-
 // The script's exit status is ours: that of the rank whose failure is the run's cause (the
 // others usually die of its death), 130 when interrupted, 1 when that rank exited cleanly but the
 // job still failed (nothing recorded) or no rank is to blame (a hang).
@@ -218,8 +207,7 @@ void registerRecordCommand(CLI::App& app)
     rec->add_option("--grace-s", cmd->graceS,
                     "after a rank fails, seconds the others get to exit on their own (default 3)")
         ->check(numberCheck(0, 3600));
-    rec->add_option("--progress", cmd->progress, "progress on stderr: auto, bar, plain, none")
-        ->check(CLI::IsMember({"auto", "bar", "plain", "none"}));
+    addProgressOption(rec, cmd->progress);
     rec->add_option("script", cmd->script, "after --: SCRIPT and its arguments")->required();
     rec->callback([cmd] { exitStatus() = recordMain(*cmd); });
 }

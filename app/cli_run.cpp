@@ -63,29 +63,11 @@ void addLauncherFlags(CLI::App* app, LauncherFlags& l, bool withRunName)
         ->check(numberCheck(0, 3600))
         ->default_str("3")
         ->group(group);
-    app->add_option("--progress", l.progress,
-                    "progress on stderr: auto (a bar on a terminal, else a line per step), bar, plain, protocol "
-                    "(machine-readable LOCKSTEP lines, for the app), none")
-        ->check(CLI::IsMember({"auto", "bar", "plain", "protocol", "none"}))
-        ->default_str("auto")
-        ->group(group);
+    addProgressOption(app, l.progress)->group(group);
     app->add_flag("-v,--verbose", l.verbose, "copy the workers' own messages to stderr, prefixed by rank")->group(group);
     if (withRunName)
         app->add_option("--run-name", l.runName, "name shown in the app (default: the run file's stem)")->group(group);
     app->add_option("worker-args", l.extra, "after --: more arguments passed to every worker unchanged")->group(group);
-}
-
-job::ProgressStyle progressStyle(const std::string& s)
-{
-    if (s == "bar")
-        return job::ProgressStyle::Bar;
-    if (s == "plain")
-        return job::ProgressStyle::Plain;
-    if (s == "protocol")
-        return job::ProgressStyle::Protocol;
-    if (s == "none")
-        return job::ProgressStyle::None;
-    return job::ProgressStyle::Auto;
 }
 
 std::string joinCommand(const std::string& head, const std::vector<std::string>& args)

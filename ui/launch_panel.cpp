@@ -14,6 +14,7 @@
 #include <QDateTime>
 #include <QDir>
 #include <QDoubleSpinBox>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QFutureWatcher>
@@ -27,8 +28,10 @@
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QScrollArea>
+#include <QSettings>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -154,6 +157,36 @@ QStringList sweepArguments(const LaunchSettings& s, const QString& outDir)
     return a + trainingArguments(s.training);
 }
 
+QStringList recordArguments(const ScriptSettings& s, const QString& outFile)
+{
+    QStringList a{"record", "--nproc", QString::number(s.worldSize), "--out", outFile,
+                  "--run-name", s.name.isEmpty() ? QFileInfo(outFile).completeBaseName() : s.name,
+                  "--progress", "protocol"};
+    if (!s.python.isEmpty())
+        a << "--python" << s.python;
+    if (s.quiet)
+        a << "--quiet";
+    // Everything after "--" is the script's: its arguments are never read as the CLI's flags.
+    return a << "--" << s.script << QProcess::splitCommand(s.arguments);
+}
+
+QString scriptProblem(const ScriptSettings& s)
+{
+    if (s.script.trimmed().isEmpty())
+        return QObject::tr("choose a script (a .py file) to record");
+    const QFileInfo script(s.script);
+    // The CLI's own checks and words (cli_record.cpp, --nproc's range), before anything starts.
+    if (!script.isFile())
+        return QObject::tr("no such script: %1").arg(s.script);
+    if (script.suffix() != QStringLiteral("py"))
+        return QObject::tr("%1 is not a Python script (.py)").arg(s.script);
+    if (auto n = job::parseInteger("--nproc", std::to_string(s.worldSize), 1, job::kMaxLocalRanks); !n)
+        return QString::fromStdString(n.error().message);
+    if (!s.python.isEmpty() && !QFileInfo(s.python).isExecutable())
+        return QObject::tr("the Python interpreter %1 cannot be run; choose one with torch").arg(s.python);
+    return {};
+}
+
 QStringList liveFilesFor(const QString& outFile) { return toQt(job::liveFilesFor(outFile.toStdString())); }
 
 QString LaunchPanel::FlagField::text() const
@@ -229,6 +262,13 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     , m_name(new QLineEdit(this))
     , m_world(new QSpinBox(this))
     , m_bucket(new QLineEdit(this))
+    , m_modeTabs(new QTabWidget(this))
+    , m_script(new QLineEdit(this))
+    , m_scriptArgs(new QLineEdit(this))
+    , m_scriptWorld(new QSpinBox(this))
+    , m_scriptName(new QLineEdit(this))
+    , m_python(new QLineEdit(this))
+    , m_quiet(new QCheckBox(tr("Hide the script's output"), this))
     , m_runButton(new QPushButton(tr("Run"), this))
     , m_sweepButton(new QPushButton(tr("Sweep"), this))
     , m_cancelButton(new QPushButton(tr("Cancel"), this))
@@ -253,14 +293,19 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     auto* scroll = new QScrollArea(this);
     scroll->setWidget(formWidget);
     scroll->setWidgetResizable(true);
-    scroll->setMaximumWidth(480);
-    scroll->setMinimumWidth(360);
+    // Two forms, one shown: the built-in models' and the user's own script's.
+    m_modeTabs->addTab(scroll, tr("Built-in model"));
+    m_modeTabs->addTab(buildScriptForm(), tr("Your script"));
+    m_modeTabs->setTabToolTip(0, tr("Train one of Lockstep's own models (lockstep run / sweep)"));
+    m_modeTabs->setTabToolTip(1, tr("Record your own PyTorch DDP script, unchanged (lockstep record)"));
+    m_modeTabs->setMaximumWidth(480);
+    m_modeTabs->setMinimumWidth(360);
+    connect(m_modeTabs, &QTabWidget::currentChanged, this, [this](int index) { showMode(LaunchMode(index)); });
 
-    m_runButton->setToolTip(tr("Record one run with these settings (Ctrl+R)"));
     m_sweepButton->setToolTip(tr("Record one run per bucket cap in the list (Ctrl+Shift+R)"));
     m_cancelButton->setToolTip(tr("Stop the running job (terminates the launcher and its ranks)"));
     m_cancelButton->setEnabled(false);
-    connect(m_runButton, &QPushButton::clicked, this, &LaunchPanel::startRun);
+    connect(m_runButton, &QPushButton::clicked, this, &LaunchPanel::startShown);
     connect(m_sweepButton, &QPushButton::clicked, this, &LaunchPanel::startSweep);
     connect(m_cancelButton, &QPushButton::clicked, this, &LaunchPanel::cancel);
     auto* buttons = new QHBoxLayout;
@@ -293,7 +338,7 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     m_sweepTable->hide();
 
     auto* left = new QVBoxLayout;
-    left->addWidget(scroll, 1);
+    left->addWidget(m_modeTabs, 1);
     left->addLayout(buttons);
     m_follow->setChecked(true);
     m_follow->setToolTip(tr("Keep the whole recorded part of the run in view as it grows"));
@@ -341,6 +386,66 @@ LaunchPanel::LaunchPanel(QWidget* parent)
             m_liveTimeline->fitAll();
         emit liveRunUpdated(run);
     });
+    showMode(LaunchMode::BuiltIn);
+}
+
+QWidget* LaunchPanel::buildScriptForm()
+{
+    auto* page = new QWidget(this);
+    auto* layout = new QVBoxLayout(page);
+    auto* intro = new QLabel(tr("Records your own PyTorch DistributedDataParallel script, unchanged: it runs as N "
+                                "local ranks with the environment torchrun sets, every DistributedDataParallel it "
+                                "builds is recorded, and the ranks' shards become one run file "
+                                "(<tt>lockstep record</tt>)."),
+                             page);
+    intro->setWordWrap(true);
+    layout->addWidget(intro);
+
+    auto* box = new QGroupBox(tr("Script"), page);
+    auto* form = new QFormLayout(box);
+    m_script->setPlaceholderText(tr("train.py"));
+    m_script->setToolTip(tr("The training script (a .py file) that builds a DistributedDataParallel"));
+    auto* browse = new QPushButton(tr("Browse…"), box);
+    browse->setToolTip(tr("Choose the script"));
+    connect(browse, &QPushButton::clicked, this, [this] {
+        const QString start = m_script->text().isEmpty() ? QDir::homePath() : QFileInfo(m_script->text()).absolutePath();
+        const QString file = QFileDialog::getOpenFileName(this, tr("Choose a training script"), start,
+                                                          tr("Python scripts (*.py)"));
+        if (!file.isEmpty())
+            m_script->setText(file);
+    });
+    auto* scriptRow = new QWidget(box);
+    auto* h = new QHBoxLayout(scriptRow);
+    h->setContentsMargins(0, 0, 0, 0);
+    h->addWidget(m_script, 1);
+    h->addWidget(browse);
+    form->addRow(tr("Script"), scriptRow);
+    m_scriptArgs->setPlaceholderText(tr("--epochs 1 --lr 0.1"));
+    m_scriptArgs->setToolTip(tr("The script's arguments, split at spaces; \"double quotes\" keep spaces in one "
+                                "argument, \"\"\" is a quote character. No shell runs them: no $VARIABLES, ~, "
+                                "globs or pipes"));
+    form->addRow(tr("Arguments"), m_scriptArgs);
+    m_scriptWorld->setRange(1, job::kMaxLocalRanks);
+    m_scriptWorld->setValue(ScriptSettings{}.worldSize);
+    m_scriptWorld->setToolTip(tr("Number of local ranks (--nproc, 1 to %1)").arg(job::kMaxLocalRanks));
+    form->addRow(tr("World size"), m_scriptWorld);
+    m_scriptName->setPlaceholderText(tr("automatic (script-ranks-time)"));
+    m_scriptName->setToolTip(tr("Name of the run, and of its file in the workspace folder"));
+    form->addRow(tr("Name"), m_scriptName);
+    m_python->setPlaceholderText(tr("the lockstep CLI's default"));
+    m_python->setToolTip(tr("Python interpreter with torch (--python); empty: $LOCKSTEP_PYTHON, else the one "
+                            "Lockstep was built for"));
+    form->addRow(tr("Python"), m_python);
+    m_quiet->setToolTip(tr("Do not show the script's own output in the log (--quiet)"));
+    form->addRow(QString(), m_quiet);
+    layout->addWidget(box);
+    layout->addStretch(1);
+
+    // The last script and its arguments come back next time.
+    QSettings settings;
+    m_script->setText(settings.value("launch/script").toString());
+    m_scriptArgs->setText(settings.value("launch/scriptArguments").toString());
+    return page;
 }
 
 void LaunchPanel::buildForm(QWidget* into)
@@ -463,11 +568,55 @@ LaunchSettings LaunchPanel::settings() const
 
 void LaunchPanel::setSettings(const LaunchSettings& s)
 {
+    setMode(LaunchMode::BuiltIn);
     m_name->setText(s.name);
     m_world->setValue(s.worldSize);
     m_bucket->setText(s.bucketMb);
     for (FlagField& f : m_fields)
         f.setText(QString::fromStdString(f.flag->text(s.training)));
+}
+
+ScriptSettings LaunchPanel::scriptSettings() const
+{
+    ScriptSettings s;
+    s.script = m_script->text().trimmed();
+    s.arguments = m_scriptArgs->text();
+    s.worldSize = m_scriptWorld->value();
+    s.name = m_scriptName->text().trimmed();
+    s.python = m_python->text().trimmed();
+    s.quiet = m_quiet->isChecked();
+    return s;
+}
+
+void LaunchPanel::setScriptSettings(const ScriptSettings& s)
+{
+    setMode(LaunchMode::Script);
+    m_script->setText(s.script);
+    m_scriptArgs->setText(s.arguments);
+    m_scriptWorld->setValue(s.worldSize);
+    m_scriptName->setText(s.name);
+    m_python->setText(s.python);
+    m_quiet->setChecked(s.quiet);
+}
+
+LaunchMode LaunchPanel::mode() const
+{
+    return LaunchMode(m_modeTabs->currentIndex());
+}
+
+void LaunchPanel::setMode(LaunchMode mode)
+{
+    m_modeTabs->setCurrentIndex(int(mode)); // showMode follows through currentChanged
+}
+
+// The buttons follow the form shown: a script is recorded, not swept.
+void LaunchPanel::showMode(LaunchMode mode)
+{
+    const bool script = mode == LaunchMode::Script;
+    m_runButton->setText(script ? tr("Record") : tr("Run"));
+    m_runButton->setToolTip(script ? tr("Record the script with lockstep record (Ctrl+R)")
+                                   : tr("Record one run with these settings (Ctrl+R)"));
+    m_sweepButton->setVisible(!script);
 }
 
 bool LaunchPanel::isRunning() const
@@ -485,10 +634,58 @@ void LaunchPanel::startSweep()
     start(true);
 }
 
+void LaunchPanel::startShown()
+{
+    if (mode() == LaunchMode::Script)
+        startRecord();
+    else
+        startRun();
+}
+
+void LaunchPanel::startRecord()
+{
+    if (isRunning())
+        return;
+    setMode(LaunchMode::Script);
+    ScriptSettings s = scriptSettings();
+    if (const QString problem = scriptProblem(s); !problem.isEmpty()) {
+        m_status->setText(tr("⚠ %1").arg(problem));
+        return;
+    }
+    QString name = s.name;
+    name.replace(QRegularExpression(QStringLiteral("[^A-Za-z0-9._-]")), QStringLiteral("_"));
+    if (name.isEmpty()) {
+        name = QStringLiteral("%1-n%2-%3")
+                   .arg(QFileInfo(s.script).completeBaseName())
+                   .arg(s.worldSize)
+                   .arg(QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss"));
+        s.name = name;
+    }
+    const QString workspace = m_workspace.isEmpty() ? QDir::currentPath() : m_workspace;
+    QDir().mkpath(workspace);
+    m_outPath = QDir(workspace).filePath(name + ".db");
+    if (QFileInfo::exists(m_outPath)) {
+        m_status->setText(tr("⚠ %1 already exists; choose another name").arg(m_outPath));
+        return;
+    }
+    QSettings settings;
+    settings.setValue("launch/script", s.script);
+    settings.setValue("launch/scriptArguments", s.arguments);
+    m_sweep = false;
+    m_sweepRuns = 1;
+    m_sweepIndex = 0;
+    m_steps = 0; // a script's steps are known only as they come
+    m_liveOut = m_outPath;
+    // A relative script path means the one the user sees from here, not from the workspace.
+    s.script = QFileInfo(s.script).absoluteFilePath();
+    launch(recordArguments(s, m_outPath), workspace);
+}
+
 void LaunchPanel::start(bool sweep)
 {
     if (isRunning())
         return;
+    setMode(LaunchMode::BuiltIn);
     const LaunchSettings s = settings();
     // The job library's rules, for every point, before anything starts.
     QString bucketError;
@@ -534,7 +731,13 @@ void LaunchPanel::start(bool sweep)
         args = runArguments(s, m_outPath);
         m_liveOut = m_outPath;
     }
+    launch(args, workspace);
+}
+
+void LaunchPanel::launch(const QStringList& args, const QString& workspace)
+{
     m_liveShardDir.clear();
+    m_verdict.clear();
     const QString cli = lockstepCliPath();
     if (!QFileInfo(cli).isExecutable()) {
         m_status->setText(tr("⚠ lockstep CLI not found at %1 (set LOCKSTEP_CLI)").arg(cli));
@@ -579,9 +782,12 @@ void LaunchPanel::start(bool sweep)
         }
         const bool ok = status == QProcess::NormalExit && code == 0;
         QString message = ok ? tr("finished: %1").arg(m_outPath)
-                             : status == QProcess::CrashExit ? tr("⚠ stopped (%1)").arg(m_outPath)
-                                                             : tr("⚠ lockstep exited with status %1").arg(code);
+            : status == QProcess::CrashExit ? tr("⚠ stopped (%1)").arg(m_outPath)
+            : m_verdict.isEmpty()           ? tr("⚠ lockstep exited with status %1").arg(code)
+                                            : tr("⚠ lockstep exited with status %1: %2").arg(code).arg(m_verdict);
         m_status->setText(message);
+        if (m_progress->maximum() == 0) // a busy bar (steps unknown) stops
+            m_progress->setRange(0, 1);
         m_progress->setFormat(ok ? tr("done") : tr("stopped"));
         if (ok)
             m_progress->setValue(m_progress->maximum());
@@ -591,10 +797,11 @@ void LaunchPanel::start(bool sweep)
     m_liveRun.reset();
     m_log->clear();
     m_sweepTable->setRowCount(0);
-    m_sweepTable->setVisible(sweep);
+    m_sweepTable->setVisible(m_sweep);
     m_log->appendPlainText(QStringLiteral("$ %1 %2").arg(cli, args.join(' ')));
     m_status->setText(tr("recording %1").arg(m_outPath));
-    m_progress->setRange(0, std::max(1, m_steps * m_sweepRuns));
+    // Steps not known beforehand (a script): a busy bar; the status line counts the steps.
+    m_progress->setRange(0, m_steps > 0 ? m_steps * m_sweepRuns : 0);
     m_progress->setValue(0);
     m_progress->setFormat(tr("starting…"));
     m_runButton->setEnabled(false);
@@ -602,7 +809,7 @@ void LaunchPanel::start(bool sweep)
     m_cancelButton->setEnabled(true);
     m_process->start();
     m_liveTimer->start();
-    emit started(m_outPath, sweep);
+    emit started(m_outPath, m_sweep);
 }
 
 void LaunchPanel::cancel()
@@ -654,14 +861,27 @@ void LaunchPanel::handleLine(const QString& line)
         m_log->appendPlainText(tr("— run %1 of %2: %3 —").arg(p.index + 1).arg(p.points).arg(QFileInfo(m_liveOut).fileName()));
         return;
     case job::ProgressLine::Kind::Progress: {
-        const int perRun = std::max(1, p.steps > 0 ? p.steps : m_steps);
-        m_progress->setValue(std::min(m_progress->maximum(), m_sweepIndex * perRun + p.step + 1));
-        m_progress->setFormat(m_sweep ? tr("run %1/%2, step %3/%4").arg(m_sweepIndex + 1).arg(m_sweepRuns).arg(p.step + 1).arg(perRun)
-                                      : tr("step %1/%2").arg(p.step + 1).arg(perRun));
+        const int perRun = p.steps > 0 ? p.steps : m_steps;
+        if (perRun <= 0) { // steps unknown (a script): the bar stays busy, the format counts
+            m_progress->setFormat(tr("step %1").arg(p.step + 1));
+        } else {
+            m_progress->setValue(std::min(m_progress->maximum(), m_sweepIndex * perRun + p.step + 1));
+            m_progress->setFormat(m_sweep ? tr("run %1/%2, step %3/%4")
+                                                .arg(m_sweepIndex + 1)
+                                                .arg(m_sweepRuns)
+                                                .arg(p.step + 1)
+                                                .arg(perRun)
+                                          : tr("step %1/%2").arg(p.step + 1).arg(perRun));
+        }
         m_status->setText(tr("step %1: loss %2, %3 ms/step").arg(p.step).arg(p.loss, 0, 'g', 4).arg(p.stepMs, 0, 'f', 1));
         return;
     }
     default:
+        // The CLI's verdict on a failure ("lockstep run: run FAILED: …", "lockstep record:
+        // FAILED: …"), else its last own message (a usage error): what the status says.
+        if (line.startsWith(QStringLiteral("lockstep ")) && (line.contains(QStringLiteral("FAILED: "))
+                                                             || !m_verdict.contains(QStringLiteral("FAILED: "))))
+            m_verdict = line;
         m_log->appendPlainText(line);
         return;
     }

@@ -280,9 +280,10 @@ void MainWindow::buildMenus()
     nextRun->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Tab));
 
     QMenu* run = menuBar()->addMenu(tr("&Run"));
-    QAction* runAction = run->addAction(tr("&Run"), this, [this] {
+    // Whichever form the Launch page shows: a built-in model's run or the user's script recorded.
+    QAction* runAction = run->addAction(tr("&Run / Record"), this, [this] {
         showPage(LaunchPageIndex);
-        m_launch->startRun();
+        m_launch->startShown();
     });
     runAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
     QAction* sweepAction = run->addAction(tr("&Sweep"), this, [this] {
@@ -332,7 +333,7 @@ QList<QPair<QString, QString>> MainWindow::shortcutList()
         {tr("Click a heatmap cell"), tr("Ranks: show that rank and step in the timeline")},
         {tr("Space"), tr("Replay: play / pause (when the Play button has focus)")},
         {"Ctrl+E", tr("Export the chosen chart (PNG, SVG)")},
-        {"Ctrl+R", tr("Launch: run")},
+        {"Ctrl+R", tr("Launch: run the built-in model, or record your script (the form shown)")},
         {"Ctrl+Shift+R", tr("Launch: sweep over the bucket list")},
         {"Ctrl+.", tr("Launch: cancel")},
         {"F1", tr("This list")},

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -34,6 +35,8 @@ p.add_argument("--fail-at", type=int, default=-1, help="raise an exception at th
 p.add_argument("--crash", metavar="RANK:STEP", help="that rank dies (os._exit(3), no clean-up) at that step")
 p.add_argument("--disk-full-at", type=int, default=-1,
                help="from this step on, no file of this process may grow (RLIMIT_FSIZE of 1 byte, SIGXFSZ ignored)")
+p.add_argument("--sleep-ms", type=float, default=0,
+               help="sleep this long in every step (keeps a short job recording for seconds: the app's live view)")
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--cuda", action="store_true", help="NCCL, one GPU per rank (LOCAL_RANK), for scripts/gpu_device.sh")
 p.add_argument("--dump")
@@ -94,6 +97,8 @@ for step in range(a.steps):
         import signal
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    if a.sleep_ms > 0:
+        time.sleep(a.sleep_ms / 1000)
     opt.zero_grad(set_to_none=a.set_to_none)
     for k in range(a.accumulate):
         x = torch.randn(a.batch, a.width, generator=gen).to(device)

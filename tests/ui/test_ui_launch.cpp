@@ -1,6 +1,9 @@
 // Launching a real 2-rank run from the Launch panel: fields set, Run clicked, the `lockstep` CLI
 // records it (gloo over 127.0.0.1), the progress bar and live timeline follow, and the finished
 // run appears in the browser and opens. Skips when the CLI was built without the runtime.
+// "Your script": the recorder's own test job (tests/python/ddp_job.py, PyTorch DDP on Debian's
+// torch, gloo) recorded by `lockstep record` from the panel, live and to the end, and a script
+// that raises; skips when the CLI was built without the Python recorder.
 #include "launch_panel.h"
 #include "main_window.h"
 #include "run_browser_page.h"
@@ -10,7 +13,10 @@
 
 #include "lockstep/job/flags.h"
 
+#include <QAction>
 #include <QCheckBox>
+#include <QFile>
+#include <QFileInfo>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
@@ -40,12 +46,17 @@ private slots:
     void launchTwoRankRun();
     void sweepLiveViewFollowsThePointInProgress();
     void cancelStopsTheRun();
+    void scriptFormArgumentsAndChecks();
+    void recordScriptFromThePanel();
+    void failingScriptEndsWithItsMessage();
 
 private:
-    bool cliHasRun();
+    bool cliHasRun() { return cliHas(QStringLiteral("run")); }
+    bool cliHasRecord() { return cliHas(QStringLiteral("record")); }
+    bool cliHas(const QString& command);
 };
 
-bool TestUiLaunch::cliHasRun()
+bool TestUiLaunch::cliHas(const QString& command)
 {
     // `lockstep run --help` would print the top-level help and succeed even without `run`;
     // the list of sub-commands says whether it is there.
@@ -54,7 +65,7 @@ bool TestUiLaunch::cliHasRun()
     if (!p.waitForFinished(20000))
         return false;
     const QString help = QString::fromUtf8(p.readAllStandardOutput() + p.readAllStandardError());
-    return help.contains(QRegularExpression(QStringLiteral("(?m)^\\s+run\\b")));
+    return help.contains(QRegularExpression(QStringLiteral("(?m)^\\s+%1\\b").arg(command)));
 }
 
 void TestUiLaunch::launchTwoRankRun()
@@ -267,6 +278,200 @@ void TestUiLaunch::cancelStopsTheRun()
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 30000);
     QVERIFY(finished.at(0).at(0).toInt() != 0);
     QVERIFY(!panel.isRunning());
+    QVERIFY(panel.runButton()->isEnabled());
+}
+
+// The script form's argument list and checks, without a process: the script and its arguments
+// after "--" (split as a shell would, no shell run), the CLI's checks before anything starts, and
+// the form shown follows what is set and started.
+void TestUiLaunch::scriptFormArgumentsAndChecks()
+{
+    QStandardPaths::setTestModeEnabled(true);
+    QTemporaryDir dir;
+    ScriptSettings s;
+    s.script = "/work/train.py";
+    // QProcess::splitCommand's words: double quotes keep spaces, """ is a literal quote; a single
+    // quote and a $ are plain characters (no shell expands anything).
+    s.arguments = R"(--lr 0.1  --tag "two words" it's a"""b $HOME)";
+    s.worldSize = 3;
+    QCOMPARE(recordArguments(s, "/ws/train-n3.db"),
+             (QStringList{"record", "--nproc", "3", "--out", "/ws/train-n3.db", "--run-name", "train-n3", "--progress",
+                          "protocol", "--", "/work/train.py", "--lr", "0.1", "--tag", "two words", "it's", "a\"b",
+                          "$HOME"}));
+    s.name = "my run";
+    s.python = "/opt/venv/bin/python";
+    s.quiet = true;
+    s.arguments.clear();
+    QCOMPARE(recordArguments(s, "/ws/my_run.db"),
+             (QStringList{"record", "--nproc", "3", "--out", "/ws/my_run.db", "--run-name", "my run", "--progress",
+                          "protocol", "--python", "/opt/venv/bin/python", "--quiet", "--", "/work/train.py"}));
+
+    // The checks, each with the CLI's words.
+    const QString py = dir.filePath("train.py");
+    const QString txt = dir.filePath("train.txt");
+    for (const QString& f : {py, txt}) {
+        QFile file(f);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("print('hi')\n");
+    }
+    ScriptSettings ok;
+    ok.script = py;
+    QCOMPARE(scriptProblem(ok), QString());
+    auto problem = [&](auto change) {
+        ScriptSettings b = ok;
+        change(b);
+        return scriptProblem(b);
+    };
+    QVERIFY(problem([](ScriptSettings& b) { b.script = " "; }).contains("choose a script"));
+    const QString gone = dir.filePath("gone.py");
+    QVERIFY(problem([&](ScriptSettings& b) { b.script = gone; }).contains("no such script: " + gone));
+    QVERIFY(problem([&](ScriptSettings& b) { b.script = dir.path(); }).contains("no such script")); // a folder
+    QVERIFY(problem([&](ScriptSettings& b) { b.script = txt; }).contains("not a Python script (.py)"));
+    QVERIFY(problem([](ScriptSettings& b) { b.worldSize = 0; }).contains("--nproc"));
+    QVERIFY(problem([](ScriptSettings& b) { b.worldSize = job::kMaxLocalRanks + 1; }).contains("--nproc"));
+    QCOMPARE(problem([](ScriptSettings& b) { b.worldSize = job::kMaxLocalRanks; }), QString());
+    QVERIFY(problem([&](ScriptSettings& b) { b.python = txt; }).contains("cannot be run"));
+
+    // The panel: setting a script shows its form; a missing script is refused, nothing starts.
+    LaunchPanel panel;
+    panel.setWorkspace(dir.path());
+    QCOMPARE(panel.mode(), LaunchMode::BuiltIn);
+    QCOMPARE(panel.runButton()->text(), QString("Run"));
+    ScriptSettings missing;
+    missing.script = gone;
+    missing.name = "never";
+    panel.setScriptSettings(missing);
+    QCOMPARE(panel.mode(), LaunchMode::Script);
+    QCOMPARE(panel.runButton()->text(), QString("Record"));
+    QVERIFY(panel.sweepButton()->isHidden());
+    QSignalSpy started(&panel, &LaunchPanel::started);
+    QSignalSpy finished(&panel, &LaunchPanel::finished);
+    QTest::mouseClick(panel.runButton(), Qt::LeftButton);
+    QVERIFY(!panel.isRunning());
+    QVERIFY(panel.process() == nullptr);
+    QCOMPARE(started.count(), 0);
+    QCOMPARE(finished.count(), 0);
+    QVERIFY2(panel.statusLabel()->text().contains("no such script"), qPrintable(panel.statusLabel()->text()));
+    QVERIFY(!QFileInfo::exists(dir.filePath("never.db")));
+    QCOMPARE(panel.scriptSettings().script, missing.script);
+    // The built-in form's API keeps its meaning: its settings show its form.
+    panel.setSettings(LaunchSettings{});
+    QCOMPARE(panel.mode(), LaunchMode::BuiltIn);
+    QVERIFY(!panel.sweepButton()->isHidden());
+}
+
+// The recorder's test job, 2 ranks of PyTorch DDP, recorded from the panel: the live timeline grows
+// while it trains, the run ends with exit 0, opens with 2 ranks and DDP's buckets, and the script
+// and its arguments are remembered.
+void TestUiLaunch::recordScriptFromThePanel()
+{
+    QStandardPaths::setTestModeEnabled(true);
+    if (!cliHasRecord())
+        QSKIP("the lockstep CLI has no `record` command (built without the Python recorder)");
+    QTemporaryDir dir;
+    MainWindow::Options o;
+    o.persistent = false;
+    o.workspace = dir.path();
+    MainWindow w(o);
+    w.setErrorDialogsEnabled(false);
+    w.resize(1400, 860);
+    w.show();
+    w.showPage(MainWindow::LaunchPageIndex);
+
+    LaunchPanel* panel = w.launchPanel();
+    ScriptSettings s;
+    s.script = QStringLiteral(LOCKSTEP_DDP_JOB);
+    // 4 Linear(256, 256) of 257 KiB each in 0.25 MiB buckets (the first one too; DDP's default
+    // first bucket, 1 MiB, would hold them all): several buckets. 400 ms per step keeps the 10
+    // steps recording for about 4 s, so the live view (re-read every second) sees the run grow.
+    s.arguments = "--steps 10 --layers 4 --width 256 --bucket-mb 0.25 --first-bucket-mb 0.25 --sleep-ms 400";
+    s.worldSize = 2;
+    s.name = "my-script";
+    panel->setScriptSettings(s);
+    QSignalSpy finished(panel, &LaunchPanel::finished);
+    QSignalSpy live(panel, &LaunchPanel::liveRunUpdated);
+    QSignalSpy opened(&w, &MainWindow::runOpened);
+    // The window at the last live read before the end, for a look (docs/screenshots/launch-record.png).
+    const QString shot = QDir::temp().filePath("lockstep-ui-test-record.png");
+    connect(panel, &LaunchPanel::liveRunUpdated, &w, [&] { w.grab().save(shot); });
+    // The Run menu's Ctrl+R starts the form shown.
+    QAction* runAction = nullptr;
+    for (QAction* a : w.findChildren<QAction*>())
+        if (a->shortcut() == QKeySequence(Qt::CTRL | Qt::Key_R))
+            runAction = a;
+    QVERIFY(runAction);
+    runAction->trigger();
+    QVERIFY(panel->process() && panel->process()->arguments().startsWith("record"));
+    QVERIFY(panel->isRunning() || finished.count() == 1);
+    QVERIFY(!panel->runButton()->isEnabled() || finished.count() == 1);
+    // Remembered for the next time (QSettings, in test mode).
+    {
+        LaunchPanel next;
+        QCOMPARE(next.scriptSettings().script, s.script);
+        QCOMPARE(next.scriptSettings().arguments, s.arguments);
+    }
+
+    auto liveWithSpans = [&]() -> LoadedRunPtr {
+        for (const auto& call : live)
+            if (const auto r = call.at(0).value<LoadedRunPtr>(); !r->run->spans.empty())
+                return r;
+        return nullptr;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(liveWithSpans() || finished.count() == 1, 240000);
+    QVERIFY2(liveWithSpans(), qPrintable("the live view never read the script's spans while it recorded\n"
+                                         + panel->log()->toPlainText()));
+    {
+        const auto partial = liveWithSpans();
+        QVERIFY(partial->summary().steps < 10); // read before the end
+        QApplication::processEvents();
+        QVERIFY(uitest::distinctColors(panel->liveTimeline()->grab().toImage()) > 8);
+    }
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 240000);
+    const int code = finished.at(0).at(0).toInt();
+    QVERIFY2(code == 0, qPrintable(finished.at(0).at(1).toString() + "\n" + panel->log()->toPlainText()));
+    const QString out = dir.filePath("my-script.db");
+    QCOMPARE(finished.at(0).at(2).toStringList(), QStringList{out});
+    QVERIFY(panel->progressBar()->maximum() > 0); // no longer busy
+    QCOMPARE(panel->progressBar()->value(), panel->progressBar()->maximum());
+    // The script's own output reached the log (the launcher prefixes it by rank).
+    QVERIFY2(panel->log()->toPlainText().contains("rank 1 trained 10 steps"), qPrintable(panel->log()->toPlainText()));
+
+    QTRY_VERIFY_WITH_TIMEOUT(opened.count() >= 1, 30000);
+    const LoadedRunPtr run = w.currentRun();
+    QCOMPARE(run->path, out);
+    QCOMPARE(run->summary().worldSize, 2);
+    QCOMPARE(run->summary().steps, 10);
+    QCOMPARE(run->summary().name, std::string("my-script"));
+    // Every Linear(256, 256) fills a 0.25 MiB bucket by itself: more than one bucket.
+    QVERIFY2(run->run->buckets.size() > 1, qPrintable(QString::number(run->run->buckets.size())));
+}
+
+// A script that raises: the job ends with the script's status, the CLI's verdict in the status
+// and the script's traceback in the log.
+void TestUiLaunch::failingScriptEndsWithItsMessage()
+{
+    QStandardPaths::setTestModeEnabled(true);
+    if (!cliHasRecord())
+        QSKIP("the lockstep CLI has no `record` command (built without the Python recorder)");
+    QTemporaryDir dir;
+    LaunchPanel panel;
+    panel.setWorkspace(dir.path());
+    ScriptSettings s;
+    s.script = QStringLiteral(LOCKSTEP_DDP_JOB);
+    s.arguments = "--steps 4 --layers 2 --width 64 --fail-at 1";
+    s.name = "raises";
+    panel.setScriptSettings(s);
+    QSignalSpy finished(&panel, &LaunchPanel::finished);
+    panel.startShown();
+    QVERIFY(panel.isRunning());
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 240000);
+    const QString message = finished.at(0).at(1).toString();
+    const QString log = panel.log()->toPlainText();
+    // An uncaught exception: Python exits with 1, and `lockstep record` with the script's status.
+    QCOMPARE(finished.at(0).at(0).toInt(), 1);
+    QVERIFY2(message.contains("FAILED"), qPrintable(message + "\n" + log));
+    QCOMPARE(panel.statusLabel()->text(), message);
+    QVERIFY2(log.contains("RuntimeError: injected failure at step 1"), qPrintable(log));
     QVERIFY(panel.runButton()->isEnabled());
 }
 
