@@ -58,15 +58,7 @@ double ratio(TimeNs overlapped, TimeNs communication, bool applicable)
 
 void setParts(StepBreakdown& b, const WindowParts& p, bool multiRank)
 {
-    b.wall = p.wall;
-    b.compute = p.compute;
-    b.communication = p.communication;
-    b.memory = p.memory;
-    b.computeOnly = p.computeOnly;
-    b.overlapped = p.overlapped;
-    b.exposed = p.exposed;
-    b.memoryOnly = p.memoryOnly;
-    b.idle = p.idle;
+    static_cast<WindowParts&>(b) = p;
     b.overlapRatio = ratio(p.overlapped, p.communication, multiRank);
 }
 

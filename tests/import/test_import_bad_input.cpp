@@ -1,6 +1,7 @@
 // Bad input never crashes or hangs the importers: malformed, truncated, huge-number, deeply
 // nested, wrong-type and adversarial traces give a clear error or per-kind diagnostic counts.
 #include "trace_writer.h"
+#include "test_support.h"
 
 #include "lockstep/import/import.h"
 
@@ -17,16 +18,7 @@ namespace core = lockstep::core; // gtest's Test::Run hides core::Run inside TES
 
 namespace {
 
-struct TempDir {
-    std::filesystem::path path;
-    TempDir()
-    {
-        char tmpl[] = "/tmp/lockstep-test-XXXXXX";
-        path = mkdtemp(tmpl);
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using lockstep::test::TempDir;
 
 int64_t diagCount(const core::Run& run, const std::string& kind)
 {
@@ -94,7 +86,7 @@ TEST(ImportBadInput, PerKindDiagnostics)
 TEST(ImportBadInput, StructuralErrors)
     {
         // Not a trace at all.
-        for (const std::string bad : {std::string(""), std::string("   \n"), std::string("hello"), std::string("\x00\x01\x02", 3),
+        for (const std::string& bad : {std::string(""), std::string("   \n"), std::string("hello"), std::string("\x00\x01\x02", 3),
                                       std::string("{\"traceEvents\": [}"), std::string("{\"traceEvents\": ["),
                                       std::string("[{\"ph\": \"X\""), std::string("{\"a\" 1}"), std::string("{1: 2}")}) {
             auto run = importTraceBytes(bad);
@@ -235,8 +227,9 @@ TEST(ImportBadInput, RandomMutationsNeverCrash)
             if (iter % 2)
                 m = gzipBytes(m);
             auto run = importTraceBytes(m);
-            if (run)
+            if (run) {
                 EXPECT_TRUE(run->spans.size() <= 64);
+            }
         }
     }
 
@@ -306,7 +299,7 @@ TEST(ImportBadInput, MissingAndUnknownFiles)
         EXPECT_TRUE(!unknown);
         EXPECT_TRUE(unknown.error().message.find("not a trace") != std::string::npos);
         EXPECT_TRUE(!importTracesToRun({}));
-        EXPECT_TRUE(!importTracesToRun({dir.path.string()}));
+        EXPECT_TRUE(!importTracesToRun({dir.path()}));
     }
 
 
@@ -314,7 +307,7 @@ TEST(ImportBadInput, MissingAndUnknownFiles)
 TEST(ImportBadInput, JsonWithoutTraceEventsIsRefused)
 {
     // A JSON that is not a trace must not become an empty run with exit status 0.
-    for (const std::string json : {std::string("{}"), std::string("[]"), std::string("{\"traceEvents\": []}"),
+    for (const std::string& json : {std::string("{}"), std::string("[]"), std::string("{\"traceEvents\": []}"),
                                    std::string("{\"name\": \"a config file\", \"layers\": [1, 2]}")}) {
         auto run = importTraceBytes(json);
         ASSERT_FALSE(run) << json;

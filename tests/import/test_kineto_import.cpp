@@ -4,6 +4,7 @@
 // diff tests: a trace, a query, the numbers derived by hand), and the analyses on the imported
 // run.
 #include "trace_writer.h"
+#include "test_support.h"
 
 #include "lockstep/core/analysis.h"
 #include "lockstep/import/import.h"
@@ -19,6 +20,8 @@ using namespace lockstep::testing;
 namespace core = lockstep::core; // gtest's Test::Run hides core::Run inside TEST bodies
 
 namespace {
+
+using lockstep::test::TempDir;
 
 int countKind(const core::Run& run, SpanKind kind)
 {
@@ -45,17 +48,6 @@ int64_t diagCount(const core::Run& run, const std::string& kind)
     const Diagnostic* d = findDiag(run, kind);
     return d ? d->count : 0;
 }
-
-struct TempDir {
-    std::filesystem::path path;
-    TempDir()
-    {
-        char tmpl[] = "/tmp/lockstep-test-XXXXXX";
-        path = mkdtemp(tmpl);
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // One GPU rank: step 5 = [1000, 2000] µs, step 6 = [2000, 3000] µs. Compute kernel on stream 7
 // [1100, 1500], launched at 1100 (the ac2g flow with id = its correlation 1); NCCL all-reduce

@@ -4,6 +4,7 @@
 // runtime call that launched it (correlationId), NCCL kernels as communication, session start
 // time, one report per rank.
 #include "trace_writer.h"
+#include "test_support.h"
 
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/run_db.h"
@@ -21,19 +22,10 @@ namespace core = lockstep::core; // gtest's Test::Run hides core::Run inside TES
 
 namespace {
 
+using lockstep::test::TempDir;
+
 constexpr int64_t kSession = 1'700'000'000'000'000'000;
 constexpr int64_t kTid = (int64_t(4242) << 24) | 4242; // nsys globalTid packs pid and tid
-
-struct TempDir {
-    std::filesystem::path path;
-    TempDir()
-    {
-        char tmpl[] = "/tmp/lockstep-test-XXXXXX";
-        path = mkdtemp(tmpl);
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // Three steps s = [s ms, s+1 ms) (NVTX "ProfilerStep#10".."#12"). In each, in µs of the step:
 // runtime calls at 50 (kernel), 60 (all-reduce), 70 (copy), 80 (memset); the compute kernel

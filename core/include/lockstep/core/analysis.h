@@ -86,21 +86,13 @@ enum class StepWindow : uint8_t {
 };
 const char* stepWindowName(StepWindow window);
 
-struct StepBreakdown {
+// The window's totals and its five parts (intervals.h WindowParts: wall, compute, communication,
+// memory, computeOnly, overlapped, exposed, memoryOnly, idle; the parts add up to wall exactly).
+struct StepBreakdown : WindowParts {
     int32_t rank = 0;
     int32_t step = 0;         // kNoStep for a range breakdown
     TimeNs start = 0;         // W
     TimeNs end = 0;
-    TimeNs wall = 0;          // |W|
-    TimeNs compute = 0;       // |C|
-    TimeNs communication = 0; // |M|
-    TimeNs memory = 0;        // |Mem|
-    // The five parts; they add up to wall exactly.
-    TimeNs computeOnly = 0;   // |C \ M|
-    TimeNs overlapped = 0;    // |C ∩ M|
-    TimeNs exposed = 0;       // |M \ C|
-    TimeNs memoryOnly = 0;    // |Mem \ (C ∪ M)|
-    TimeNs idle = 0;          // |W| - |C ∪ M ∪ Mem|
     double overlapRatio = 0;  // overlapped / communication; NaN when communication == 0 or on a
                               // 1-rank run (not applicable: nothing to hide)
     bool warmup = false;      // step < config.warmupSteps
