@@ -581,7 +581,8 @@ void MainWindow::refreshPages()
     }
     m_charts->setRuns(m_current, m_open);
     m_compare->setOpenRuns(m_open);
-    m_statusRuns->setText(m_open.empty() ? tr("no run open") : tr("%1 runs open").arg(m_open.size()));
+    m_statusRuns->setText(m_open.empty() ? tr("no run open")
+                          : m_open.size() == 1 ? tr("1 run open") : tr("%1 runs open").arg(m_open.size()));
     if (m_current)
         setWindowTitle(QStringLiteral("%1 — Lockstep").arg(m_current->label));
 }
