@@ -5,6 +5,7 @@
 #include "timeline/timeline_model.h"
 
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/whatif.h"
 
 #include <QFileInfo>
 #include <QFutureWatcher>
@@ -13,11 +14,14 @@
 
 namespace lockstep::ui {
 
+namespace {
+auto cancelled() { return core::fail("cancelled: a newer load of this run superseded it"); }
+} // namespace
+
 core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_token stop)
 {
     if (paths.isEmpty())
         return core::fail("no run file given");
-    const auto cancelled = [] { return core::fail("cancelled: a newer load of this run superseded it"); };
     // One run file, or the shards of a run still recording stitched by core's one rule
     // (core::loadShards, the rule `lockstep merge` applies).
     std::vector<std::string> files;
@@ -26,13 +30,27 @@ core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_to
     auto loaded = files.size() == 1 ? core::loadRun(files.front()) : core::loadShards(files);
     if (!loaded)
         return core::fail(loaded.error().message);
-    core::Run run = std::move(*loaded);
     if (stop.stop_requested())
         return cancelled();
+    return analyzeRun(std::move(*loaded), paths.front(), stop);
+}
 
+QString markPredicted(const QString& label, bool predicted)
+{
+    return predicted ? QObject::tr("[predicted] %1").arg(label) : label;
+}
+
+QString predictedToolTip()
+{
+    return QObject::tr("Predicted by the what-if model (lockstep predict, or the What-if page), not measured");
+}
+
+core::Result<LoadedRunPtr> analyzeRun(core::Run run, const QString& path, std::stop_token stop)
+{
     auto out = std::make_shared<LoadedRun>();
-    out->path = paths.front();
-    out->label = displayText(run.config.name.empty() ? QFileInfo(paths.front()).completeBaseName().toStdString() : run.config.name, 80);
+    out->path = path;
+    out->label = markPredicted(displayText(run.config.name.empty() ? QFileInfo(path).completeBaseName().toStdString() : run.config.name, 80),
+                               core::isPredicted(run.config));
     out->run = std::make_shared<const core::Run>(std::move(run));
     out->analysis = std::make_shared<const core::RunAnalysis>(core::analyze(*out->run));
     if (stop.stop_requested())
