@@ -132,6 +132,7 @@ private:
 
     LoadedRunPtr m_run;
     std::optional<core::WhatIfModel> m_model;
+    core::WhatIfNumbers m_baseline; // the model's prediction of the recorded configuration
     QString m_modelError;
     quint64 m_generation = 0;     // bumps when the run changes: older jobs' results are dropped
     bool m_building = false;

@@ -189,6 +189,14 @@ void TestUiWhatIf::changingTheCapPredictsItsLayout()
              formatMs(expected->numbers.stepTimeMs));
     QCOMPARE(panel->numbersTable()->item(WhatIfPanel::StepTimeRow, WhatIfPanel::DiffColumn)->text(),
              formatSignedMs(expected->numbers.stepTimeMs - model.measured().stepTimeMs));
+    // The headline: the gain over the recorded configuration, model against model.
+    core::PredictOptions numbersOnly = WhatIfPanel::predictOptions();
+    numbersOnly.keepTimeline = false;
+    const double base = model.predict(model.recorded(), numbersOnly)->numbers.stepTimeMs;
+    const double gain = base - expected->numbers.stepTimeMs;
+    QVERIFY2(panel->headline()->text().contains(formatMs(std::fabs(gain))), qPrintable(panel->headline()->text()));
+    QVERIFY2(panel->headline()->text().contains(gain > 0 ? QStringLiteral("faster") : QStringLiteral("slower")),
+             qPrintable(panel->headline()->text()));
     // The slider followed the spin box: 0.5 MiB is one octave above 0.25 MiB, 4 quarter steps.
     QCOMPARE(panel->bucketSlider()->value(), 4);
     // The stacked timeline shows the new prediction.
