@@ -50,6 +50,7 @@ private slots:
     void oneRankIsNotApplicable();
     void refusedRunShowsTheModelsError();
     void runItHandsTheConfigurationToTheLaunchPanel();
+    void runItIsOnlyForTheRuntimesRuns();
     void savedPredictionIsMarkedWhereRunsAreListed();
 
 private:
@@ -310,6 +311,28 @@ void TestUiWhatIf::runItHandsTheConfigurationToTheLaunchPanel()
         w.launchPanel()->cancel();
         QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 60'000);
     }
+}
+
+void TestUiWhatIf::runItIsOnlyForTheRuntimesRuns()
+{
+    if (!m_skip.isEmpty())
+        QSKIP(qPrintable(m_skip));
+    // The recorded run as the Python recorder (`lockstep record`) would label it: the model
+    // predicts it, but the runtime cannot launch a user's script again.
+    auto run = core::loadRun(m_run.toStdString());
+    QVERIFY(run);
+    run->config.source = "pytorch";
+    const QString path = m_dir.filePath(QStringLiteral("as-recorded-by-python.db"));
+    QVERIFY(core::saveRun(*run, path.toStdString(), core::RunWriter::Mode::Overwrite));
+    MainWindow w(options());
+    openOnWhatIf(w, path);
+    WhatIfPanel* panel = w.whatIfPanel();
+    QVERIFY(panel->shown().has_value());
+    QVERIFY(!panel->runItButton()->isEnabled());
+    QVERIFY2(panel->runItButton()->toolTip().contains(QStringLiteral("recorded by 'pytorch', not by Lockstep's runtime")),
+             qPrintable(panel->runItButton()->toolTip()));
+    QVERIFY(!panel->launchSettings(panel->config()));
+    QVERIFY(panel->saveButton()->isEnabled()); // its prediction can still be saved
 }
 
 void TestUiWhatIf::savedPredictionIsMarkedWhereRunsAreListed()
