@@ -1,4 +1,5 @@
 // lockstep-ui: the desktop app. `lockstep-ui [RUN.db...]` opens runs;
+// `lockstep-ui [--view V] RUN...` opens on page V (whatif, charts, ...);
 // `lockstep-ui --screenshot OUT.png [--view V] [--size WxH] RUN...` renders one page headless;
 // --help and --version need no display either.
 #include "main_window.h"
@@ -42,7 +43,7 @@ int main(int argc, char** argv)
     parser.addHelpOption();
     parser.addVersionOption();
     QCommandLineOption shotOpt("screenshot", "Render a view to OUT.png without a window and exit.", "OUT.png");
-    QCommandLineOption viewOpt("view", QStringLiteral("View to render: %1.").arg(lockstep::ui::screenshotViews().join(", ")), "view", "timeline");
+    QCommandLineOption viewOpt("view", QStringLiteral("Page to open, or to render with --screenshot: %1.").arg(lockstep::ui::screenshotViews().join(", ")), "view", "timeline");
     QCommandLineOption sizeOpt("size", "Size of the rendered window, WxH.", "WxH", "1400x860");
     QCommandLineOption wsOpt("workspace", "Workspace folder shown in the run browser.", "folder");
     QCommandLineOption stepOpt("step", "Screenshot: zoom the timeline (or compare) view to this step and select its largest bucket.", "N", "-1");
@@ -77,8 +78,24 @@ int main(int argc, char** argv)
 
     lockstep::ui::MainWindow::Options options;
     options.workspace = parser.value(wsOpt);
+    int page = -1;
+    if (parser.isSet(viewOpt)) {
+        page = lockstep::ui::viewPage(parser.value(viewOpt).toLower());
+        if (page < 0) {
+            std::fprintf(stderr, "lockstep-ui: unknown view '%s' (%s)\n", qPrintable(parser.value(viewOpt)),
+                         qPrintable(lockstep::ui::screenshotViews().join(", ")));
+            return 2;
+        }
+    }
     lockstep::ui::MainWindow window(options);
     window.show();
+    if (page >= 0) {
+        window.showPage(page);
+        // Opening a run shows the Timeline; --view asked for another page: back to it once the
+        // run is in (queued: after the window's own switch).
+        QObject::connect(&window, &lockstep::ui::MainWindow::runOpened, &window, [&window, page] { window.showPage(page); },
+                         Qt::QueuedConnection);
+    }
     if (!parser.positionalArguments().isEmpty())
         window.openFiles(parser.positionalArguments(), true);
     return app.exec();

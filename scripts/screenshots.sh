@@ -32,6 +32,9 @@ if [[ ${RECORD:-1} != 0 ]]; then
 echo "== recording: 2 ranks, 1 MiB buckets, rank 1 a 15 ms straggler"
 "$LOCKSTEP" run --nproc 2 --out "$RUNS/mlp-2rank-straggler.db" "${MODEL[@]}" --steps 10 --bucket-mb 1 \
   --straggler 1:15 --force >/dev/null
+echo "== recording: the demo run (scripts/demo.sh), for the What-if page"
+"$LOCKSTEP" run --nproc 2 --out "$RUNS/demo.db" --model mlp --layers 8 --width 512 --batch 32 --steps 12 \
+  --bucket-mb 1 --progress none --force >/dev/null
 echo "== recording: 4 ranks, rank 2 a 15 ms straggler"
 "$LOCKSTEP" run --nproc 4 --out "$RUNS/mlp-4rank-straggler.db" "${MODEL[@]}" --steps 12 --bucket-mb 1 \
   --straggler 2:15 --force >/dev/null
@@ -53,6 +56,7 @@ shot summary --view summary "$RUNS/mlp-2rank-straggler.db"
 shot ranks --view ranks "$RUNS/mlp-4rank-straggler.db"
 shot charts --view charts "$S/mlp-n2-b4.db" "$S/mlp-n2-b1.db" "$S/mlp-n2-b25.db" "$S/mlp-n1-b4.db" "$S/mlp-n4-b4.db"
 shot compare --view compare --step 4 "$S/mlp-n2-b1.db" "$S/mlp-n2-b25.db"
+shot whatif --view whatif "$RUNS/demo.db"
 shot browser --view browser --workspace "$RUNS"
 echo "done: $(ls "$OUT"/*.png | tr '\n' ' ')"
 echo "runs kept in $RUNS"

@@ -8,6 +8,7 @@
 #include "ranks_page.h"
 #include "run_browser_page.h"
 #include "timeline_page.h"
+#include "whatif_panel.h"
 
 #include "timeline/timeline_widget.h"
 
@@ -77,6 +78,7 @@ MainWindow::MainWindow(const Options& options)
     , m_charts(new ChartsPage(this))
     , m_compare(new ComparePage(this))
     , m_launch(new LaunchPanel(this))
+    , m_whatif(new WhatIfPanel(this))
     , m_runBox(new QComboBox(this))
     , m_statusRuns(new QLabel(this))
 {
@@ -93,6 +95,7 @@ MainWindow::MainWindow(const Options& options)
         {tr("Charts"), tr("Breakdown, distribution, sweep and scaling charts (Ctrl+4)"), m_charts},
         {tr("Compare"), tr("Several runs on one time axis, metrics side by side (Ctrl+5)"), m_compare},
         {tr("Launch"), tr("Record a new run or a sweep (Ctrl+6)"), m_launch},
+        {tr("What if"), tr("Predict the current run at another bucket cap, world size, link or compression (Ctrl+7)"), m_whatif},
     };
     for (const auto& p : pages) {
         auto* item = new QListWidgetItem(p.name, m_pageList);
@@ -108,6 +111,18 @@ MainWindow::MainWindow(const Options& options)
         "QListWidget::item:selected{background:#374151;color:white;border-left:4px solid #60a5fa}"
         "QListWidget::item:hover:!selected{background:#273244}"));
     connect(m_pageList, &QListWidget::currentRowChanged, m_stack, &QStackedWidget::setCurrentIndex);
+    // The what-if model is built when its page is looked at (O(run), off the GUI thread), not for
+    // every run opened.
+    connect(m_pageList, &QListWidget::currentRowChanged, this, [this](int row) {
+        if (row == WhatIfPageIndex)
+            m_whatif->setRun(m_current);
+    });
+    // "Run it": the real run of the predicted configuration, through the Launch panel.
+    connect(m_whatif, &WhatIfPanel::runRequested, this, [this](const LaunchSettings& settings) {
+        m_launch->setSettings(settings);
+        showPage(LaunchPageIndex);
+        m_launch->startRun();
+    });
 
     auto* central = new QWidget(this);
     auto* layout = new QHBoxLayout(central);
@@ -247,7 +262,7 @@ void MainWindow::buildMenus()
     quit->setShortcut(QKeySequence::Quit);
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
-    const QString names[] = {tr("&Runs"), tr("&Timeline"), tr("Ran&ks"), tr("&Charts"), tr("C&ompare"), tr("&Launch")};
+    const QString names[] = {tr("&Runs"), tr("&Timeline"), tr("Ran&ks"), tr("&Charts"), tr("C&ompare"), tr("&Launch"), tr("&What If")};
     for (int i = 0; i < PageCount; ++i) {
         QAction* a = view->addAction(names[i], this, [this, i] { showPage(i); });
         a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
@@ -256,6 +271,8 @@ void MainWindow::buildMenus()
     QAction* fit = view->addAction(tr("&Fit All"), this, [this] {
         if (currentPage() == ComparePageIndex)
             m_compare->timeline()->fitAll();
+        else if (currentPage() == WhatIfPageIndex)
+            m_whatif->timeline()->fitAll();
         else
             m_timeline->fitAll();
     });
@@ -308,7 +325,7 @@ QList<QPair<QString, QString>> MainWindow::shortcutList()
         {"Ctrl+W", tr("Close the current run")},
         {"Ctrl+Shift+O", tr("Set the workspace folder")},
         {"F5", tr("Rescan the workspace")},
-        {"Ctrl+1 … Ctrl+6", tr("Runs, Timeline, Ranks, Charts, Compare, Launch")},
+        {"Ctrl+1 … Ctrl+7", tr("Runs, Timeline, Ranks, Charts, Compare, Launch, What if")},
         {"Ctrl+Tab", tr("Next open run")},
         {"Ctrl+F", tr("Timeline: search span names; elsewhere: filter the runs")},
         {tr("Enter / Shift+Enter"), tr("Search box: next / previous match; Esc clears it")},
@@ -336,6 +353,7 @@ QList<QPair<QString, QString>> MainWindow::shortcutList()
         {"Ctrl+R", tr("Launch: run the built-in model, or record your script (the form shown)")},
         {"Ctrl+Shift+R", tr("Launch: sweep over the bucket list")},
         {"Ctrl+.", tr("Launch: cancel")},
+        {tr("↑ / ↓, Page Up / Down"), tr("What if: step the focused field; on the bucket slider a quarter / a whole octave")},
         {"F1", tr("This list")},
         {"Ctrl+Q", tr("Quit")},
     };
@@ -581,6 +599,8 @@ void MainWindow::refreshPages()
     }
     m_charts->setRuns(m_current, m_open);
     m_compare->setOpenRuns(m_open);
+    if (currentPage() == WhatIfPageIndex)
+        m_whatif->setRun(m_current);
     m_statusRuns->setText(m_open.empty() ? tr("no run open")
                           : m_open.size() == 1 ? tr("1 run open") : tr("%1 runs open").arg(m_open.size()));
     if (m_current)

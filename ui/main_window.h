@@ -1,5 +1,5 @@
 // The main window of lockstep-ui: a page list on the left (Runs, Timeline, Ranks, Charts,
-// Compare, Launch), menus File/View/Run/Help, a status bar. Owns the open runs (plain values from
+// Compare, Launch, What if), menus File/View/Run/Help, a status bar. Owns the open runs (plain values from
 // core, shared with the pages) and loads them off the GUI thread. A run still being recorded
 // (its status says running, or only its rank shards exist yet) is re-read every second, off the
 // GUI thread, and grows on the Timeline page while the recorder writes it.
@@ -29,11 +29,12 @@ class LaunchPanel;
 class RanksPage;
 class RunBrowserPage;
 class TimelinePage;
+class WhatIfPanel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    enum Page { RunsPage, TimelinePageIndex, RanksPageIndex, ChartsPageIndex, ComparePageIndex, LaunchPageIndex, PageCount };
+    enum Page { RunsPage, TimelinePageIndex, RanksPageIndex, ChartsPageIndex, ComparePageIndex, LaunchPageIndex, WhatIfPageIndex, PageCount };
 
     struct Options {
         bool persistent = true; // read and write QSettings (off for screenshots)
@@ -78,6 +79,7 @@ public:
     ChartsPage* chartsPage() const { return m_charts; }
     ComparePage* comparePage() const { return m_compare; }
     LaunchPanel* launchPanel() const { return m_launch; }
+    WhatIfPanel* whatIfPanel() const { return m_whatif; }
 
     // The shortcut table shown by Help > Shortcuts: (keys or gesture, what). Every key and mouse
     // gesture of the app is in it.
@@ -136,6 +138,7 @@ private:
     ChartsPage* m_charts;
     ComparePage* m_compare;
     LaunchPanel* m_launch;
+    WhatIfPanel* m_whatif;
     QComboBox* m_runBox;
     QLabel* m_statusRuns;
     QMenu* m_recentMenu = nullptr;

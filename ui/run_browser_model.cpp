@@ -2,13 +2,16 @@
 #include "run_browser_model.h"
 
 #include "format.h"
+#include "run_loader.h"
 
 #include "lockstep/core/run_files.h"
+#include "lockstep/core/whatif.h"
 
 #include <QBrush>
 #include <QColor>
 #include <QDir>
 #include <QDirIterator>
+#include <QFont>
 #include <QFileInfo>
 #include <QFutureWatcher>
 #include <QtConcurrent>
@@ -16,6 +19,11 @@
 #include <cmath>
 
 namespace lockstep::ui {
+
+namespace {
+// A prediction of the what-if model (core::isPredicted: its source is core::kPredictedSource).
+bool isPredictedEntry(const BrowserEntry& e) { return e.ok() && e.summary->source == core::kPredictedSource; }
+} // namespace
 
 BrowserEntry summarizeFile(const QString& path)
 {
@@ -135,6 +143,7 @@ void RunBrowserModel::setEntries(std::vector<BrowserEntry> entries, const QStrin
     QHash<QString, int> seen;
     for (BrowserEntry& e : entries) {
         e.displayName = e.ok() && !e.summary->name.empty() ? displayText(e.summary->name, 80) : displayText(e.fileName, 80);
+        e.displayName = markPredicted(e.displayName, isPredictedEntry(e));
         ++seen[e.displayName];
     }
     for (BrowserEntry& e : entries)
@@ -282,8 +291,15 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
         if (col == WorldSize || col == BucketCap || col == Steps || col == StepTime || col == Throughput || col == Overlap || col == Exposed)
             return int(Qt::AlignRight | Qt::AlignVCenter);
     }
-    if (role == Qt::ToolTipRole)
-        return QStringLiteral("%1\n%2 steps, %3 spans").arg(displayText(e.path, 400)).arg(s.steps).arg(s.spans);
+    if (role == Qt::ToolTipRole) {
+        const QString tip = QStringLiteral("%1\n%2 steps, %3 spans").arg(displayText(e.path, 400)).arg(s.steps).arg(s.spans);
+        return isPredictedEntry(e) ? QStringLiteral("%1\n%2").arg(tip, predictedToolTip()) : tip;
+    }
+    if (role == Qt::FontRole && col == Name && isPredictedEntry(e)) {
+        QFont italic;
+        italic.setItalic(true);
+        return italic;
+    }
     if (role == Qt::ForegroundRole && col == Status && s.status == core::RunStatus::Failed)
         return QBrush(QColor(0xb9, 0x1c, 0x1c));
     return {};

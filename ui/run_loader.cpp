@@ -5,6 +5,7 @@
 #include "timeline/timeline_model.h"
 
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/whatif.h"
 
 #include <QFileInfo>
 #include <QFutureWatcher>
@@ -13,11 +14,14 @@
 
 namespace lockstep::ui {
 
+namespace {
+auto cancelled() { return core::fail("cancelled: a newer load of this run superseded it"); }
+} // namespace
+
 core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_token stop)
 {
     if (paths.isEmpty())
         return core::fail("no run file given");
-    const auto cancelled = [] { return core::fail("cancelled: a newer load of this run superseded it"); };
     // One run file, or the shards of a run still recording stitched by core's one rule
     // (core::loadShards, the rule `lockstep merge` applies). Core's load and analysis check the
     // stop token as they go (every 65 k rows, between analyses), the model build per lane.
@@ -30,11 +34,26 @@ core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_to
         return cancelled();
     if (!loaded)
         return core::fail(loaded.error().message);
+    return analyzeRun(std::move(*loaded), paths.front(), stop);
+}
 
+QString markPredicted(const QString& label, bool predicted)
+{
+    return predicted ? QObject::tr("[predicted] %1").arg(label) : label;
+}
+
+QString predictedToolTip()
+{
+    return QObject::tr("Predicted by the what-if model (lockstep predict, or the What-if page), not measured");
+}
+
+core::Result<LoadedRunPtr> analyzeRun(core::Run run, const QString& path, std::stop_token stop)
+{
     auto out = std::make_shared<LoadedRun>();
-    out->path = paths.front();
-    out->label = displayText(loaded->config.name.empty() ? QFileInfo(paths.front()).completeBaseName().toStdString() : loaded->config.name, 80);
-    out->run = std::make_shared<const core::Run>(std::move(*loaded));
+    out->path = path;
+    out->label = markPredicted(displayText(run.config.name.empty() ? QFileInfo(path).completeBaseName().toStdString() : run.config.name, 80),
+                               core::isPredicted(run.config));
+    out->run = std::make_shared<const core::Run>(std::move(run));
     auto analysis = core::analyze(*out->run, stop);
     if (!analysis)
         return cancelled();

@@ -30,7 +30,8 @@ class TimelineRunModel;
 // One opened run with everything every page shows. Immutable once built, shared by pages.
 struct LoadedRun {
     QString path;
-    QString label; // short name shown in lists (config name or file stem), cut to a sane length
+    QString label; // short name shown in lists (config name or file stem), cut to a sane length;
+                   // "[predicted] …" for a predicted run (markPredicted)
     std::shared_ptr<const core::Run> run;
     std::shared_ptr<const core::RunAnalysis> analysis;      // core::analyze(run)
     std::shared_ptr<const TimelineRunModel> timeline;       // the timeline's draw model
@@ -43,6 +44,14 @@ using LoadedRunPtr = std::shared_ptr<const LoadedRun>;
 // model. Fails with "cancelled" when `stop` is requested before it is done.
 core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_token stop = {});
 inline core::Result<LoadedRunPtr> loadAndAnalyze(const QString& path) { return loadAndAnalyze(QStringList{path}); }
+// The analysing half of loadAndAnalyze for a run already in memory (a what-if prediction);
+// `path` names it (its file, or where it came from).
+core::Result<LoadedRunPtr> analyzeRun(core::Run run, const QString& path, std::stop_token stop = {});
+
+// The mark of a predicted run (core::isPredicted) wherever a run is listed or titled: LoadedRun's
+// label carries it, so every page that names a run shows it; the run browser adds it to its rows.
+QString markPredicted(const QString& label, bool predicted);
+QString predictedToolTip();
 
 class RunLoader : public QObject {
     Q_OBJECT

@@ -5,6 +5,7 @@
 #include "main_window.h"
 #include "run_browser_page.h"
 #include "timeline_page.h"
+#include "whatif_panel.h"
 
 #include "timeline/timeline_widget.h"
 
@@ -21,7 +22,7 @@ namespace lockstep::ui {
 
 QStringList screenshotViews()
 {
-    return {"timeline", "summary", "ranks", "charts", "compare", "browser", "launch"};
+    return {"timeline", "summary", "ranks", "charts", "compare", "browser", "launch", "whatif"};
 }
 
 bool imageHasContent(const QImage& image, int minColors)
@@ -40,12 +41,33 @@ bool imageHasContent(const QImage& image, int minColors)
     return false;
 }
 
-int renderScreenshot(const ScreenshotOptions& options, QString* error)
+namespace {
+// A prediction takes milliseconds on the runs a screenshot shows; a minute means something hangs.
+constexpr int kWhatIfTimeoutMs = 60'000;
+
+bool waitForWhatIf(WhatIfPanel* panel)
+{
+    QElapsedTimer timer;
+    timer.start();
+    while (panel->busy() && timer.elapsed() < kWhatIfTimeoutMs) {
+        QApplication::processEvents(QEventLoop::AllEvents, 20);
+        QThread::msleep(2);
+    }
+    return !panel->busy();
+}
+} // namespace
+
+int viewPage(const QString& view)
 {
     // View name -> page; "summary" is the Timeline page with its Summary tab in front.
-    static const QStringList views{"browser", "timeline", "ranks", "charts", "compare", "launch"};
+    static const QStringList views{"browser", "timeline", "ranks", "charts", "compare", "launch", "whatif"};
+    return view == QLatin1String("summary") ? int(MainWindow::TimelinePageIndex) : int(views.indexOf(view));
+}
+
+int renderScreenshot(const ScreenshotOptions& options, QString* error)
+{
     const bool summary = options.view == QLatin1String("summary");
-    const int page = summary ? int(MainWindow::TimelinePageIndex) : int(views.indexOf(options.view));
+    const int page = viewPage(options.view);
     auto fail = [&](const QString& message) {
         if (error)
             *error = message;
@@ -86,6 +108,10 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
     if (!window.openRuns().empty())
         window.setCurrentRun(0);
     window.showPage(page);
+    // The what-if page builds its model and predicts off the GUI thread: wait for the first
+    // prediction (or the model's refusal) before the picture is taken.
+    if (page == MainWindow::WhatIfPageIndex && !waitForWhatIf(window.whatIfPanel()))
+        return fail(QStringLiteral("the what-if page did not finish its prediction"));
     if (options.step >= 0 && page == MainWindow::TimelinePageIndex)
         window.timelinePage()->focusStep(options.step);
     // The side panel shows the summary for the summary view and the selection's details for

@@ -19,8 +19,12 @@ struct ScreenshotOptions {
 };
 
 // The views --screenshot renders: timeline, summary (the Timeline page with its Summary tab),
-// ranks, charts, compare, browser, launch.
+// ranks, charts, compare, browser, launch, whatif (the What-if page: the first run's prediction at
+// its recorded configuration over the measured run).
 QStringList screenshotViews();
+// The main window's page a view shows (MainWindow::Page), -1 for an unknown view; the app opens
+// on it with `lockstep-ui RUN --view V`.
+int viewPage(const QString& view);
 // Renders and saves; returns 0, or 1 with `error` set.
 int renderScreenshot(const ScreenshotOptions& options, QString* error);
 // True when the image has at least `minColors` distinct colours (a blank or flat image has 1–2).

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 namespace lockstep::job {
@@ -445,6 +446,107 @@ void recordOptions(const TrainingOptions& options, core::RunConfig& config)
         if (!value.empty())
             config.extra[std::string(f.configKey)] = value;
     }
+}
+
+namespace {
+
+// The bucket caps are recorded in bytes (what the reducer used), the flags are in MiB.
+std::string mibText(int64_t bytes) { return formatNumber(static_cast<double>(bytes) / (1 << 20)); }
+
+// Where each Recorded::Column flag lives in RunConfig (the recorder fills these columns,
+// trainer_torch.cpp); "" = not recorded, nullopt = no reader. Every Column flag of the table has
+// its reader here (optionsFromConfig fails loudly for one that does not; the tests read every
+// flag back).
+std::optional<std::string> columnText(std::string_view flag, const core::RunConfig& c)
+{
+    if (flag == "--model")
+        return c.model;
+    if (flag == "--steps")
+        return c.stepsPlanned > 0 ? std::to_string(c.stepsPlanned) : std::string();
+    if (flag == "--warmup")
+        return std::to_string(c.warmupSteps);
+    if (flag == "--accumulate")
+        return std::to_string(c.accumulate);
+    if (flag == "--bucket-mb")
+        return mibText(c.bucketCapBytes);
+    if (flag == "--first-bucket-mb")
+        return mibText(c.firstBucketCapBytes);
+    if (flag == "--compress")
+        return c.compress;
+    if (flag == "--optimizer")
+        return c.optimizer;
+    if (flag == "--backend")
+        return c.backend;
+    if (flag == "--device")
+        return c.device;
+    if (flag == "--link-gbps")
+        return c.linkGbps > 0 ? formatNumber(c.linkGbps) : std::string();
+    return std::nullopt;
+}
+
+// The model's argument string: "layers=4 width=256", "layers=2 channels=16 image=3x16x16" (the
+// convnet calls its width channels), "... heads=4 seq=32 vocab=256".
+std::string modelArg(std::string_view flag, const std::string& args)
+{
+    const std::string_view key = flag.substr(2);
+    std::string_view rest = args;
+    while (!rest.empty()) {
+        const size_t space = rest.find(' ');
+        const std::string_view token = rest.substr(0, space);
+        rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+        const size_t eq = token.find('=');
+        if (eq == std::string_view::npos)
+            continue;
+        const std::string_view name = token.substr(0, eq);
+        if (name == key || (key == "width" && name == "channels"))
+            return std::string(token.substr(eq + 1));
+    }
+    return {};
+}
+
+} // namespace
+
+core::Result<TrainingOptions> optionsFromConfig(const core::RunConfig& config)
+{
+    if (config.source != "lockstep")
+        return core::fail("recorded by " + (config.source.empty() ? std::string("an unknown source") : "'" + config.source + "'")
+                          + ", not by Lockstep's runtime: its training options cannot be launched again");
+    TrainingOptions o;
+    for (const Flag& f : table()) {
+        if (f.scope != FlagScope::Training)
+            continue;
+        std::string value;
+        switch (f.recorded) {
+        case Recorded::Column: {
+            const auto column = columnText(f.name, config);
+            if (!column)
+                return core::fail(std::string(f.name) + ": no reader for this recorded column");
+            value = *column;
+            break;
+        }
+        case Recorded::ModelArgs:
+            value = modelArg(f.name, config.modelArgs);
+            break;
+        case Recorded::Extra: {
+            // The runtime records the thread count it resolved under "threads" and the count
+            // asked for (0 = automatic) under "threads_requested": a re-run asks what was asked,
+            // so that it stays comparable at another world size.
+            auto it = f.name == "--threads" ? config.extra.find("threads_requested") : config.extra.end();
+            if (it == config.extra.end())
+                it = config.extra.find(std::string(f.configKey));
+            if (it != config.extra.end())
+                value = it->second;
+            break;
+        }
+        case Recorded::No:
+            break;
+        }
+        if (value.empty())
+            continue;
+        if (auto s = setFlag(o, f, value); !s)
+            return core::fail("the recorded " + s.error().message);
+    }
+    return o;
 }
 
 } // namespace lockstep::job

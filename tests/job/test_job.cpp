@@ -165,6 +165,77 @@ TEST(Flags, EveryOptionIsRecorded)
         }
 }
 
+// A run recorded by the runtime gives back the options it was started with: the columns, the
+// model's argument string and extra are filled here exactly as trainer_torch.cpp fills them.
+TEST(Flags, OptionsReadBackFromARecordedRun)
+{
+    TrainingOptions o;
+    o.model = "convnet";
+    o.layers = 3;
+    o.width = 24;
+    o.batch = 16;
+    o.steps = 12;
+    o.warmup = 2;
+    o.accumulate = 2;
+    o.bucketMb = 0.5;
+    o.firstBucketMb = 0.25;
+    o.compress = "fp16";
+    o.optimizer = "adamw";
+    o.lr = 0.003;
+    o.seed = 7;
+    o.threads = 0;
+    o.stragglerRank = 1;
+    o.stragglerMs = 20;
+    o.linkGbps = 2.5;
+    core::RunConfig c;
+    recordOptions(o, c);
+    c.model = o.model;
+    c.modelArgs = "layers=3 channels=24 image=3x16x16"; // the convnet calls its width channels
+    c.worldSize = 2;
+    c.backend = o.backend;
+    c.device = o.device;
+    c.bucketCapBytes = 512 << 10;      // 0.5 MiB
+    c.firstBucketCapBytes = 256 << 10; // 0.25 MiB
+    c.batchPerRank = 32;
+    c.stepsPlanned = 12;
+    c.warmupSteps = 2;
+    c.optimizer = o.optimizer;
+    c.compress = o.compress;
+    c.accumulate = 2;
+    c.linkGbps = 2.5;
+    c.extra["threads"] = "4";           // resolved: cores / local ranks
+    c.extra["threads_requested"] = "0"; // asked: automatic
+    auto back = optionsFromConfig(c);
+    ASSERT_TRUE(back.has_value()) << back.error().message;
+    EXPECT_EQ(toArguments(*back), toArguments(o)); // every flag, in table order
+    EXPECT_EQ(back->threads, 0);
+    EXPECT_EQ(back->width, 24);
+    EXPECT_EQ(back->bucketMb, 0.5);
+
+    // Transformer sizes come from its argument string; a run without threads_requested (older
+    // recordings) falls back to the resolved count.
+    core::RunConfig t = c;
+    t.model = "transformer";
+    t.modelArgs = "layers=2 width=64 heads=8 seq=16 vocab=256";
+    t.extra.erase("threads_requested");
+    back = optionsFromConfig(t);
+    ASSERT_TRUE(back.has_value()) << back.error().message;
+    EXPECT_EQ(back->heads, 8);
+    EXPECT_EQ(back->seq, 16);
+    EXPECT_EQ(back->width, 64);
+    EXPECT_EQ(back->threads, 4);
+
+    // Not the runtime's: refused with the reason; a bad recorded value is checked like a typed one.
+    core::RunConfig imported = c;
+    imported.source = "pytorch";
+    EXPECT_EQ(optionsFromConfig(imported).error().message,
+              "recorded by 'pytorch', not by Lockstep's runtime: its training options cannot be launched again");
+    core::RunConfig bad = c;
+    bad.extra["lr"] = "-1";
+    ASSERT_FALSE(optionsFromConfig(bad));
+    EXPECT_TRUE(contains(optionsFromConfig(bad).error().message, "the recorded --lr")) << optionsFromConfig(bad).error().message;
+}
+
 TEST(Flags, NumbersForOtherFlags)
 {
     EXPECT_EQ(*parseNumber("--grace-s", "1.5", 0, 3600), 1.5);

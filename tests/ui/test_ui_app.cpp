@@ -261,19 +261,19 @@ void TestUiApp::shortcutsAndPages()
     for (QAction* a : w.findChildren<QAction*>())
         if (!a->shortcut().isEmpty())
             menuKeys << a->shortcut().toString();
-    for (const QString& k : {"Ctrl+O", "Ctrl+1", "Ctrl+6", "F", "Ctrl+E", "F1", "Ctrl+R", "Ctrl+W", "Ctrl+F"})
+    for (const QString& k : {"Ctrl+O", "Ctrl+1", "Ctrl+6", "Ctrl+7", "F", "Ctrl+E", "F1", "Ctrl+R", "Ctrl+W", "Ctrl+F"})
         QVERIFY2(menuKeys.contains(k), qPrintable(k));
-    // Help > Shortcuts lists every key the menus carry (the page keys as one "Ctrl+1 … Ctrl+6"
+    // Help > Shortcuts lists every key the menus carry (the page keys as one "Ctrl+1 … Ctrl+7"
     // row) and the timeline's keys and gestures.
     QStringList listed;
     for (const auto& [keys, what] : list)
         listed << keys;
     for (const QString& k : menuKeys) {
-        if (QRegularExpression("^Ctrl\\+[1-6]$").match(k).hasMatch())
+        if (QRegularExpression("^Ctrl\\+[1-7]$").match(k).hasMatch())
             continue;
         QVERIFY2(listed.contains(k), qPrintable(k + " is not in Help > Shortcuts"));
     }
-    for (const QString& k : {"Ctrl+1 … Ctrl+6", "W / S", "A / D", "C / E", "Esc", "0 … 9", "← / →", "↑ / ↓", "Shift+drag",
+    for (const QString& k : {"Ctrl+1 … Ctrl+7", "W / S", "A / D", "C / E", "Esc", "0 … 9", "← / →", "↑ / ↓", "Shift+drag",
                              "Shift+wheel", "Click a rank name", "Click a heatmap cell", "Double-click"})
         QVERIFY2(listed.contains(k), qPrintable(k));
 }

@@ -101,6 +101,14 @@ std::vector<std::string> toArguments(const TrainingOptions& options, bool withWo
 // resolved values (bucket caps in bytes, the model's own argument string).
 void recordOptions(const TrainingOptions& options, core::RunConfig& config);
 
+// The inverse of recording: the training options of a run Lockstep's runtime recorded, read back
+// from its columns, its model's argument string and config.extra (the flag table says where each
+// flag is), so the run can be launched again (the app's What-if panel: "Run it"). Values are
+// checked like typed ones. Refuses runs the runtime did not record (imported traces, `lockstep
+// record` jobs, predictions): their options are not the runtime's. Flags a run does not carry
+// keep their defaults.
+core::Result<TrainingOptions> optionsFromConfig(const core::RunConfig& config);
+
 // Checks for numeric flags declared elsewhere (the launcher's --nproc, --grace-s, ...), with the
 // same parsing and messages as the table's.
 core::Result<int64_t> parseInteger(std::string_view flag, std::string_view text, int64_t min, int64_t max);
