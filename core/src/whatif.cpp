@@ -65,7 +65,32 @@
 //     exactly that. Recorded runs with an emulated link: a completion equal to its emulated end
 //     hides the real link's time, so those samples are left out of the fit (censored).
 //
-//  5. The wait. Backward ends at the recorded instant (shifted); the wait ends at
+//  5. Contention. The same computation is not done at the same speed: while a transfer runs during
+//     backward, the communication takes CPU (on a GPU, SMs and memory bandwidth) from the training
+//     thread. On this 2-core machine a 2-rank mlp at 1 MiB caps overlaps ~45 ms of transfers with
+//     backward instead of ~12 ms at 25 MiB, and its backward grows by 6-30 ms (bench/whatif's
+//     runs): without this, the model keeps backward as recorded, credits small buckets with all
+//     the overlap and advises them, while the real runs are slower. The fit sees the other side
+//     of the same sharing: the link moves bytes at the busy rate while backward runs, at the idle
+//     rate when it has the machine to itself. The model assumes the sharing is symmetric: the
+//     training thread keeps the same fraction of its speed as the link keeps of its own,
+//        computeSlowdown = 1 - nsPerByteIdle / nsPerByteBusy
+//     (0 when the link is not slowed by backward, e.g. a GPU whose collectives do not compete;
+//     capped at 0.9 so that compute always progresses). Per (rank, step), the recorded compute
+//     timeline up to the end of backward is first turned into compute time: a stretch of wall
+//     time with a transfer in flight holds (1 - slowdown) of compute, the rest holds all of it.
+//     The transfers are the model's own for the recorded configuration (not the recorded
+//     completions): its compute then replays exactly as recorded, and a prediction changes
+//     compute only by what its configuration changes, not by the fit's error. The replay turns
+//     compute time back into wall time with the predicted transfers. Transfers depend on the
+//     ready instants and the ready instants on the transfers, but only on earlier ones: a bucket
+//     is ready before its own transfer and every later one starts, so one sweep over the buckets
+//     in order settles it (predict() says how the switch from the busy to the idle rate, which
+//     depends on the transfer itself, is found). In bench/whatif's runs the slowdown read off
+//     the backward growth is 0.2-0.85 for the mlp (this rule fits 0.4-0.55) and 0-0.7 for the transformer: a
+//     first-order account of a noisy effect, not a scheduler model.
+//
+//  6. The wait. Backward ends at the recorded instant (shifted); the wait ends at
 //     max(end of backward, last completion) + post; the optimizer follows; the next step starts
 //     after the recorded gap. Ranks couple only through the collectives' starts, which is how a
 //     slow rank makes every other rank wait.
@@ -247,6 +272,111 @@ double transferNs(const LinkFit& l, double latency, double bytes, double busyFor
     return t + bytes * idleRate;
 }
 
+// The transfers of a step in wall time (one link: in order, none overlapping the next) and the two
+// maps they imply between a rank's wall time and its compute time (header essay, 5): while a
+// transfer runs, compute advances at (1 - phi) per ns of wall time, otherwise at 1. Compute time
+// is counted from the rank's step start (`origin`); every transfer starts after it (a collective
+// starts after every rank launched it).
+class Contention {
+public:
+    void clear()
+    {
+        m_a.clear();
+        m_b.clear();
+        m_before.clear();
+    }
+    // A transfer [a, e), no earlier than the last one's end; an empty one is not kept (false).
+    bool append(TimeNs a, TimeNs e)
+    {
+        if (e <= a)
+            return false;
+        m_before.push_back(m_b.empty() ? 0 : m_before.back() + (m_b.back() - m_a.back()));
+        m_a.push_back(a);
+        m_b.push_back(e);
+        return true;
+    }
+    void popBack()
+    {
+        m_a.pop_back();
+        m_b.pop_back();
+        m_before.pop_back();
+    }
+    // Compute time done by wall time t.
+    double toCompute(TimeNs t, TimeNs origin, double phi) const
+    {
+        const auto i = static_cast<size_t>(std::upper_bound(m_a.begin(), m_a.end(), t) - m_a.begin());
+        const TimeNs busy = i == 0 ? 0 : m_before[i - 1] + std::min(t, m_b[i - 1]) - m_a[i - 1];
+        return static_cast<double>(t - origin) - phi * static_cast<double>(busy);
+    }
+    // The wall time by which compute time q is done (the inverse of toCompute).
+    TimeNs toWall(double q, TimeNs origin, double phi) const
+    {
+        // Compute time at the start of transfer i: (a_i - origin) - phi * before_i, ascending in i.
+        const auto atStart = [&](size_t i) {
+            return static_cast<double>(m_a[i] - origin) - phi * static_cast<double>(m_before[i]);
+        };
+        size_t lo = 0, hi = m_a.size();
+        while (lo < hi) {
+            const size_t mid = (lo + hi) / 2;
+            if (atStart(mid) <= q)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        double offset = q;
+        if (lo > 0) {
+            const size_t i = lo - 1;
+            const double len = static_cast<double>(m_b[i] - m_a[i]);
+            offset = q <= atStart(i) + (1 - phi) * len
+                ? static_cast<double>(m_a[i] - origin) + (q - atStart(i)) / (1 - phi)
+                : q + phi * (static_cast<double>(m_before[i]) + len);
+        }
+        return origin + static_cast<TimeNs>(std::llround(offset));
+    }
+
+private:
+    std::vector<TimeNs> m_a, m_b, m_before; // transfer i is [a_i, b_i); before_i: time in transfers before it
+};
+
+// One pass of the link over a step (header essay, 2 and 3). Rank r launches bucket b once it is
+// ready (ready[r * nb + b]) and its earlier buckets have launched, plus the launch cost; one link
+// runs the collectives in order, each from its last launch and the previous one's completion, at
+// the busy rate until the last bucket is ready on every rank and at the idle rate after. Writes
+// the launches and the completions (the same on every rank) and returns each transfer's
+// [start, completion) in wall time.
+std::vector<std::pair<TimeNs, TimeNs>> linkPass(const LinkFit& link, int32_t n, const std::vector<TimeNs>& ready,
+                                                const std::vector<TimeNs>& launchCost, const std::vector<double>& work,
+                                                double latency, double stretch, std::vector<TimeNs>& launch,
+                                                std::vector<TimeNs>& done)
+{
+    const size_t nb = launchCost.size();
+    TimeNs busyUntil = std::numeric_limits<TimeNs>::min();
+    for (int32_t r = 0; r < n; ++r) {
+        TimeNs prevLaunch = std::numeric_limits<TimeNs>::min();
+        for (size_t b = 0; b < nb; ++b) {
+            busyUntil = std::max(busyUntil, ready[r * nb + b]);
+            const TimeNs l = std::max(ready[r * nb + b], prevLaunch) + launchCost[b];
+            launch[r * nb + b] = l;
+            prevLaunch = l;
+        }
+    }
+    std::vector<std::pair<TimeNs, TimeNs>> transfers;
+    TimeNs linkDone = std::numeric_limits<TimeNs>::min();
+    for (size_t b = 0; b < nb; ++b) {
+        TimeNs start = linkDone;
+        for (int32_t r = 0; r < n; ++r)
+            start = std::max(start, launch[r * nb + b]);
+        linkDone = start
+            + static_cast<TimeNs>(std::llround(transferNs(link, latency, work[b],
+                                                          static_cast<double>(std::max<TimeNs>(0, busyUntil - start)), stretch)));
+        for (int32_t r = 0; r < n; ++r)
+            done[r * nb + b] = linkDone;
+        if (linkDone > start)
+            transfers.emplace_back(start, linkDone);
+    }
+    return transfers;
+}
+
 std::string mib(int64_t bytes)
 {
     char buf[32];
@@ -367,6 +497,10 @@ struct RankStep {
     std::vector<TimeNs> launch, completion;     // per recorded bucket; kNever if not recorded
     std::vector<Span> before, after;            // training-thread spans around the wait
     std::vector<Instant> instants;              // training-thread instants
+    Contention contention;                      // the recorded configuration's transfers (essay, 5)
+    std::vector<double> unitReadyCompute;       // per unit, its ready instant in compute time
+    double lastReadyCompute = 0;                // the last of them
+    double backwardEndCompute = 0;              // the end of backward in compute time
 };
 
 } // namespace
@@ -619,6 +753,8 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
         if (!busyRates.empty())
             d.link.nsPerByteBusy = std::max(line.slope, median(busyRates));
     }
+    if (d.link.nsPerByteBusy > 0)
+        d.link.computeSlowdown = std::clamp(1.0 - d.link.nsPerByteIdle / d.link.nsPerByteBusy, 0.0, kMaxComputeSlowdown);
     // Each step's own link speed: the fit describes a typical step, but on a shared machine whole
     // steps run slow or fast (another job takes the CPU for a while), and the replay keeps each
     // step's recorded compute with its slowness. Communication gets the same: per step, its
@@ -650,6 +786,57 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
     if (censored > 0)
         d.notes.push_back(std::to_string(censored) + " all-reduces held by the recorded emulated link were left "
                           "out of the link fit");
+}
+
+// Contention in the recording (header essay, 5): per (rank, step), the model's own transfers for
+// the recorded configuration (the link fit's, not the recorded completions, so that replaying the
+// recorded configuration keeps its compute exactly and a prediction changes compute only by what
+// the new configuration changes), and the ready instants and the end of backward in compute time.
+void recordContention(WhatIfModel::Data& d)
+{
+    const int32_t n = d.world;
+    const size_t nb = d.recordedBucketUnits.size();
+    const double phi = d.link.computeSlowdown;
+    const Algorithm alg = algorithmFor(n, d.recorded.compress, d.pairwiseAllowed);
+    const double latency = d.link.fitted ? d.link.latencyNs * roundsOf(alg, n) : 0;
+    std::vector<double> work(nb, 0);
+    std::vector<TimeNs> launchCost(nb, 0);
+    for (size_t b = 0; b < nb; ++b) {
+        double bytes = 0;
+        for (int32_t u : d.recordedBucketUnits[b])
+            bytes += static_cast<double>(d.units[u].numel * wireElemBytes(d.recorded.compress));
+        if (d.link.fitted)
+            work[b] = bytes * bytesFactorOf(alg, n);
+        launchCost[b] = static_cast<TimeNs>(std::llround(d.link.launchNs + bytes * d.link.launchNsPerByte));
+    }
+    std::vector<TimeNs> ready(static_cast<size_t>(n) * nb), launch(ready.size()), done(ready.size());
+    for (size_t si = 0; si < d.stepIds.size(); ++si) {
+        RankStep* rs = &d.rankSteps[si * static_cast<size_t>(n)];
+        std::vector<std::pair<TimeNs, TimeNs>> transfers;
+        if (phi > 0) {
+            for (int32_t r = 0; r < n; ++r)
+                for (size_t b = 0; b < nb; ++b) {
+                    TimeNs t = kNever;
+                    for (int32_t u : d.recordedBucketUnits[b])
+                        t = std::max(t, rs[r].unitReady[u]);
+                    ready[r * nb + b] = t;
+                }
+            transfers = linkPass(d.link, n, ready, launchCost, work, latency, d.linkStretch[si], launch, done);
+        }
+        for (int32_t r = 0; r < n; ++r) {
+            RankStep& x = rs[r];
+            x.contention.clear();
+            for (const auto& [a, e] : transfers)
+                x.contention.append(a, e);
+            x.unitReadyCompute.resize(x.unitReady.size());
+            x.lastReadyCompute = 0;
+            for (size_t u = 0; u < x.unitReady.size(); ++u) {
+                x.unitReadyCompute[u] = x.contention.toCompute(x.unitReady[u], x.start, phi);
+                x.lastReadyCompute = std::max(x.lastReadyCompute, x.unitReadyCompute[u]);
+            }
+            x.backwardEndCompute = x.contention.toCompute(x.backwardEnd, x.start, phi);
+        }
+    }
 }
 
 } // namespace
@@ -857,6 +1044,7 @@ Result<WhatIfModel> WhatIfModel::build(const Run& run)
         for (TimeNs& r : x.unitReady)
             if (r == kNever)
                 r = x.backwardEnd;
+    recordContention(*d);
 
     d->measured = numbersOf(summarize(run), static_cast<int32_t>(nb));
     d->waitName = d->strings.intern("wait for buckets");
@@ -923,6 +1111,16 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
         p.notes.push_back("ranks " + std::to_string(d.world) + ".." + std::to_string(cfg.worldSize - 1)
                           + " replay recorded ranks' compute (rank r as rank r mod " + std::to_string(d.world)
                           + "): one device per rank, per-rank work unchanged");
+    if (cfg.worldSize != d.world && d.world > 1) {
+        bool oneHost = !d.rankInfo.empty() && !d.rankInfo.front().host.empty();
+        for (const RankInfo& ri : d.rankInfo)
+            oneHost = oneHost && ri.host == d.rankInfo.front().host;
+        if (oneHost)
+            p.notes.push_back("the recorded ranks share one host (" + d.rankInfo.front().host + "): with "
+                              + std::to_string(cfg.worldSize) + (cfg.worldSize == 1 ? " rank" : " ranks")
+                              + " on it each rank's compute speed changes "
+                              "(cores, memory bandwidth), which the model does not predict");
+    }
     if (cfg.compress != d.recorded.compress)
         p.notes.push_back("the compute cost of converting gradients to and from " + cfg.compress
                           + " is not modelled");
@@ -1044,14 +1242,19 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
         out.steps.reserve(static_cast<size_t>(n) * stepCount);
     }
 
-    // Replay, step by step (header essay, 1-5).
+    // Replay, step by step (header essay, 1-6).
     std::vector<TimeNs> prevEnd(n, kNever);      // predicted end of each rank's previous step
-    std::vector<TimeNs> launch(static_cast<size_t>(n) * nb), done(static_cast<size_t>(n) * nb);
-    std::vector<TimeNs> shift1(n), backwardEnd(n);
+    std::vector<TimeNs> launch(static_cast<size_t>(n) * nb), done(launch.size());
+    std::vector<TimeNs> stepStart(n), backwardEnd(n);
+    const double phi = d.link.computeSlowdown;
+    Contention transfers; // the step's predicted transfers, as compute shares the machine with them
+    // Wall time of a recorded training-thread instant up to the end of backward, in this replay.
+    const auto replayedTs = [&](int32_t r, const RankStep& x, TimeNs ts) {
+        return transfers.toWall(x.contention.toCompute(ts, x.start, phi), stepStart[r], phi);
+    };
+    constexpr double kAllBusy = std::numeric_limits<double>::infinity();
     for (size_t si = 0; si < stepCount; ++si) {
         const RankStep* rec = &d.rankSteps[si * static_cast<size_t>(d.world)];
-        // Training threads up to the end of backward; bucket launches; the last gradient.
-        TimeNs busyUntil = kNever;
         for (int32_t r = 0; r < n; ++r) {
             const RankStep& x = rec[r % d.world];
             TimeNs start = x.start;
@@ -1059,33 +1262,47 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
                 const RankStep& prev = d.rankSteps[(si - 1) * static_cast<size_t>(d.world) + r % d.world];
                 start = prevEnd[r] + (x.start - prev.end);
             }
-            shift1[r] = start - x.start;
-            backwardEnd[r] = x.backwardEnd + shift1[r];
-            TimeNs prevLaunch = kNever;
-            for (size_t b = 0; b < nb; ++b) {
-                TimeNs ready = kNever;
-                for (int32_t u : bucketUnits[b])
-                    ready = std::max(ready, x.unitReady[u]);
-                busyUntil = std::max(busyUntil, ready + shift1[r]);
-                const TimeNs l = std::max(ready + shift1[r], prevLaunch) + launchCost[b];
-                launch[r * nb + b] = l;
-                prevLaunch = l;
-            }
+            stepStart[r] = start;
         }
-        // One link: each collective starts when its last rank launched it and the previous one
-        // completed; the emulated link holds each rank's completion as the runtime does.
+        // The link, bucket after bucket. Bucket b is ready on every rank before its own transfer
+        // and every later one starts, so its ready instants (compute time turned into wall time)
+        // depend only on the transfers before it: one sweep settles contention, no iteration. A
+        // transfer moves at the busy rate until the last gradient of any rank; that instant
+        // depends on the transfer itself (it slows backward while it runs) but not on later ones
+        // (they start after it ends): it is read off with the transfer taken as busy throughout,
+        // which is exact up to that instant.
+        transfers.clear();
         TimeNs linkDone = kNever;
         for (size_t b = 0; b < nb; ++b) {
             TimeNs start = linkDone;
+            for (int32_t r = 0; r < n; ++r) {
+                const RankStep& x = rec[r % d.world];
+                TimeNs ready = kNever;
+                for (int32_t u : bucketUnits[b])
+                    ready = std::max(ready, transfers.toWall(x.unitReadyCompute[u], stepStart[r], phi));
+                const TimeNs l = std::max(ready, b > 0 ? launch[r * nb + b - 1] : kNever) + launchCost[b];
+                launch[r * nb + b] = l;
+                start = std::max(start, l);
+            }
+            const double stretch = d.linkStretch[si];
+            const bool tentative = transfers.append(
+                start, start + static_cast<TimeNs>(std::llround(transferNs(d.link, latency, work[b], kAllBusy, stretch))));
+            TimeNs lastGradient = kNever;
             for (int32_t r = 0; r < n; ++r)
-                start = std::max(start, launch[r * nb + b]);
+                lastGradient = std::max(lastGradient, transfers.toWall(rec[r % d.world].lastReadyCompute, stepStart[r], phi));
+            if (tentative)
+                transfers.popBack();
             linkDone = start
                 + static_cast<TimeNs>(std::llround(transferNs(d.link, latency, work[b],
-                                                              static_cast<double>(std::max<TimeNs>(0, busyUntil - start)),
-                                                              d.linkStretch[si])));
+                                                              static_cast<double>(std::max<TimeNs>(0, lastGradient - start)),
+                                                              stretch)));
+            transfers.append(start, linkDone);
             for (int32_t r = 0; r < n; ++r)
                 done[r * nb + b] = linkDone;
         }
+        for (int32_t r = 0; r < n; ++r)
+            backwardEnd[r] = transfers.toWall(rec[r % d.world].backwardEndCompute, stepStart[r], phi);
+        // The emulated link holds each rank's completion as the runtime does.
         if (cfg.linkGbps > 0)
             for (int32_t r = 0; r < n; ++r) {
                 TimeNs pipe = kNever;
@@ -1106,8 +1323,8 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             Span* compute = &out.spans[spanCursor[2 * r]];
             for (const Span& s : x.before) {
                 *compute = s;
-                compute->start += shift1[r];
-                compute->end += shift1[r];
+                compute->start = replayedTs(r, x, s.start);
+                compute->end = std::max(compute->start, replayedTs(r, x, s.end));
                 compute->lane = computeLane;
                 ++compute;
             }
@@ -1126,7 +1343,8 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
                                                           commName[b], x.step, static_cast<int32_t>(b), SpanKind::Comm};
             }
             for (Instant in : x.instants) {
-                in.ts += in.ts < x.backwardEnd ? shift1[r] : shift2;
+                // An instant at the end of backward (its last gradient) belongs to backward.
+                in.ts = in.ts <= x.backwardEnd ? replayedTs(r, x, in.ts) : in.ts + shift2;
                 in.lane = computeLane;
                 if (in.kind == InstantKind::GradReady && in.name.v < d.unitOfName.size() && d.unitOfName[in.name.v] >= 0)
                     in.bucket = bucketOfUnit[d.unitOfName[in.name.v]];
@@ -1135,7 +1353,7 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             Step st;
             st.rank = r;
             st.step = x.step;
-            st.start = x.start + shift1[r];
+            st.start = stepStart[r];
             st.end = x.end + shift2;
             st.loss = x.loss;
             st.samples = x.samples;

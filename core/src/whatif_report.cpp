@@ -75,7 +75,9 @@ std::string modelText(const WhatIfModel& model)
             + fmt("%.3f GB/s", gbps(l.nsPerByteIdle)) + " per rank after backward, "
             + fmt("%.3f GB/s", gbps(l.nsPerByteBusy)) + " during it; per step x" + fmt("%.2f", l.stretchLow) + " to x"
             + fmt("%.2f", l.stretchHigh) + " of that; launch " + fmt("%.1f us", l.launchNs / 1e3) + " + "
-            + fmt("%.3f ms/MiB", l.launchNsPerByte * (1 << 20) / 1e6) + "\n";
+            + fmt("%.3f ms/MiB", l.launchNsPerByte * (1 << 20) / 1e6) + "\n"
+            + "  backward loses " + fmt("%.0f%%", l.computeSlowdown * 100)
+            + " of its speed while a transfer runs beside it (as much as the link loses beside backward)\n";
     for (const std::string& n : model.notes())
         out += "  note: " + n + "\n";
     return out;
@@ -142,6 +144,7 @@ void modelJson(JsonWriter& w, const WhatIfModel& model)
     key(w, "step_stretch_p90"), number(w, l.stretchHigh);
     key(w, "launch_ns"), number(w, l.launchNs);
     key(w, "launch_ns_per_byte"), number(w, l.launchNsPerByte);
+    key(w, "compute_slowdown"), number(w, l.computeSlowdown);
     w.EndObject();
     key(w, "notes"), strings(w, model.notes());
 }

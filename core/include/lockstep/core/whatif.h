@@ -68,7 +68,11 @@ struct LinkFit {
     double stretchHigh = 1;        //   transfer time / the fit's): 10th and 90th percentile
     double launchNs = 0;           // launch overhead on the training thread: launchNs + bytes *
     double launchNsPerByte = 0;    //   launchNsPerByte (dividing the bucket by the world size)
+    // The share of its speed the training thread loses while a transfer runs during its backward
+    // (whatif.cpp, "Contention"): 1 - nsPerByteIdle / nsPerByteBusy, in [0, kMaxComputeSlowdown].
+    double computeSlowdown = 0;
 };
+inline constexpr double kMaxComputeSlowdown = 0.9;
 
 // The numbers the CLI prints and the panel shows; the same definitions as a measured run's
 // summary (they come from summarize() of the predicted run).
