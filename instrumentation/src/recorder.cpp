@@ -212,12 +212,8 @@ void Recorder::writerLoop()
     }
 }
 
-// Backward is cut into per-module segments at gradient-ready instants: gradients arrive
-// roughly last layer first, and the time from the previous cut up to a module's gradient being
-// ready is attributed to that module. Consecutive gradients of one module merge into one
-// segment; a module whose gradients arrive interleaved with another's gets several segments.
-// The first segment starts when backward was called (the loss's own backward is charged to the
-// module whose gradient comes first, the head).
+// Backward is cut into per-module segments by core's rule (core::cutBackward): this recorder
+// knows no end of backward beyond its gradients, so it passes the last gradient's instant.
 void Recorder::writeStep(const StepRecord& r)
 {
     m_spans.clear();
@@ -240,28 +236,24 @@ void Recorder::writeStep(const StepRecord& r)
         span(mr.dataStart, mr.dataEnd, m_computeLane, m_dataId, core::SpanKind::DataLoad);
         for (size_t i = 0; i + 1 < mr.forwardCuts.size() && i < m_stageIds.size(); ++i)
             span(mr.forwardCuts[i], mr.forwardCuts[i + 1], m_computeLane, m_stageIds[i], core::SpanKind::Forward);
-        TimeNs cut = mr.backwardStart;
-        for (size_t i = 0; i < mr.grads.size(); ++i) {
-            const GradEvent& g = mr.grads[i];
+        m_gradients.clear();
+        for (const GradEvent& g : mr.grads) {
             if (g.param < 0 || static_cast<size_t>(g.param) >= m_paramIds.size())
                 continue;
-            const int32_t bucket = m_layout.paramBucket[g.param];
             core::Instant in;
             in.ts = g.ts;
             in.lane = m_computeLane;
             in.name = m_paramIds[g.param];
             in.step = r.step;
-            in.bucket = bucket;
+            in.bucket = m_layout.paramBucket[g.param];
             in.kind = core::InstantKind::GradReady;
             m_instants.push_back(in);
-            const int32_t stage = m_layout.paramStage[g.param];
-            const bool last = i + 1 == mr.grads.size();
-            const bool stageEnds = last || m_layout.paramStage[mr.grads[i + 1].param] != stage;
-            if (stageEnds) {
-                span(cut, g.ts, m_computeLane, m_stageIds[stage], core::SpanKind::Backward);
-                cut = g.ts;
-            }
+            m_gradients.push_back({g.ts, m_layout.paramStage[g.param]});
         }
+        // Without a gradient there is no module to charge and no end to run to: nothing is drawn.
+        if (!m_gradients.empty())
+            for (const core::BackwardSegment& b : core::cutBackward(mr.backwardStart, m_gradients, m_gradients.back().ts))
+                span(b.start, b.end, m_computeLane, m_stageIds[b.stage], core::SpanKind::Backward);
     }
     for (const CommRecord& c : r.comms)
         span(c.launch, c.end, m_commLane, m_commIds[c.bucket], core::SpanKind::Comm, c.bucket, c.bytes);

@@ -9,6 +9,7 @@
 // Torch-free: the trainer fills plain structs.
 #pragma once
 
+#include "lockstep/core/backward_cut.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/core/types.h"
 
@@ -120,6 +121,7 @@ private:
     core::StringId m_dataId, m_waitId, m_optId;
     std::vector<core::Span> m_spans;       // writer thread scratch
     std::vector<core::Instant> m_instants; // writer thread scratch
+    std::vector<core::GradientReady> m_gradients; // writer thread scratch: one micro-batch's, for the backward cut
 
     struct Item {
         std::unique_ptr<StepRecord> step;

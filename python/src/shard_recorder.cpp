@@ -1,6 +1,8 @@
 // The Python recorder's event log and writer thread (see shard_recorder.h for the split).
 #include "shard_recorder.h"
 
+#include "lockstep/core/backward_cut.h"
+
 #include <algorithm>
 #include <ctime>
 
@@ -333,11 +335,10 @@ core::StringId ShardRecorder::optimizerName(int32_t label)
 //    time inside DDP's forward but outside every child (the root's own code, DDP's bookkeeping)
 //    is charged to the root stage, so the micro-batch's forward is covered end to end like the
 //    runtime's cuts. From forward's end to the backward call is "after forward (loss)".
-//  - Backward is cut at gradient-ready instants exactly as the runtime's recorder does: the
-//    time from the previous cut to a parameter's gradient is charged to that parameter's
-//    module, consecutive gradients of one module merge into one segment, the first segment
-//    starts at the backward call (the loss's own backward goes to the module whose gradient
-//    comes first) and the last one runs to the engine's end of backward.
+//  - Backward is cut at gradient-ready instants by core's rule, the runtime's recorder's too
+//    (core::cutBackward): from the backward call (or, when backward was not called through
+//    torch.autograd.backward, the forward's end or the first gradient) to the engine's end of
+//    backward; a backward that readied no gradient is one "backward" span.
 //  - Wait: from the end of backward to the return of DDP's end-of-backward callback.
 //  - Before each micro-batch's forward, from the end of what came before: "data, user code"
 //    (loading the batch, zero_grad, logging), a DataLoad span like the runtime's data span.
@@ -388,13 +389,13 @@ void ShardRecorder::writeStep(const PendingStep& p)
     int32_t optLabel = -1;
     int64_t samples = 0;
 
-    const auto cutBackward = [&](TimeNs end) {
+    std::vector<core::GradientReady> gradients; // grads in time order with their modules, for the cut
+    const auto closeBackward = [&](TimeNs end) {
         if (grads.empty() && bwdStart < 0)
             return;
         std::stable_sort(grads.begin(), grads.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-        TimeNs cut = bwdStart >= 0 ? bwdStart : grads.front().first;
-        for (size_t i = 0; i < grads.size(); ++i) {
-            const auto [ts, param] = grads[i];
+        gradients.clear();
+        for (const auto& [ts, param] : grads) {
             core::Instant in;
             in.ts = ts;
             in.lane = m_computeLane;
@@ -403,15 +404,12 @@ void ShardRecorder::writeStep(const PendingStep& p)
             in.bucket = bucketOf(param);
             in.kind = core::InstantKind::GradReady;
             m_instants.push_back(in);
-            const int32_t st = m_model.paramStage[param];
-            const bool last = i + 1 == grads.size();
-            if (last || m_model.paramStage[grads[i + 1].second] != st) {
-                span(cut, last ? std::max(ts, end) : ts, m_computeLane, m_stageIds[st], core::SpanKind::Backward);
-                cut = std::max(cut, ts);
-            }
+            gradients.push_back({ts, m_model.paramStage[param]});
         }
-        if (grads.empty())
-            span(cut, end, m_computeLane, m_backwardId, core::SpanKind::Backward);
+        const TimeNs start = bwdStart >= 0 ? bwdStart : grads.front().first;
+        for (const core::BackwardSegment& b : core::cutBackward(start, gradients, end))
+            span(b.start, b.end, m_computeLane, b.stage == core::kNoStage ? m_backwardId : m_stageIds[b.stage],
+                 core::SpanKind::Backward);
         cursor = std::max(cursor, end);
         grads.clear();
         bwdStart = -1;
@@ -425,7 +423,7 @@ void ShardRecorder::writeStep(const PendingStep& p)
             break;
         case Ev::ForwardBegin:
             if (bwdStart >= 0 || !grads.empty())
-                cutBackward(grads.empty() ? bwdStart : grads.back().first);
+                closeBackward(grads.empty() ? bwdStart : grads.back().first);
             if (cursor > 0 && e.ts > cursor)
                 span(cursor, e.ts, m_computeLane, m_dataId, core::SpanKind::DataLoad);
             if (stepStart == 0)
@@ -478,7 +476,7 @@ void ShardRecorder::writeStep(const PendingStep& p)
             grads.emplace_back(e.ts, e.a);
             break;
         case Ev::BackwardEnd:
-            cutBackward(e.ts);
+            closeBackward(e.ts);
             bwdEnd = e.ts;
             break;
         case Ev::WaitEnd:
@@ -539,7 +537,7 @@ void ShardRecorder::writeStep(const PendingStep& p)
         }
     }
     if (bwdStart >= 0 || !grads.empty())
-        cutBackward(grads.empty() ? bwdStart : grads.back().first);
+        closeBackward(grads.empty() ? bwdStart : grads.back().first);
     if (stepEnd == 0)
         stepEnd = std::max(cursor, p.events.empty() ? 0 : p.events.back().ts);
 

@@ -136,6 +136,7 @@ private slots:
     void digitKeysTypeStepNumbers();
     void collapseOrderAndScrollManyRanks();
     void heatmapKeepsMaximaAndJumps();
+    void heatmapEveryPixelIsItsCellsMaximum();
     void paletteSafeForColourBlindness();
     void hugeNamesStayCheap();
     void replayPlaysOnAFreshRunAndStopClears();
@@ -1265,6 +1266,38 @@ void TestTimeline::heatmapKeepsMaximaAndJumps()
     const auto one = ui::TimelineRunModel::build(makeRun(1, 4));
     QVERIFY(std::isnan(one->rankStepMatrix().value(ui::RankStepMatrix::WaitCaused, 0, 2)));
     QVERIFY(one->rankStepMatrix().value(ui::RankStepMatrix::StepTime, 0, 2) > 0);
+}
+
+// The picture against cellAt, pixel by pixel: cellAt finds the largest value of the cells under
+// a point by its own loop over them, so every pixel inside the plot's frame must have the colour
+// of that value. The shapes cover each way the picture is built and drawn: fewer steps than
+// pixel columns (strips several pixels wide, each stretched from one image column), more steps
+// than columns (the image is the picture), as many steps as about two thirds of the columns
+// (strips of one and two pixels, uneven), and more pixel rows than ranks (rows repeated) as
+// well as fewer (several ranks per row).
+void TestTimeline::heatmapEveryPixelIsItsCellsMaximum()
+{
+    const auto fewRanks = ui::TimelineRunModel::build(makeRun(40, 9, 17));
+    const auto manyRanks = ui::TimelineRunModel::build(makeRun(150, 9, 70, 2));
+    const auto manySteps = ui::TimelineRunModel::build(makeRun(12, 450, 5, 2));
+    // (The widget's minimum size makes the plot at least 104 pixels tall.)
+    for (const auto& [model, plotSize] : {std::pair{fewRanks, QSize(700, 300)}, std::pair{manyRanks, QSize(500, 104)},
+                                          std::pair{manySteps, QSize(300, 110)}, std::pair{manySteps, QSize(680, 120)}}) {
+        ui::RankHeatmap h;
+        h.resize(plotSize.width() + 64 + 10, plotSize.height() + 30 + 26); // the plot's margins
+        h.setModel(model);
+        QCOMPARE(h.plotRect().size(), plotSize);
+        for (int m = 0; m < ui::RankStepMatrix::MetricCount; ++m) {
+            h.setMetric(ui::RankStepMatrix::Metric(m));
+            const QImage img = renderWidget(h);
+            const QRect inside = h.plotRect().adjusted(1, 1, -1, -1); // the frame is drawn over the edge
+            int wrong = 0;
+            for (int y = inside.top(); y <= inside.bottom(); ++y)
+                for (int x = inside.left(); x <= inside.right(); ++x)
+                    wrong += img.pixel(x, y) != h.colorFor(h.cellAt(QPoint(x, y)).value).rgb();
+            QCOMPARE(wrong, 0);
+        }
+    }
 }
 
 namespace {

@@ -39,7 +39,7 @@ void RankHeatmap::setModel(std::shared_ptr<const TimelineRunModel> model)
 {
     m_model = std::move(model);
     rescale();
-    rebuildImage();
+    m_imageStale = true;
     update();
 }
 
@@ -49,7 +49,7 @@ void RankHeatmap::setMetric(RankStepMatrix::Metric metric)
         return;
     m_metric = metric;
     rescale();
-    rebuildImage();
+    m_imageStale = true;
     update();
 }
 
@@ -117,17 +117,42 @@ std::pair<size_t, size_t> RankHeatmap::stepsOfPixel(int x) const
     return {std::min(a, n), std::min(b, n)};
 }
 
+// The picture is kept one column per strip: a run of neighbouring pixel columns that cover the
+// same steps, so their pixels have the same colour in every row. With fewer steps than pixels
+// (the usual case: 20 steps across 1300 pixels) that is a 20 × height image instead of a
+// width × height one, and the paint stretches each column over its strip — exact, since a
+// one-pixel-wide source has one colour to give. The small image is the point: building a fresh
+// full-size picture touched 4 MB of new memory, and on the 2-core VM those first-use page faults
+// alone were about 11 ms of a 14 ms first frame; the compact one is 64 KB. With at least as many
+// steps as pixels every strip is one column wide and the image is the picture, drawn in one blit.
+//
+// A pixel is the largest of the cells it covers: the max over its ranks and its steps, taken in
+// that order. For each pixel row the ranks it covers are folded into one row of per-step maxima,
+// reading the matrix in its storage order (a rank's steps are contiguous); then each strip takes
+// the max of its steps from that row and is coloured. The work is the cells once plus, per pixel
+// row, one pass over the steps and one over the strips: no ranks × pixels term, no buffer larger
+// than a row. A row that covers the same rank as the row above (fewer ranks than pixel rows) is
+// a copy of it.
 void RankHeatmap::rebuildImage()
 {
     const QRect plot = plotRect();
-    m_image = QImage(plot.size(), QImage::Format_RGB32);
-    m_image.fill(palette::heatMissing());
-    if (!m_model)
-        return;
-    const RankStepMatrix& mx = m_model->rankStepMatrix();
-    if (mx.ranks.empty() || mx.steps.empty())
-        return;
     const int w = plot.width(), h = plot.height();
+    m_stripStarts.clear();
+    std::vector<std::pair<size_t, size_t>> stripSteps;
+    for (int x = 0; x < w; ++x) {
+        const auto steps = stepsOfPixel(x);
+        if (stripSteps.empty() || steps != stripSteps.back()) {
+            m_stripStarts.push_back(x);
+            stripSteps.push_back(steps);
+        }
+    }
+    m_stripStarts.push_back(w);
+    const int nStrips = int(stripSteps.size());
+    if (m_image.size() != QSize(nStrips, h))
+        m_image = QImage(nStrips, h, QImage::Format_RGB32); // a metric switch writes over the same pixels
+    m_imageFor = plot.size();
+    m_imageStale = false;
+
     // Colours through a lookup table (a QColor per pixel would dominate the frame).
     QRgb lut[kLevels];
     for (int i = 0; i < kLevels; ++i)
@@ -139,40 +164,30 @@ void RankHeatmap::rebuildImage()
             return missing;
         return lut[std::clamp(int((v - m_lo) * scale + 0.5f), 0, kLevels - 1)];
     };
-    // Columns first (max over the steps a pixel column covers, per rank), then rows (max over
-    // the ranks a pixel row covers): ranks × steps + pixels × ranks-per-row work. A step wider
-    // than a pixel is computed once and copied to its columns.
-    const size_t nRanks = mx.ranks.size(), nSteps = mx.steps.size();
+    const RankStepMatrix& mx = m_model->rankStepMatrix();
+    const size_t nSteps = mx.steps.size();
     const std::vector<float>& values = mx.values[m_metric];
-    std::vector<float> colMax(nRanks * size_t(w), std::numeric_limits<float>::quiet_NaN());
-    std::pair<size_t, size_t> prev{size_t(-1), size_t(-1)};
-    for (int x = 0; x < w; ++x) {
-        const auto cols = stepsOfPixel(x);
-        for (size_t ri = 0; ri < nRanks; ++ri) {
-            float& out = colMax[ri * size_t(w) + size_t(x)];
-            if (cols == prev) {
-                out = colMax[ri * size_t(w) + size_t(x - 1)];
-                continue;
-            }
-            float v = std::numeric_limits<float>::quiet_NaN();
-            for (size_t si = cols.first; si < cols.second; ++si)
-                v = maxOf(v, values[ri * nSteps + si]);
-            out = v;
-        }
-        prev = cols;
-    }
+    std::vector<float> rowMax(nSteps);
+    std::pair<size_t, size_t> ranksAbove;
     for (int y = 0; y < h; ++y) {
-        const auto [r0, r1] = ranksOfPixel(y);
+        const auto ranks = ranksOfPixel(y);
         auto* line = reinterpret_cast<QRgb*>(m_image.scanLine(y));
-        if (y > 0 && r1 - r0 == 1 && ranksOfPixel(y - 1) == std::pair{r0, r1}) {
-            std::copy_n(reinterpret_cast<const QRgb*>(m_image.constScanLine(y - 1)), w, line); // same rank as the row above
+        if (y > 0 && ranks == ranksAbove) {
+            std::copy_n(reinterpret_cast<const QRgb*>(m_image.constScanLine(y - 1)), nStrips, line);
             continue;
         }
-        for (int x = 0; x < w; ++x) {
+        ranksAbove = ranks;
+        std::fill(rowMax.begin(), rowMax.end(), std::numeric_limits<float>::quiet_NaN());
+        for (size_t ri = ranks.first; ri < ranks.second; ++ri) {
+            const float* cells = values.data() + ri * nSteps;
+            for (size_t si = 0; si < nSteps; ++si)
+                rowMax[si] = maxOf(rowMax[si], cells[si]);
+        }
+        for (int j = 0; j < nStrips; ++j) {
             float v = std::numeric_limits<float>::quiet_NaN();
-            for (size_t ri = r0; ri < r1; ++ri)
-                v = maxOf(v, colMax[ri * size_t(w) + size_t(x)]);
-            line[x] = rgbOf(v);
+            for (size_t si = stripSteps[size_t(j)].first; si < stripSteps[size_t(j)].second; ++si)
+                v = maxOf(v, rowMax[si]);
+            line[j] = rgbOf(v);
         }
     }
 }
@@ -209,30 +224,31 @@ RankHeatmap::Cell RankHeatmap::cellAt(QPoint p) const
     return c;
 }
 
-void RankHeatmap::resizeEvent(QResizeEvent* event)
-{
-    rebuildImage();
-    QWidget::resizeEvent(event);
-}
-
 void RankHeatmap::paintEvent(QPaintEvent*)
 {
     QPainter p(this);
     p.fillRect(rect(), palette::background());
     const QRect plot = plotRect();
-    if (m_image.size() != plot.size())
-        rebuildImage();
     QFont small = font();
     small.setPointSizeF(std::max(6.5, font().pointSizeF() * 0.85));
     p.setFont(small);
     const QFontMetrics fm(small);
-    if (!m_model || m_model->rankStepMatrix().steps.empty()) {
+    if (!m_model || m_model->rankStepMatrix().steps.empty() || m_model->rankStepMatrix().ranks.empty()) {
         p.setPen(palette::laneText());
         p.drawText(rect(), Qt::AlignCenter, tr("no steps recorded"));
         return;
     }
     const RankStepMatrix& mx = m_model->rankStepMatrix();
-    p.drawImage(plot.topLeft(), m_image);
+    if (m_imageStale || m_imageFor != plot.size())
+        rebuildImage();
+    if (m_image.width() == plot.width()) {
+        p.drawImage(plot.topLeft(), m_image);
+    } else {
+        for (int j = 0; j < m_image.width(); ++j) {
+            const int x0 = m_stripStarts[size_t(j)], x1 = m_stripStarts[size_t(j) + 1];
+            p.drawImage(QRect(plot.left() + x0, plot.top(), x1 - x0, plot.height()), m_image, QRect(j, 0, 1, plot.height()));
+        }
+    }
     p.setPen(palette::separatorLine());
     p.drawRect(plot.adjusted(0, 0, -1, -1));
 

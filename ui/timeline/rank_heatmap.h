@@ -3,7 +3,8 @@
 // ranks: when there are more ranks (or steps) than pixels, a pixel shows the largest value of the
 // cells it covers (heaptrack's thinning: the maxima survive, so one straggling rank among 1024
 // still shows as a dark line), and the picture is built once per size and metric, so a repaint
-// is one image blit. Clicking a cell asks to show (rank, step) in the timeline.
+// is a blit (one per run of pixel columns that show the same steps). Clicking a cell asks to
+// show (rank, step) in the timeline.
 #pragma once
 
 #include "timeline_model.h"
@@ -12,6 +13,7 @@
 #include <QWidget>
 
 #include <memory>
+#include <vector>
 
 namespace lockstep::ui {
 
@@ -46,13 +48,12 @@ signals:
 
 protected:
     void paintEvent(QPaintEvent* event) override;
-    void resizeEvent(QResizeEvent* event) override;
     void mouseReleaseEvent(QMouseEvent* event) override;
     bool event(QEvent* event) override; // tooltips
 
 private:
     void rescale();
-    void rebuildImage();
+    void rebuildImage(); // needs a model with at least one cell
     // Ranges of matrix rows / columns that pixel row y / column x of the plot covers.
     std::pair<size_t, size_t> ranksOfPixel(int y) const;
     std::pair<size_t, size_t> stepsOfPixel(int x) const;
@@ -60,7 +61,13 @@ private:
     std::shared_ptr<const TimelineRunModel> m_model;
     RankStepMatrix::Metric m_metric = RankStepMatrix::StepTime;
     float m_lo = 0, m_hi = 1;
-    QImage m_image; // the plot area at one pixel per pixel
+    // The plot area, one column per strip of pixel columns that cover the same steps
+    // (m_stripStarts[j] .. m_stripStarts[j + 1]), built by the first paint after the model, the
+    // metric or the size changed: setting a model and then a size builds it once, not twice.
+    QImage m_image;
+    std::vector<int> m_stripStarts;
+    QSize m_imageFor;
+    bool m_imageStale = true;
 };
 
 } // namespace lockstep::ui
