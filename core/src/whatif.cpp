@@ -338,45 +338,6 @@ private:
     std::vector<TimeNs> m_a, m_b, m_before; // transfer i is [a_i, b_i); before_i: time in transfers before it
 };
 
-// One pass of the link over a step (header essay, 2 and 3). Rank r launches bucket b once it is
-// ready (ready[r * nb + b]) and its earlier buckets have launched, plus the launch cost; one link
-// runs the collectives in order, each from its last launch and the previous one's completion, at
-// the busy rate until the last bucket is ready on every rank and at the idle rate after. Writes
-// the launches and the completions (the same on every rank) and returns each transfer's
-// [start, completion) in wall time.
-std::vector<std::pair<TimeNs, TimeNs>> linkPass(const LinkFit& link, int32_t n, const std::vector<TimeNs>& ready,
-                                                const std::vector<TimeNs>& launchCost, const std::vector<double>& work,
-                                                double latency, double stretch, std::vector<TimeNs>& launch,
-                                                std::vector<TimeNs>& done)
-{
-    const size_t nb = launchCost.size();
-    TimeNs busyUntil = std::numeric_limits<TimeNs>::min();
-    for (int32_t r = 0; r < n; ++r) {
-        TimeNs prevLaunch = std::numeric_limits<TimeNs>::min();
-        for (size_t b = 0; b < nb; ++b) {
-            busyUntil = std::max(busyUntil, ready[r * nb + b]);
-            const TimeNs l = std::max(ready[r * nb + b], prevLaunch) + launchCost[b];
-            launch[r * nb + b] = l;
-            prevLaunch = l;
-        }
-    }
-    std::vector<std::pair<TimeNs, TimeNs>> transfers;
-    TimeNs linkDone = std::numeric_limits<TimeNs>::min();
-    for (size_t b = 0; b < nb; ++b) {
-        TimeNs start = linkDone;
-        for (int32_t r = 0; r < n; ++r)
-            start = std::max(start, launch[r * nb + b]);
-        linkDone = start
-            + static_cast<TimeNs>(std::llround(transferNs(link, latency, work[b],
-                                                          static_cast<double>(std::max<TimeNs>(0, busyUntil - start)), stretch)));
-        for (int32_t r = 0; r < n; ++r)
-            done[r * nb + b] = linkDone;
-        if (linkDone > start)
-            transfers.emplace_back(start, linkDone);
-    }
-    return transfers;
-}
-
 std::string mib(int64_t bytes)
 {
     char buf[32];
@@ -502,6 +463,72 @@ struct RankStep {
     double lastReadyCompute = 0;                // the last of them
     double backwardEndCompute = 0;              // the end of backward in compute time
 };
+
+// What each bucket of a layout costs on the link (header essay, 2 and 3): the bytes each rank
+// sends (0 when the link is not fitted), the launch cost on the training thread, and the latency.
+struct BucketCosts {
+    std::vector<double> work;
+    std::vector<TimeNs> launchCost;
+    double latency = 0;
+};
+BucketCosts bucketCosts(const LinkFit& link, Algorithm alg, int32_t n, const std::vector<int64_t>& bucketWire)
+{
+    BucketCosts c;
+    c.latency = link.fitted ? link.latencyNs * roundsOf(alg, n) : 0;
+    for (int64_t wire : bucketWire) {
+        const auto bytes = static_cast<double>(wire);
+        c.work.push_back(link.fitted ? bytes * bytesFactorOf(alg, n) : 0);
+        c.launchCost.push_back(static_cast<TimeNs>(std::llround(link.launchNs + bytes * link.launchNsPerByte)));
+    }
+    return c;
+}
+
+// The link over one step (header essay, 2, 3 and 5), bucket after bucket. Rank r (replaying
+// recorded rank r mod world, from stepStart[r]) launches bucket b once its units are ready and its
+// earlier buckets have launched, plus the launch cost; one link runs the collectives in order,
+// each from its last launch and the previous one's completion. Bucket b is ready on every rank
+// before its own transfer and every later one starts, so its ready instants (compute time turned
+// into wall time) depend only on the transfers before it: one sweep settles contention, no
+// iteration. A transfer moves at the busy rate until the last gradient of any rank; that instant
+// depends on the transfer itself (it slows backward while it runs) but not on later ones (they
+// start after it ends): it is read off with the transfer taken as busy throughout, which is exact
+// up to that instant. Writes the launches, the completions (the same on every rank) and the
+// transfers.
+void sweepLink(const LinkFit& link, double phi, double stretch, const RankStep* rec, int32_t world,
+               const std::vector<TimeNs>& stepStart, const std::vector<std::vector<int32_t>>& bucketUnits,
+               const BucketCosts& costs, std::vector<TimeNs>& launch, std::vector<TimeNs>& done, Contention& transfers)
+{
+    constexpr double kAllBusy = std::numeric_limits<double>::infinity();
+    const auto n = static_cast<int32_t>(stepStart.size());
+    const size_t nb = bucketUnits.size();
+    transfers.clear();
+    TimeNs linkDone = kNever;
+    for (size_t b = 0; b < nb; ++b) {
+        TimeNs start = linkDone;
+        for (int32_t r = 0; r < n; ++r) {
+            const RankStep& x = rec[r % world];
+            TimeNs ready = kNever;
+            for (int32_t u : bucketUnits[b])
+                ready = std::max(ready, transfers.toWall(x.unitReadyCompute[u], stepStart[r], phi));
+            const TimeNs l = std::max(ready, b > 0 ? launch[r * nb + b - 1] : kNever) + costs.launchCost[b];
+            launch[r * nb + b] = l;
+            start = std::max(start, l);
+        }
+        const auto xfer = [&](double busyFor) {
+            return static_cast<TimeNs>(std::llround(transferNs(link, costs.latency, costs.work[b], busyFor, stretch)));
+        };
+        const bool tentative = transfers.append(start, start + xfer(kAllBusy));
+        TimeNs lastGradient = kNever;
+        for (int32_t r = 0; r < n; ++r)
+            lastGradient = std::max(lastGradient, transfers.toWall(rec[r % world].lastReadyCompute, stepStart[r], phi));
+        if (tentative)
+            transfers.popBack();
+        linkDone = start + xfer(static_cast<double>(std::max<TimeNs>(0, lastGradient - start)));
+        transfers.append(start, linkDone);
+        for (int32_t r = 0; r < n; ++r)
+            done[r * nb + b] = linkDone;
+    }
+}
 
 } // namespace
 
@@ -792,43 +819,39 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
 // the recorded configuration (the link fit's, not the recorded completions, so that replaying the
 // recorded configuration keeps its compute exactly and a prediction changes compute only by what
 // the new configuration changes), and the ready instants and the end of backward in compute time.
+// The transfers come from the replay's own sweep with the recorded ready instants as they are
+// (compute time = wall time from the step's start, no slowdown).
 void recordContention(WhatIfModel::Data& d)
 {
     const int32_t n = d.world;
     const size_t nb = d.recordedBucketUnits.size();
     const double phi = d.link.computeSlowdown;
-    const Algorithm alg = algorithmFor(n, d.recorded.compress, d.pairwiseAllowed);
-    const double latency = d.link.fitted ? d.link.latencyNs * roundsOf(alg, n) : 0;
-    std::vector<double> work(nb, 0);
-    std::vector<TimeNs> launchCost(nb, 0);
-    for (size_t b = 0; b < nb; ++b) {
-        double bytes = 0;
+    std::vector<int64_t> bucketWire(nb, 0);
+    for (size_t b = 0; b < nb; ++b)
         for (int32_t u : d.recordedBucketUnits[b])
-            bytes += static_cast<double>(d.units[u].numel * wireElemBytes(d.recorded.compress));
-        if (d.link.fitted)
-            work[b] = bytes * bytesFactorOf(alg, n);
-        launchCost[b] = static_cast<TimeNs>(std::llround(d.link.launchNs + bytes * d.link.launchNsPerByte));
-    }
-    std::vector<TimeNs> ready(static_cast<size_t>(n) * nb), launch(ready.size()), done(ready.size());
+            bucketWire[b] += d.units[u].numel * wireElemBytes(d.recorded.compress);
+    const BucketCosts costs = bucketCosts(d.link, algorithmFor(n, d.recorded.compress, d.pairwiseAllowed), n, bucketWire);
+    std::vector<TimeNs> launch(static_cast<size_t>(n) * nb), done(launch.size()), stepStart(n);
+    Contention transfers;
     for (size_t si = 0; si < d.stepIds.size(); ++si) {
         RankStep* rs = &d.rankSteps[si * static_cast<size_t>(n)];
-        std::vector<std::pair<TimeNs, TimeNs>> transfers;
-        if (phi > 0) {
-            for (int32_t r = 0; r < n; ++r)
-                for (size_t b = 0; b < nb; ++b) {
-                    TimeNs t = kNever;
-                    for (int32_t u : d.recordedBucketUnits[b])
-                        t = std::max(t, rs[r].unitReady[u]);
-                    ready[r * nb + b] = t;
-                }
-            transfers = linkPass(d.link, n, ready, launchCost, work, latency, d.linkStretch[si], launch, done);
-        }
         for (int32_t r = 0; r < n; ++r) {
             RankStep& x = rs[r];
-            x.contention.clear();
-            for (const auto& [a, e] : transfers)
-                x.contention.append(a, e);
+            stepStart[r] = x.start;
             x.unitReadyCompute.resize(x.unitReady.size());
+            x.lastReadyCompute = 0;
+            for (size_t u = 0; u < x.unitReady.size(); ++u) {
+                x.unitReadyCompute[u] = static_cast<double>(x.unitReady[u] - x.start);
+                x.lastReadyCompute = std::max(x.lastReadyCompute, x.unitReadyCompute[u]);
+            }
+        }
+        transfers.clear();
+        if (phi > 0)
+            sweepLink(d.link, 0.0, d.linkStretch[si], rs, n, stepStart, d.recordedBucketUnits, costs, launch, done,
+                      transfers);
+        for (int32_t r = 0; r < n; ++r) {
+            RankStep& x = rs[r];
+            x.contention = transfers;
             x.lastReadyCompute = 0;
             for (size_t u = 0; u < x.unitReady.size(); ++u) {
                 x.unitReadyCompute[u] = x.contention.toCompute(x.unitReady[u], x.start, phi);
@@ -1145,17 +1168,11 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             bucketOfUnit[u] = static_cast<int32_t>(b);
 
     const Algorithm alg = algorithmFor(cfg.worldSize, cfg.compress, d.pairwiseAllowed);
-    const double latency = d.link.fitted ? d.link.latencyNs * roundsOf(alg, cfg.worldSize) : 0;
-    std::vector<double> work(nb, 0); // bytes each rank sends, 0 when the link is not fitted
-    std::vector<TimeNs> launchCost(nb, 0), emulatedXfer(nb, 0);
-    for (size_t b = 0; b < nb; ++b) {
-        const auto bytes = static_cast<double>(bucketWire[b]);
-        if (d.link.fitted)
-            work[b] = bytes * bytesFactorOf(alg, cfg.worldSize);
-        launchCost[b] = static_cast<TimeNs>(std::llround(d.link.launchNs + bytes * d.link.launchNsPerByte));
-        if (cfg.linkGbps > 0)
-            emulatedXfer[b] = static_cast<TimeNs>(bytes * 8.0 / cfg.linkGbps);
-    }
+    const BucketCosts costs = bucketCosts(d.link, alg, cfg.worldSize, bucketWire);
+    std::vector<TimeNs> emulatedXfer(nb, 0);
+    if (cfg.linkGbps > 0)
+        for (size_t b = 0; b < nb; ++b)
+            emulatedXfer[b] = static_cast<TimeNs>(static_cast<double>(bucketWire[b]) * 8.0 / cfg.linkGbps);
     // The predicted run: the recording's identity, the new configuration, marked predicted.
     Run& out = p.run;
     out.config = d.config;
@@ -1252,7 +1269,6 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
     const auto replayedTs = [&](int32_t r, const RankStep& x, TimeNs ts) {
         return transfers.toWall(x.contention.toCompute(ts, x.start, phi), stepStart[r], phi);
     };
-    constexpr double kAllBusy = std::numeric_limits<double>::infinity();
     for (size_t si = 0; si < stepCount; ++si) {
         const RankStep* rec = &d.rankSteps[si * static_cast<size_t>(d.world)];
         for (int32_t r = 0; r < n; ++r) {
@@ -1264,42 +1280,7 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             }
             stepStart[r] = start;
         }
-        // The link, bucket after bucket. Bucket b is ready on every rank before its own transfer
-        // and every later one starts, so its ready instants (compute time turned into wall time)
-        // depend only on the transfers before it: one sweep settles contention, no iteration. A
-        // transfer moves at the busy rate until the last gradient of any rank; that instant
-        // depends on the transfer itself (it slows backward while it runs) but not on later ones
-        // (they start after it ends): it is read off with the transfer taken as busy throughout,
-        // which is exact up to that instant.
-        transfers.clear();
-        TimeNs linkDone = kNever;
-        for (size_t b = 0; b < nb; ++b) {
-            TimeNs start = linkDone;
-            for (int32_t r = 0; r < n; ++r) {
-                const RankStep& x = rec[r % d.world];
-                TimeNs ready = kNever;
-                for (int32_t u : bucketUnits[b])
-                    ready = std::max(ready, transfers.toWall(x.unitReadyCompute[u], stepStart[r], phi));
-                const TimeNs l = std::max(ready, b > 0 ? launch[r * nb + b - 1] : kNever) + launchCost[b];
-                launch[r * nb + b] = l;
-                start = std::max(start, l);
-            }
-            const double stretch = d.linkStretch[si];
-            const bool tentative = transfers.append(
-                start, start + static_cast<TimeNs>(std::llround(transferNs(d.link, latency, work[b], kAllBusy, stretch))));
-            TimeNs lastGradient = kNever;
-            for (int32_t r = 0; r < n; ++r)
-                lastGradient = std::max(lastGradient, transfers.toWall(rec[r % d.world].lastReadyCompute, stepStart[r], phi));
-            if (tentative)
-                transfers.popBack();
-            linkDone = start
-                + static_cast<TimeNs>(std::llround(transferNs(d.link, latency, work[b],
-                                                              static_cast<double>(std::max<TimeNs>(0, lastGradient - start)),
-                                                              stretch)));
-            transfers.append(start, linkDone);
-            for (int32_t r = 0; r < n; ++r)
-                done[r * nb + b] = linkDone;
-        }
+        sweepLink(d.link, phi, d.linkStretch[si], rec, d.world, stepStart, bucketUnits, costs, launch, done, transfers);
         for (int32_t r = 0; r < n; ++r)
             backwardEnd[r] = transfers.toWall(rec[r % d.world].backwardEndCompute, stepStart[r], phi);
         // The emulated link holds each rank's completion as the runtime does.
