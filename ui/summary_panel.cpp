@@ -259,13 +259,14 @@ void SummaryPanel::setRun(LoadedRunPtr run)
         h += tr("not applicable (%1)").arg(s.multiRank ? tr("no bucket all-reduces recorded") : tr("one rank"));
     } else if (e.straggler) {
         h += tr("<span style='color:%1'><b>rank %2</b></span> — late in %3 of %4 steady steps; the others waited %5 per step for it "
-                "(%6 of the step time); it launches %7 after the others, above the noise floor of %8 (confidence %9)")
+                "(%6 of the step time); it typically launches %7 after them; its typical lateness stands %8 above theirs, "
+                "clear of the noise floor of %9 (confidence %10)")
                  .arg(palette::stragglerColor().name())
                  .arg(e.candidate)
                  .arg(e.stepsLate)
                  .arg(e.steadySteps)
-                 .arg(formatDuration(e.meanWaitNs), formatPercent(e.waitFraction), formatDuration(e.latenessAboveOthersNs),
-                      formatDuration(e.noiseFloorNs), formatPercent(e.confidence()));
+                 .arg(formatDuration(e.meanWaitNs), formatPercent(e.waitFraction), formatDuration(e.systematicDelayNs),
+                      formatDuration(e.latenessAboveOthersNs), formatDuration(e.noiseFloorNs), formatPercent(e.confidence()));
     } else if (e.candidate >= 0) {
         QStringList missing;
         // Core's rule: late in most steady steps, and more often than noise alone would make
@@ -278,10 +279,17 @@ void SummaryPanel::setRun(LoadedRunPtr run)
                                   .arg(formatPercent(e.chance))
                             : tr("late in only %1 of %2 steady steps").arg(e.stepsLate).arg(e.steadySteps));
         if (!e.waitAboveThreshold)
-            missing << tr("the wait it caused, %1, is under 5 % of the step").arg(formatPercent(e.waitFraction));
+            missing << (e.waitFraction < 0.05
+                            ? tr("the wait it caused, %1, is under 5 % of the step").arg(formatPercent(e.waitFraction))
+                            : tr("its systematic delay, %1 (%2 of the step), is under 5 %; the rest of the wait it "
+                                 "caused is jitter")
+                                  .arg(formatDuration(e.systematicDelayNs), formatPercent(e.delayFraction)));
         if (!e.clearsNoise)
-            missing << tr("its lateness (%1) does not clear the noise floor (%2)")
-                           .arg(formatDuration(e.latenessAboveOthersNs), formatDuration(e.noiseFloorNs));
+            missing << (e.latenessAboveOthersNs >= e.noiseFloorNs && e.latenessAboveOthersNs > 0
+                            ? tr("its lateness (%1) is within the spread of the other ranks (rank floor %2)")
+                                  .arg(formatDuration(e.latenessAboveOthersNs), formatDuration(e.rankFloorNs))
+                            : tr("its lateness (%1) does not clear the noise floor (%2)")
+                                  .arg(formatDuration(e.latenessAboveOthersNs), formatDuration(e.noiseFloorNs)));
         h += tr("none. Rank %1 was late most often, but %2.").arg(e.candidate).arg(missing.join(tr("; ")));
     } else {
         h += tr("none");

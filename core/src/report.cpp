@@ -215,6 +215,10 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
     ms(w, "lateness_above_others_ms", have ? e.latenessAboveOthersNs : nan);
     ms(w, "noise_spread_ms", have ? e.noiseSpreadNs : nan);
     ms(w, "noise_floor_ms", have ? e.noiseFloorNs : nan);
+    ms(w, "systematic_delay_ms", have ? e.systematicDelayNs : nan);
+    kv(w, "delay_fraction", have ? e.delayFraction : nan);
+    ms(w, "rank_spread_ms", have ? e.rankSpreadNs : nan);
+    ms(w, "rank_floor_ms", have ? e.rankFloorNs : nan);
     kv(w, "chance", have ? e.chance : nan);
     kv(w, "confidence", have ? e.confidence() : nan);
     kvBool(w, "most_steps", e.mostSteps);
@@ -359,12 +363,18 @@ std::string summaryText(const RunSummary& s)
                       (chancePct >= 1.0 ? format("%.0f%%", chancePct) : format("%.2g%%", chancePct)).c_str(),
                       (chancePct >= 1.0 ? format("%.0f%%", 100.0 - chancePct)
                                         : format("%.4g%%", 100.0 - chancePct)).c_str());
-        out += format("    %s mean wait caused %.3f ms per step = %.1f%% of the %.3f ms step (threshold 5%%)\n",
-                      e.waitAboveThreshold ? "[x]" : "[ ]", e.meanWaitNs * kToMs, e.waitFraction * 100.0, stepMs);
-        out += format("    %s typically arrives %.3f ms later than the other ranks do; noise floor %.3f ms\n"
-                      "        (2 standard errors over %d steps of the others' step-to-step spread, %.3f ms)\n",
+        out += format("    %s mean wait caused %.3f ms per step = %.1f%% of the %.3f ms step, systematic delay\n"
+                      "        %.3f ms = %.1f%% (threshold 5%% for both)\n",
+                      e.waitAboveThreshold ? "[x]" : "[ ]", e.meanWaitNs * kToMs, e.waitFraction * 100.0, stepMs,
+                      e.systematicDelayNs * kToMs, e.delayFraction * 100.0);
+        out += format("    %s its typical lateness stands %.3f ms above the other ranks'; noise floor %.3f ms\n"
+                      "        (2 standard errors over %d steps of the others' step-to-step spread, %.3f ms)",
                       e.clearsNoise ? "[x]" : "[ ]", e.latenessAboveOthersNs * kToMs, e.noiseFloorNs * kToMs,
                       e.steadySteps, e.noiseSpreadNs * kToMs);
+        out += std::isnan(e.rankSpreadNs)
+                   ? std::string("\n        (no rank floor: too few other ranks to show how far healthy ranks sit apart)\n")
+                   : format(",\n        rank floor %.3f ms (the other ranks' typical latenesses spread %.3f ms)\n",
+                            e.rankFloorNs * kToMs, e.rankSpreadNs * kToMs);
         out += "    (wait caused = mean over the other ranks of how long they waited for it; their summed\n"
                "     rank-time lost is in the JSON report)\n";
     }

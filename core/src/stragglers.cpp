@@ -30,9 +30,17 @@
 //     chance as the confidence. It measures consistency, not size; it also means a run needs a
 //     few steady steps before anyone is named (two ranks: 6 steps all late; four ranks: 3).
 //  2. Size. The wait it caused, averaged over all steady steps (0 in steps where it was not
-//     late), is at least 5% of the mean steady step time. Below that it does not matter even if
-//     it is real.
-//  3. Clear of the noise. The rank's lateness in a step is how much later it launched than the
+//     late), is at least 5% of the mean steady step time, and so is its systematic delay: how
+//     much later than the others it typically arrives, d = (its median lateness - the others'
+//     median lateness) x (N-1)/N. (If it launches d after N-1 identical others, its lateness
+//     against the mean of the others is +d and each other's is -d/(N-1), since their "others"
+//     include it: the medians differ by d N/(N-1), and the factor gives back d.) Both,
+//     because jitter alone makes every rank cause some wait now and then: a rank that is last in
+//     most steps by a hair, and now and then by a long stall, has a mean wait of several percent
+//     of the step but no systematic delay; a rank that is slow in itself has both. Below 5% it
+//     does not matter even if it is real.
+//  3. Clear of the noise, at both scales the ranks show among themselves.
+//     Step to step: the rank's lateness in a step is how much later it launched than the
 //     mean of the others, on the step's most skewed bucket (where the waiting happened; the
 //     same bucket for every rank, so that over the ranks the latenesses of a step sum to zero
 //     and none is favoured; for the late rank it is the wait it caused there). The healthy ranks'
@@ -47,8 +55,19 @@
 //     noise floor is kNoiseSigmas such standard errors: noise alone gets there in about 2% of
 //     runs, and in far fewer together with criterion 1 (the rank late most often is also the
 //     rank whose median is highest, so the two tests are not independent, but a noise-only run
-//     must pass both a 5% and a 2% test). A rank whose typical lateness stands that far above the others' is late by more
-//     than the run's jitter can explain; a straggler hidden by heavy jitter needs more steps to
+//     must pass both a 5% and a 2% test).
+//     Rank to rank: healthy ranks are not identical either. A rank on a core the host shares
+//     with another guest, or with more of the machine's background work, is a little late every
+//     step for the whole run; that offset does not shrink with more steps, so the step-to-step
+//     floor alone names such a rank on a long enough run. With k >= 2 other ranks their median
+//     latenesses show how far healthy ranks sit apart: their standard deviation s, and a healthy
+//     rank's median falls within 2 s sqrt(1 + 1/k) of theirs (a prediction interval; the factor
+//     counts the uncertainty of their mean). The candidate must clear that rank floor too. With
+//     two ranks there is no second healthy rank to compare with: a persistent difference of
+//     speed between the two IS indistinguishable from a straggler, and the size criterion
+//     (a systematic delay of at least 5% of the step) is then the whole guard.
+//     A rank whose typical lateness stands clear of both is late by more than the run's jitter
+//     and the ranks' spread can explain; a straggler hidden by heavy jitter needs more steps to
 //     be named, which is the honest answer. Medians, not means, so that a handful of scheduler
 //     stalls neither makes nor hides a straggler.
 //
@@ -341,10 +360,30 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
     ev.noiseFloorNs = kNoiseSigmas * kMedianStandardError * ev.noiseSpreadNs * 2.0 / std::sqrt(n);
     ev.latenessAboveOthersNs = cand.medianLatenessNs - median(others);
     const int32_t participants = std::max<int32_t>(2, std::min<int32_t>(world, static_cast<int32_t>(rankList.size())));
+    ev.systematicDelayNs = ev.latenessAboveOthersNs * (participants - 1) / participants;
+    ev.delayFraction = meanStep > 0 ? ev.systematicDelayNs / meanStep : 0.0;
+    std::vector<double> otherMedians;
+    for (size_t k = 0; k < rankList.size(); ++k)
+        if (k != bestIndex && !lateness[k].empty())
+            otherMedians.push_back(rep.perRank[k].medianLatenessNs);
+    ev.rankSpreadNs = std::numeric_limits<double>::quiet_NaN();
+    if (otherMedians.size() >= 2) {
+        const double kOthers = static_cast<double>(otherMedians.size());
+        double mean = 0;
+        for (double m : otherMedians)
+            mean += m / kOthers;
+        double ss = 0;
+        for (double m : otherMedians)
+            ss += (m - mean) * (m - mean);
+        ev.rankSpreadNs = std::sqrt(ss / (kOthers - 1));
+        ev.rankFloorNs = kNoiseSigmas * ev.rankSpreadNs * std::sqrt(1.0 + 1.0 / kOthers);
+    }
     ev.chance = std::min(1.0, participants * binomialTail(steadyCount, ev.stepsLate, 1.0 / participants));
     ev.mostSteps = 2 * ev.stepsLate > steadyCount && ev.chance <= kChanceLevel;
-    ev.waitAboveThreshold = ev.waitFraction >= kStragglerWaitFraction;
-    ev.clearsNoise = ev.latenessAboveOthersNs > 0 && ev.latenessAboveOthersNs >= ev.noiseFloorNs;
+    ev.waitAboveThreshold =
+        ev.waitFraction >= kStragglerWaitFraction && ev.delayFraction >= kStragglerWaitFraction;
+    ev.clearsNoise = ev.latenessAboveOthersNs > 0 && ev.latenessAboveOthersNs >= ev.noiseFloorNs &&
+                     ev.latenessAboveOthersNs >= ev.rankFloorNs;
     ev.straggler = ev.mostSteps && ev.waitAboveThreshold && ev.clearsNoise;
     if (ev.straggler)
         rep.stragglers.push_back(ev.candidate);

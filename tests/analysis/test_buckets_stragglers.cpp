@@ -345,3 +345,72 @@ TEST(Stragglers, NoiseAloneNamesNobodyAndARealStragglerIsFound)
         EXPECT_GT(real.evidence.confidence(), 0.99);
     }
 }
+
+TEST(Stragglers, JitterWaitsAreNotASystematicDelay)
+{
+    // Six steps of 1000; bucket 1 launches together (300, skew 0), so bucket 0 is each step's
+    // most skewed. Rank 1 launches bucket 0 30 after the others in four steps and 210 after in
+    // two (a rare stall, not a steady lag):
+    //   wait caused per step: 30 x 4, 210 x 2 -> mean 90 = 9% of the step (>= 5%);
+    //   lateness: rank 1 {30 x 4, 210 x 2}, median 30; the others {-15 x 8, -105 x 4}, median -15
+    //   -> 45 above the others; systematic delay 45 x (3-1)/3 = 30 = 3% of the step (< 5%).
+    //   late in 6 of 6 (chance 3 x (1/3)^6 = 0.41%); the others' MAD is 0 (8 of 12 at -15), so
+    //   the noise floor is 0 and ranks 0 and 2 have the same median (-15): rank floor 0.
+    // Most steps and clear of the noise, but the wait comes from two stalls: not a straggler.
+    Launches l;
+    for (int s = 0; s < 6; ++s)
+        l.push_back({{{100, s % 3 == 2 ? 310 : 130, 100}, {300, 300, 300}}});
+    const StragglerEvidence e = stragglers(threeRankRun(1000, 2000, 0, l)).evidence;
+    EXPECT_EQ(e.candidate, 1);
+    EXPECT_EQ(e.stepsLate, 6);
+    EXPECT_TRUE(e.mostSteps);
+    EXPECT_DOUBLE_EQ(e.meanWaitNs, 90.0);
+    EXPECT_DOUBLE_EQ(e.waitFraction, 0.09);
+    EXPECT_DOUBLE_EQ(e.latenessAboveOthersNs, 45.0);
+    EXPECT_DOUBLE_EQ(e.systematicDelayNs, 30.0);
+    EXPECT_DOUBLE_EQ(e.delayFraction, 0.03);
+    EXPECT_FALSE(e.waitAboveThreshold);
+    EXPECT_DOUBLE_EQ(e.noiseFloorNs, 0.0);
+    EXPECT_DOUBLE_EQ(e.rankSpreadNs, 0.0);
+    EXPECT_DOUBLE_EQ(e.rankFloorNs, 0.0);
+    EXPECT_TRUE(e.clearsNoise);
+    EXPECT_FALSE(e.straggler);
+}
+
+TEST(Stragglers, ALagWithinTheOtherRanksSpreadIsNotNamed)
+{
+    // 30 steps of 1000, bucket 1 together, bucket 0 launched at 100 (rank 0), 200 (rank 1) and
+    // 160 (rank 2) every step: healthy ranks 0 and 2 sit 60 apart for the whole run.
+    //   rank 1 is late in 30 of 30; wait = mean(200-100, 200-160) = 70 = 7%.
+    //   lateness: rank 1 200 - 130 = 70; rank 0 100 - 180 = -80; rank 2 160 - 150 = 10.
+    //   the others pooled {-80 x 30, 10 x 30}: median -35 -> 105 above; delay 105 x 2/3 = 70.
+    //   step floor: every deviation from -35 is 45, sigma = 1.4826 x 45 = 66.717,
+    //   2 x 1.2533 x 66.717 x 2 / sqrt(30) = 61.06 < 105 (the old test named rank 1).
+    //   rank floor: the others' medians -80 and 10, sd = sqrt(45^2 + 45^2) = 63.640,
+    //   2 x 63.640 x sqrt(1 + 1/2) = 155.88 > 105: rank 1 is no further from them than they are
+    //   from each other. Not named.
+    Launches spread(30, {{{100, 200, 160}, {300, 300, 300}}});
+    const StragglerEvidence e = stragglers(threeRankRun(1000, 2000, 0, spread)).evidence;
+    EXPECT_EQ(e.candidate, 1);
+    EXPECT_TRUE(e.mostSteps);
+    EXPECT_TRUE(e.waitAboveThreshold);
+    EXPECT_DOUBLE_EQ(e.latenessAboveOthersNs, 105.0);
+    EXPECT_NEAR(e.systematicDelayNs, 70.0, 1e-9);
+    EXPECT_NEAR(e.noiseFloorNs, 2 * 1.2533 * 1.4826 * 45 * 2 / std::sqrt(30.0), 1e-9);
+    EXPECT_NEAR(e.rankSpreadNs, std::sqrt(2.0) * 45, 1e-9);
+    EXPECT_NEAR(e.rankFloorNs, 2 * std::sqrt(2.0) * 45 * std::sqrt(1.5), 1e-9);
+    EXPECT_FALSE(e.clearsNoise);
+    EXPECT_FALSE(e.straggler);
+
+    // The same lag with the healthy ranks 10 apart (100 and 110): rank 1's lateness
+    // 200 - 105 = 95, rank 0 100 - 155 = -55, rank 2 110 - 150 = -40; pooled median -47.5 ->
+    // 142.5 above (delay 95 = 9.5%, wait mean(100, 90) = 95); sigma 1.4826 x 7.5, step floor
+    // 10.18; the others' medians -55 and -40: sd 10.607, rank floor 25.98. Named.
+    Launches close(30, {{{100, 200, 110}, {300, 300, 300}}});
+    const StragglerReport named = stragglers(threeRankRun(1000, 2000, 0, close));
+    EXPECT_DOUBLE_EQ(named.evidence.latenessAboveOthersNs, 142.5);
+    EXPECT_NEAR(named.evidence.systematicDelayNs, 95.0, 1e-9);
+    EXPECT_NEAR(named.evidence.rankFloorNs, 2 * std::sqrt(2.0) * 7.5 * std::sqrt(1.5), 1e-9);
+    EXPECT_TRUE(named.evidence.clearsNoise);
+    EXPECT_EQ(named.stragglers, std::vector<int32_t>{1});
+}

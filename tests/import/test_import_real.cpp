@@ -6,6 +6,7 @@
 #include "trace_writer.h"
 
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/import/import.h"
 
@@ -277,7 +278,7 @@ TEST(RecordedRun, ExportImportRoundTripAndJsonReport)
     rapidjson::Document doc;
     doc.Parse(report.out.c_str(), report.out.size());
     ASSERT_FALSE(doc.HasParseError());
-    EXPECT_EQ(doc["schema_version"].GetInt(), 1);
+    EXPECT_EQ(doc["schema_version"].GetInt(), lockstep::core::kReportSchemaVersion);
     EXPECT_EQ(doc["ranks"].Size(), 2u);
     EXPECT_EQ(doc["step_breakdown"].Size(), 12u);
     EXPECT_EQ(doc["steady"]["steps"].Size(), 4u);

@@ -264,10 +264,14 @@ struct StragglerEvidence {
     double noiseSpreadNs = 0;    // sigma: robust spread (1.4826 x MAD) of the other ranks' lateness
     double noiseFloorNs = 0;     // 2 standard errors of the difference of median latenesses over
                                  // the n steady steps: 2 x 1.2533 x sigma x 2 / sqrt(n)
+    double systematicDelayNs = 0; // how late it is itself: latenessAboveOthersNs x (N-1) / N
+    double delayFraction = 0;    // systematicDelayNs / meanStepNs
+    double rankSpreadNs = 0;     // standard deviation of the other ranks' median latenesses (NaN: < 2 others)
+    double rankFloorNs = 0;      // 2 x rankSpreadNs x sqrt(1 + 1/k) over k others (0: fewer than 2 others)
     double chance = 1;           // probability that noise alone makes some rank late this often
     bool mostSteps = false;      // stepsLate > steadySteps / 2 and chance <= 5%
-    bool waitAboveThreshold = false; // waitFraction >= 5%
-    bool clearsNoise = false;    // latenessAboveOthersNs > 0 and >= noiseFloorNs
+    bool waitAboveThreshold = false; // waitFraction >= 5% and delayFraction >= 5%
+    bool clearsNoise = false;    // latenessAboveOthersNs > 0, >= noiseFloorNs and >= rankFloorNs
     bool straggler = false;      // all three
     double confidence() const { return 1.0 - chance; }
 };
