@@ -223,7 +223,7 @@ class Recorder:
         self._core = _core.ShardRecorder(
             self.path, self._config, self._rank_info,
             dict(stage_names=stage_names, param_names=self._param_names, param_stage=param_stage,
-                 root_stage=len(children), device=device_index),
+                 root_stage=len(children), device=device_index, param_numel=[int(p.numel()) for _, p in named]),
             on_backward=self._on_backward_started)
         if clock_note:
             self._core.add_diagnostic("clock offset", 1, clock_note)

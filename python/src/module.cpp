@@ -256,6 +256,7 @@ std::shared_ptr<lockstep::record::BucketLayout> layoutFrom(const std::vector<std
         core::Bucket b;
         b.index = index;
         b.bytes = bytes;
+        layout->paramIndices.push_back(params);
         for (int32_t p : params) {
             if (p < 0 || static_cast<size_t>(p) >= paramNames.size())
                 throw pybind11::index_error("bucket " + std::to_string(index) + ": parameter index " + std::to_string(p)
@@ -382,13 +383,16 @@ PYBIND11_MODULE(_core, m)
                                                     "One rank's shard: an event log and its writer thread")
         .def(pb::init([](const std::string& path, const pb::dict& config, const pb::dict& rank, const pb::dict& model,
                          pb::object onBackward) {
-                 checkKeys(model, {"stage_names", "param_names", "param_stage", "root_stage", "device"}, "model");
+                 checkKeys(model, {"stage_names", "param_names", "param_stage", "root_stage", "device", "param_numel"},
+                           "model");
                  lockstep::record::ModelInfo info;
                  take(model, "stage_names", info.stageNames);
                  take(model, "param_names", info.paramNames);
                  take(model, "param_stage", info.paramStage);
                  take(model, "root_stage", info.rootStage);
                  take(model, "device", info.device);
+                 if (model.contains("param_numel"))
+                     take(model, "param_numel", info.paramNumel);
                  const core::RunConfig c = configFromDict(config);
                  const core::RankInfo r = rankFromDict(rank);
                  core::Result<std::unique_ptr<ShardRecorder>> rec;

@@ -2,6 +2,7 @@
 #include "shard_recorder.h"
 
 #include "lockstep/core/backward_cut.h"
+#include "lockstep/core/whatif.h"
 
 #include <algorithm>
 #include <ctime>
@@ -284,7 +285,10 @@ void ShardRecorder::writerLoop()
         if (item.step) {
             writeStep(*item.step);
         } else if (item.config) {
-            s = m_writer->setConfig(*item.config);
+            m_config = std::move(item.config);
+            if (!m_paramNumel.empty())
+                m_config->extra[core::kParamNumelKey] = m_paramNumel;
+            s = m_writer->setConfig(*m_config);
         } else if (item.diagnostic) {
             s = m_writer->addDiagnostic(*item.diagnostic);
         } else if (item.rank) {
@@ -293,6 +297,26 @@ void ShardRecorder::writerLoop()
             for (const core::Bucket& b : item.buckets->buckets)
                 if (s)
                     s = m_writer->addBucket(b);
+            // The parameters' sizes in the layout's packing order, into the configuration.
+            std::vector<std::vector<int64_t>> numel;
+            bool known = !item.buckets->paramIndices.empty();
+            for (const std::vector<int32_t>& bucket : item.buckets->paramIndices) {
+                numel.emplace_back();
+                for (int32_t p : bucket) {
+                    if (p < 0 || static_cast<size_t>(p) >= m_model.paramNumel.size() || m_model.paramNumel[p] <= 0)
+                        known = false;
+                    else
+                        numel.back().push_back(m_model.paramNumel[p]);
+                }
+            }
+            m_paramNumel = known ? core::formatParamNumel(numel) : std::string();
+            if (s && m_config) {
+                if (known)
+                    m_config->extra[core::kParamNumelKey] = m_paramNumel;
+                else
+                    m_config->extra.erase(core::kParamNumelKey);
+                s = m_writer->setConfig(*m_config);
+            }
         }
         if (s && !item.step)
             s = m_writer->commit();

@@ -67,6 +67,7 @@ struct Event {
 struct BucketLayout {
     std::vector<core::Bucket> buckets;
     std::vector<int32_t> paramBucket; // bucket of each parameter, kNoBucket if in none
+    std::vector<std::vector<int32_t>> paramIndices; // per bucket, its parameters (indices) in packing order
 };
 
 // What the recorder needs to know of the model to name things.
@@ -76,6 +77,9 @@ struct ModelInfo {
     std::vector<int32_t> paramStage;     // stage of each parameter
     int32_t rootStage = 0;               // stage that forward time outside any child is charged to
     int32_t device = -1;                 // CUDA device index; -1 = CPU (host lanes only)
+    std::vector<int64_t> paramNumel;     // element count of each parameter (empty: unknown); with the
+                                         // written layout it becomes config_extra[param_numel], which
+                                         // the what-if model needs to re-bucket at other caps
 };
 
 // One step's events, taken off the recorder when the step closes. On CUDA the Python side
@@ -153,6 +157,8 @@ private:
     std::vector<std::string> m_labels;
     std::map<std::pair<int32_t, int32_t>, core::StringId> m_commNames; // writer thread only
     std::map<int32_t, core::StringId> m_optimizerNames;                // writer thread only
+    std::unique_ptr<core::RunConfig> m_config; // writer thread only: the last configuration written
+    std::string m_paramNumel;                  // writer thread only: of the last layout written
 
     struct Item {
         std::unique_ptr<PendingStep> step;

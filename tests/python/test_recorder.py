@@ -138,6 +138,20 @@ class RecordsWhatDdpDoes(unittest.TestCase):
             self.assertEqual([b["index"] for b in self.runs[r]["buckets"]], [0, 1, 2, 3])
             self.assertEqual(got, want)
 
+    def test_parameter_sizes_in_ddps_packing_order(self):
+        # The what-if model re-buckets at other caps from config_extra[param_numel]: every
+        # parameter's element count, bucket 0's first, each bucket's in DDP's own order; fp32,
+        # so each bucket's elements x 4 are its bytes.
+        numel = [t.numel() for t in self.plain["dumps"][0]["params"]]
+        for r in range(2):
+            got = [int(n) for n in self.runs[r]["config"]["extra"]["param_numel"].split(",")]
+            want = [numel[i] for _, indices in ddp_buckets(self.rec["infos"][r]) for i in indices]
+            self.assertEqual(got, want)
+            k = 0
+            for nbytes, indices in ddp_buckets(self.rec["infos"][r]):
+                self.assertEqual(sum(got[k:k + len(indices)]) * 4, nbytes)
+                k += len(indices)
+
     def test_every_step_of_every_rank(self):
         for r, run in enumerate(self.runs):
             self.assertEqual(run["config"]["status"], "completed")
