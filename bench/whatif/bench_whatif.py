@@ -3,7 +3,8 @@
 
 For each model (mlp, transformer, convnet) and each target configuration, the script records a
 base run, predicts the target from it with `lockstep predict`, and runs the target for real with
-`lockstep run`:
+`lockstep run`; and the same for "ddp-mlp", PyTorch's own DDP training that mlp under
+`lockstep record` (targets: the caps and 2 -> 1 rank; PyTorch has no emulated link):
   target                                         base it is predicted from
   bucket caps CAPS MiB (2 ranks)                 2 ranks, 25 MiB
   emulated links LINKS Gbit/s (2 ranks, 25 MiB)  2 ranks, 25 MiB
@@ -34,7 +35,7 @@ the step-time error mixes that drift with the model's error; the wait alone (med
 steps of the wait span, mean over ranks) shows the model's: whatif_wait_median_abs_err_ms.
 
 Usage: bench_whatif.py [LOCKSTEP_BINARY]
-  env: MODELS (mlp,transformer,convnet) REPEATS (2) STEPS (16) WARMUP (4) CAPS (1,4,25,100)
+  env: MODELS (mlp,transformer,convnet,ddp-mlp) REPEATS (2) STEPS (16) WARMUP (4) CAPS (1,4,25,100)
        LINKS (1,4) KEEP=DIR (keep run files there; default a temporary folder, removed)
        REUSE=1 (with KEEP: runs already in DIR are not run again, e.g. to redo the analysis)
 """
@@ -50,7 +51,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
     "LOCKSTEP_CLI", os.path.join(HERE, "..", "..", "build", "app", "lockstep"))
-MODELS = os.environ.get("MODELS", "mlp,transformer,convnet").split(",")
+MODELS = os.environ.get("MODELS", "mlp,transformer,convnet,ddp-mlp").split(",")
 REPEATS = int(os.environ.get("REPEATS", "2"))
 STEPS = int(os.environ.get("STEPS", "16"))
 WARMUP = int(os.environ.get("WARMUP", "4"))
@@ -67,6 +68,13 @@ MODEL_FLAGS = {
                     "--seq", "8", "--batch", "2"],
     "convnet": ["--model", "convnet", "--layers", "2", "--width", "192", "--batch", "2"],
 }
+# ddp-mlp: the same mlp as "mlp", trained by PyTorch's own DistributedDataParallel
+# (bench/runtime/ddp_peer.py) and recorded with `lockstep record`: the what-if model working from
+# a recording of the user's own job. PyTorch has no emulated link, so its targets are the caps
+# and 2 -> 1 rank.
+DDP_PEER = os.path.join(HERE, "..", "runtime", "ddp_peer.py")
+DDP_MODEL_FLAGS = ["--layers", "8", "--width", "1024", "--batch", "4"]
+PYTHON = os.environ.get("LOCKSTEP_PYTHON", "/usr/bin/python3")
 # One thread per rank at every world size: per-rank compute is the same work on 1 and 2 ranks.
 COMMON = ["--threads", "1", "--steps", str(STEPS), "--warmup", str(WARMUP), "--first-bucket-mb", "1",
           "--progress", "none", "--force"]
@@ -97,9 +105,11 @@ BASE2 = Config(2, BASE_CAP, 0.0)
 BASE1 = Config(1, BASE_CAP, 0.0)
 
 
-def targets():
+def targets(model):
     """(key, kind, label, base config, target config)"""
     out = [("cap%s" % num(c), "caps", "%s MiB, 2 ranks" % num(c), BASE2, Config(2, c, 0.0)) for c in CAPS]
+    if model == "ddp-mlp":
+        return out + [("to1", "world", "25 MiB, 2 -> 1 rank", BASE2, Config(1, BASE_CAP, 0.0))]
     out += [("link%s" % num(x), "links", "25 MiB, 2 ranks, link %s Gbit/s" % num(x), BASE2, Config(2, BASE_CAP, x))
             for x in LINKS]
     out += [("to1", "world", "25 MiB, 2 -> 1 rank", BASE2, Config(1, BASE_CAP, 0.0)),
@@ -144,7 +154,12 @@ def wait_stat_ms(path):
 def record(model, config, path):
     if REUSE and os.path.exists(path):
         return True
-    args = ["run", "--out", path] + config.run_flags() + MODEL_FLAGS[model] + COMMON
+    if model == "ddp-mlp":
+        args = ["record", "--nproc", str(config.nproc), "--out", path, "--force", "-q", "--progress", "none",
+                "--warmup", str(WARMUP), "--python", PYTHON, "--", DDP_PEER] + DDP_MODEL_FLAGS + [
+                "--steps", str(STEPS), "--bucket-mb", num(config.cap), "--first-bucket-mb", "1", "--threads", "1"]
+    else:
+        args = ["run", "--out", path] + config.run_flags() + MODEL_FLAGS[model] + COMMON
     for attempt in range(2):  # one retry: a rank can lose its rendezvous port to another process
         p = run(args, check=False)
         if p.returncode == 0:
@@ -188,7 +203,7 @@ def main():
     pairs, advised, waits = {}, {}, {}
     for r in range(REPEATS):
         for model in MODELS:
-            for key, _, _, base_cfg, target_cfg in targets():
+            for key, _, _, base_cfg, target_cfg in targets(model):
                 base = os.path.join(work, "%s-%s-base-r%d.db" % (model, key, r))
                 target = os.path.join(work, "%s-%s-r%d.db" % (model, key, r))
                 if not (record(model, base_cfg, base) and record(model, target_cfg, target)):
@@ -210,7 +225,7 @@ def main():
     for model in MODELS:
         print("\n# %s: target, predicted / measured (medians of the pairs), median error of the pairs" % model)
         measured_caps = {}
-        for key, kind, label, _, _ in targets():
+        for key, kind, label, _, _ in targets(model):
             ps = pairs.get((model, key))
             if not ps:
                 print("%-11s %-40s not compared (a run failed)" % (model, label))
