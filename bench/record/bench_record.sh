@@ -27,6 +27,10 @@
 #      LOCKSTEP_PAIRWISE=0 like DDP) and through `lockstep record` on ddp_peer.py: both runs'
 #      overlap ratio (lockstep report) and bucket layouts (bucket bytes), printed side by side;
 #      REPEATS_C (default 3) alternated pairs, medians and every value.
+# Pinning: rank r runs on core r (the one-rank runs on core 0) in every variant. This machine's
+# two vCPUs do not run at the same speed (for tens of seconds one is 20-50% slower; README,
+# "Performance"), so an unpinned rank's step time depends on which core the scheduler gave it,
+# which differs between the two runs of a pair; pinned, both runs of a pair see the same cores.
 # Usage: bench_record.sh [LOCKSTEP_CLI]  (env: LAYERS WIDTH BATCH STEPS WARMUP REPEATS BUCKET_MB
 #        FIRST_BUCKET_MB LOCKSTEP_PYTHON PYTHONPATH; needs the lockstep Python package built)
 set -euo pipefail
@@ -46,7 +50,7 @@ free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)
 one_rank() {
   local out=$1; shift
   env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT="$(free_port)" \
-      OMP_NUM_THREADS=1 "$py" "$@" > "$out" 2>&1
+      OMP_NUM_THREADS=1 taskset -c 0 "$py" "$@" > "$out" 2>&1
 }
 # two ranks of `python ARGS...`; rank 0's output goes to $1
 two_ranks() {
@@ -54,7 +58,7 @@ two_ranks() {
   local port; port=$(free_port)
   for r in 1 0; do
     env RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        OMP_NUM_THREADS=1 "$py" "$@" > "$tmp/r$r.txt" 2>&1 &
+        OMP_NUM_THREADS=1 taskset -c $((r % $(nproc))) "$py" "$@" > "$tmp/r$r.txt" 2>&1 &
   done
   wait
   cp "$tmp/r0.txt" "$out"

@@ -30,6 +30,7 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <time.h>
 
 namespace lockstep::rt {
 
@@ -370,10 +371,24 @@ void Trainer::setup()
     if (const char* pw = std::getenv("LOCKSTEP_PAIRWISE"); pw && std::string(pw) == "0")
         ro.pairwise = false;
     if (m_o.stragglerRank == m_env.rank && m_o.stragglerMs > 0) {
-        const auto delay = std::chrono::microseconds(static_cast<int64_t>(m_o.stragglerMs * 1000.0));
-        // Stands in for extra compute at the start of backward: every bucket of this rank
-        // launches late, and the others wait for it in their all-reduces.
-        ro.firstGradHook = [delay] { std::this_thread::sleep_for(delay); };
+        const auto cpuNs = static_cast<int64_t>(m_o.stragglerMs * 1e6);
+        // Extra compute at the start of backward: every bucket of this rank launches late, and
+        // the others wait for it in their all-reduces. Compute, not a sleep: MS milliseconds of
+        // this thread's CPU time, so that where ranks share cores (more local ranks than cores)
+        // the extra work competes for them as real work would; a sleep would hand its core to
+        // the other ranks and shrink the delay it stands for.
+        ro.firstGradHook = [cpuNs] {
+            auto threadCpuNs = [] {
+                timespec ts{};
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+                return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+            };
+            const int64_t until = threadCpuNs() + cpuNs;
+            volatile double sink = 1.0;
+            while (threadCpuNs() < until)
+                for (int i = 0; i < 1000; ++i)
+                    sink = sink * 1.0000001 + 1e-9;
+        };
     }
     m_reducer = std::make_unique<Reducer>(m_model->params, m_pg, ro, &m_gradBuffers);
     if (!m_o.quiet) {

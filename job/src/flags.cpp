@@ -209,7 +209,7 @@ std::vector<Flag> makeTable()
                                       "collective and rendezvous timeout in seconds: a rank waiting longer on a peer fails"},
                                      0, 86400, true, "s", Recorded::Extra, "timeout_s"));
     t.push_back(rankValue<&O::stragglerRank, &O::stragglerMs>(
-        {"--straggler", "Straggler", kFaults, "RANK:MS", "extra compute of MS milliseconds on one rank, every step"}, 0,
+        {"--straggler", "Straggler", kFaults, "RANK:MS", "extra compute of MS milliseconds (CPU time) on one rank, every step"}, 0,
         600'000, false, "ms", "straggler"));
     t.push_back(number<&O::linkGbps>({"--link-gbps", "Link speed", kFaults, "GBPS",
                                       "emulate a link of this speed in Gbit/s (default: not emulated): communication is slowed to match"},
