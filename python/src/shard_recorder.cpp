@@ -286,9 +286,7 @@ void ShardRecorder::writerLoop()
             writeStep(*item.step);
         } else if (item.config) {
             m_config = std::move(item.config);
-            if (!m_paramNumel.empty())
-                m_config->extra[core::kParamNumelKey] = m_paramNumel;
-            s = m_writer->setConfig(*m_config);
+            s = writeConfig();
         } else if (item.diagnostic) {
             s = m_writer->addDiagnostic(*item.diagnostic);
         } else if (item.rank) {
@@ -310,18 +308,23 @@ void ShardRecorder::writerLoop()
                 }
             }
             m_paramNumel = known ? core::formatParamNumel(numel) : std::string();
-            if (s && m_config) {
-                if (known)
-                    m_config->extra[core::kParamNumelKey] = m_paramNumel;
-                else
-                    m_config->extra.erase(core::kParamNumelKey);
-                s = m_writer->setConfig(*m_config);
-            }
+            if (s && m_config)
+                s = writeConfig();
         }
         if (s && !item.step)
             s = m_writer->commit();
         note(s);
     }
+}
+
+// The last configuration, with the parameter sizes of the last layout written (writer thread).
+core::Status ShardRecorder::writeConfig()
+{
+    if (m_paramNumel.empty())
+        m_config->extra.erase(core::kParamNumelKey);
+    else
+        m_config->extra[core::kParamNumelKey] = m_paramNumel;
+    return m_writer->setConfig(*m_config);
 }
 
 std::string ShardRecorder::labelText(int32_t label)

@@ -135,6 +135,7 @@ private:
     core::StringId commName(int32_t label, int32_t bucket);
     core::StringId optimizerName(int32_t label);
     std::string labelText(int32_t label);
+    core::Status writeConfig();
     void note(const core::Status& status);
 
     std::string m_path;
