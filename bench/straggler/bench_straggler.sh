@@ -30,7 +30,7 @@
 #   straggler_uneven_runs (runs left out because the cores were uneven; their verdicts are printed).
 #
 # Usage: bench/straggler/bench_straggler.sh [path/to/lockstep [path/to/core_speed]]
-#   env STEPS (default 30), CLEAN (clean runs per configuration, default 4), INJECTED (runs per
+#   env STEPS (default 60), CLEAN (clean runs per configuration, default 4), INJECTED (runs per
 #   delay and configuration, default 3), CONFIGS (default "mlp:2 mlp:4 transformer:2 transformer:4"),
 #   EVEN (default 1.05), TRIES (default 4), KEEP=1 keeps the run files (printed folder).
 set -euo pipefail
@@ -39,7 +39,9 @@ LOCKSTEP=${1:-build/app/lockstep}
 CORE_SPEED=${2:-$(dirname "$LOCKSTEP")/../bench/straggler/core_speed}
 EVEN=${EVEN:-1.05}
 TRIES=${TRIES:-4}
-STEPS=${STEPS:-30}
+# 60 steps: with four ranks sharing two cores the step-to-step noise floor of 30 steps (5-8 ms on
+# 31-48 ms steps) hid some 10% delays; the floor narrows as 1/sqrt(steps).
+STEPS=${STEPS:-60}
 CLEAN=${CLEAN:-4}
 INJECTED=${INJECTED:-3}
 CONFIGS=${CONFIGS:-"mlp:2 mlp:4 transformer:2 transformer:4"}
