@@ -85,7 +85,7 @@ speed_ratio() { "$CORE_SPEED" 300 | sed -n 's/.* ratio //p'; }
 is_even() { "$PYTHON" -c "import sys; sys.exit(0 if float('$1') <= float('$EVEN') else 1)"; }
 
 # One run: record it, print its verdict as
-# "named|candidate|steps_late/steady|wait%|above_ms|floor_ms|chance|step_ms|cores before/after|even".
+# "named|candidate|steps_late/steady|wait%|delay%|above_ms|floor_ms|chance|step_ms|cores before/after|even".
 record() { # out.db nproc model hog(yes|no) [extra args...]
     local db=$1 nproc=$2 model=$3 hog=$4 attempt before after i verdict
     shift 4
@@ -113,7 +113,8 @@ named = ",".join(str(r) for r in d["stragglers"]) or "none"
 def f(v, scale=1.0, fmt="%.2f"):
     return "-" if v is None else fmt % (v * scale)
 print("|".join([named, str(e["candidate"]), "%d/%d" % (e["steps_late"], e["steady_steps"]),
-                f(e["wait_fraction"], 100, "%.1f"), f(e["lateness_above_others_ms"]), f(e["noise_floor_ms"]),
+                f(e["wait_fraction"], 100, "%.1f"), f(e["delay_fraction"], 100, "%.1f"),
+                f(e["lateness_above_others_ms"]), f(e["noise_floor_ms"]),
                 f(e["chance"], 1, "%.2g"), f(d["step_time_ms"])]))')
     if is_even "$before" && is_even "$after"; then
         echo "$verdict|$before/$after|even"
@@ -127,7 +128,7 @@ false_positives=0
 uneven=0
 declare -A injected=([10]=0 [25]=0)
 declare -A detected=([10]=0 [25]=0)
-FIELDS="candidate|late|wait%|above ms|floor ms|chance|step ms|cores before/after"
+FIELDS="candidate|late|wait%|delay%|above ms|floor ms|chance|step ms|cores before/after"
 
 # A clean run's verdict: counts toward the goals when the cores were even.
 count_clean() { # label verdict
@@ -147,7 +148,7 @@ for config in $CONFIGS; do
     nproc=${config##*:}
     # The calibration run is a clean run too: its verdict counts.
     verdict=$(record "$WORK/calib-$model-$nproc.db" "$nproc" "$model" no)
-    step_ms=$(cut -d'|' -f8 <<<"$verdict")
+    step_ms=$(cut -d'|' -f9 <<<"$verdict")
     echo "# $model on $nproc ranks: step time $step_ms ms (calibration)"
     count_clean "$model N=$nproc clean (calibration)" "$verdict"
     for ((i = 0; i < CLEAN; i++)); do
