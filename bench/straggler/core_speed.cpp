@@ -21,6 +21,7 @@
 namespace {
 
 constexpr int kN = 64;
+volatile double g_sink = 0; // the products' results end here, so the compiler keeps the work
 
 // One 64x64 product per call; returns a value that depends on the result so it is not elided.
 double multiply(const std::vector<double>& a, const std::vector<double>& b, std::vector<double>& c)
@@ -58,7 +59,7 @@ int main(int argc, char** argv)
     std::atomic<int> ready{0};
     std::atomic<bool> go{false}, stop{false};
     std::vector<long> products(cores.size(), 0);
-    std::vector<double> sink(cores.size(), 0);
+    std::vector<double> sums(cores.size(), 0);
     std::vector<std::thread> threads;
     for (size_t t = 0; t < cores.size(); ++t)
         threads.emplace_back([&, t] {
@@ -81,7 +82,7 @@ int main(int argc, char** argv)
                 ++n;
             }
             products[t] = n;
-            sink[t] = s;
+            sums[t] = s;
         });
     while (ready.load() < static_cast<int>(cores.size()))
         std::this_thread::yield();
@@ -90,6 +91,8 @@ int main(int argc, char** argv)
     stop.store(true);
     for (std::thread& th : threads)
         th.join();
+    for (double v : sums)
+        g_sink = g_sink + v;
 
     long lo = products.empty() ? 0 : products[0], hi = lo;
     std::printf("core_speed:");
@@ -100,5 +103,5 @@ int main(int argc, char** argv)
         hi = std::max(hi, products[t]);
     }
     std::printf(" ratio %.3f\n", lo > 0 ? static_cast<double>(hi) / lo : 0.0);
-    return sink[0] == 12345.678 ? 3 : 0; // keep the results alive
+    return 0;
 }
