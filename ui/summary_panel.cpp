@@ -266,7 +266,9 @@ void SummaryPanel::setRun(LoadedRunPtr run)
                  .arg(e.stepsLate)
                  .arg(e.steadySteps)
                  .arg(formatDuration(e.meanWaitNs), formatPercent(e.waitFraction), formatDuration(e.systematicDelayNs),
-                      formatDuration(e.latenessAboveOthersNs), formatDuration(e.noiseFloorNs), formatPercent(e.confidence()));
+                      formatDuration(e.latenessAboveOthersNs), formatDuration(e.noiseFloorNs),
+                      // one decimal would round a 1-in-10^5 chance up to a certainty
+                      e.chance < 0.0005 ? tr("> 99.9 %") : formatPercent(e.confidence()));
     } else if (e.candidate >= 0) {
         QStringList missing;
         // Core's rule: late in most steady steps, and more often than noise alone would make
