@@ -720,7 +720,6 @@ void KinetoParser::onEvent(const char* p, size_t n)
                     break;
                 }
                 od::raw_json_string ak = arg.key();
-                std::string_view tok;
                 auto intArg = [&](int64_t* out) {
                     od::value av = arg.value();
                     if (parseInteger(trimToken(av.raw_json_token()), out) != NumberParse::Ok)
