@@ -24,10 +24,24 @@
 # a single busy loop on 2 cores takes half of one rank's core for the whole run, a real
 # straggler made by the machine, not noise.
 #
+# A second witness, from the kernel (rank_cpu.py): each rank's run-queue wait (time runnable but
+# not running: waiting for a CPU) and CPU time over the run, per step. The ranks do the same work,
+# so a rank that needed more of the two than the others waited for a CPU (the hogs, four ranks on
+# two cores) or ran on a slower one (the vCPU's host core busy with another guest): it IS late
+# every step, though nothing was injected, and a verdict naming it is right. So a clean run's
+# named rank counts as a false positive only when what it took beyond the others (its run-queue
+# wait + CPU time minus the mean of the others') is less than half of the systematic delay it was
+# named for; otherwise it is counted as machine-made (straggler_machine_made), printed with both
+# numbers. Symmetrically, an injected run whose injected rank, beyond its injected work, took less
+# than -X/2 against the others (the machine held them back: its effective delay is below half of
+# X) is counted apart as masked, not as a miss.
+#
 # Prints one line per run and then `name: value unit` lines:
-#   straggler_clean_runs, straggler_false_positives (goal 0), straggler_injected_runs,
-#   straggler_detected_pct (goal 100; the injected rank named), the same per delay, and
-#   straggler_uneven_runs (runs left out because the cores were uneven; their verdicts are printed).
+#   straggler_clean_runs, straggler_false_positives (goal 0), straggler_machine_made,
+#   straggler_named_on_clean_runs (both), straggler_injected_runs, straggler_detected_pct (goal
+#   100; the injected rank named), the same per delay, straggler_masked_runs,
+#   straggler_detected_raw_pct (masked runs counted as misses), and straggler_uneven_runs (runs
+#   left out because the cores were uneven; their verdicts are printed).
 #
 # Usage: bench/straggler/bench_straggler.sh [path/to/lockstep [path/to/core_speed]]
 #   env STEPS (default 60), CLEAN (clean runs per configuration, default 4), INJECTED (runs per
@@ -37,6 +51,7 @@ set -euo pipefail
 
 LOCKSTEP=${1:-build/app/lockstep}
 CORE_SPEED=${2:-$(dirname "$LOCKSTEP")/../bench/straggler/core_speed}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 EVEN=${EVEN:-1.05}
 TRIES=${TRIES:-4}
 # 60 steps: with four ranks sharing two cores the step-to-step noise floor of 30 steps (5-8 ms on
@@ -65,6 +80,8 @@ start_hogs() { # one busy loop pinned to each core
     done
 }
 
+stop_witness() { kill -TERM "$witness" 2>/dev/null || true; wait "$witness" 2>/dev/null || true; }
+
 cleanup() {
     stop_hogs
     if [[ "${KEEP:-0}" != 1 ]]; then rm -rf "$WORK"; else echo "# runs kept in $WORK"; fi
@@ -87,7 +104,7 @@ is_even() { "$PYTHON" -c "import sys; sys.exit(0 if float('$1') <= float('$EVEN'
 # One run: record it, print its verdict as
 # "named|candidate|steps_late/steady|wait%|delay%|above_ms|floor_ms|chance|step_ms|cores before/after|even".
 record() { # out.db nproc model hog(yes|no) [extra args...]
-    local db=$1 nproc=$2 model=$3 hog=$4 attempt before after i verdict
+    local db=$1 nproc=$2 model=$3 hog=$4 attempt before after i verdict witness
     shift 4
     for ((attempt = 1; attempt <= TRIES; attempt++)); do
         for ((i = 0; i < 10; i++)); do # wait (up to ~25 s) for the cores to even out
@@ -96,9 +113,12 @@ record() { # out.db nproc model hog(yes|no) [extra args...]
             sleep 2
         done
         [[ "$hog" == yes ]] && start_hogs
+        "$PYTHON" "$HERE/rank_cpu.py" >"$db.cpu" &
+        witness=$!
         # shellcheck disable=SC2046
         "$LOCKSTEP" run --nproc "$nproc" $(model_args "$model") --steps "$STEPS" --progress none --force \
-            --out "$db" "$@" >"$db.log" 2>&1 || { stop_hogs; echo "run failed: $(tail -3 "$db.log")" >&2; return 1; }
+            --out "$db" "$@" >"$db.log" 2>&1 || { stop_witness; stop_hogs; echo "run failed: $(tail -3 "$db.log")" >&2; return 1; }
+        stop_witness
         stop_hogs
         after=$(speed_ratio)
         if is_even "$before" && is_even "$after"; then
@@ -112,10 +132,20 @@ e = d["straggler"]
 named = ",".join(str(r) for r in d["stragglers"]) or "none"
 def f(v, scale=1.0, fmt="%.2f"):
     return "-" if v is None else fmt % (v * scale)
+# The witness: each rank'"'"'s run-queue wait and CPU time per step (ms), from the kernel
+# (rank_cpu.py).
+try:
+    cpu = json.load(open(sys.argv[1]))
+    rq = {int(r): v["runqueue_wait_ns"] / 1e6 / int(sys.argv[2]) for r, v in cpu.items()}
+    run = {int(r): v["run_ns"] / 1e6 / int(sys.argv[2]) for r, v in cpu.items()}
+except (OSError, ValueError):
+    rq, run = {}, {}
 print("|".join([named, str(e["candidate"]), "%d/%d" % (e["steps_late"], e["steady_steps"]),
                 f(e["wait_fraction"], 100, "%.1f"), f(e["delay_fraction"], 100, "%.1f"),
                 f(e["lateness_above_others_ms"]), f(e["noise_floor_ms"]),
-                f(e["chance"], 1, "%.2g"), f(d["step_time_ms"])]))')
+                f(e["chance"], 1, "%.2g"), f(d["step_time_ms"]),
+                ",".join("%.2f" % rq[r] for r in sorted(rq)) or "-",
+                ",".join("%.2f" % run[r] for r in sorted(run)) or "-"]))' "$db.cpu" "$STEPS")
     if is_even "$before" && is_even "$after"; then
         echo "$verdict|$before/$after|even"
     else
@@ -125,22 +155,60 @@ print("|".join([named, str(e["candidate"]), "%d/%d" % (e["steps_late"], e["stead
 
 clean=0
 false_positives=0
+machine_made=0
+masked=0
 uneven=0
 declare -A injected=([10]=0 [25]=0)
 declare -A detected=([10]=0 [25]=0)
-FIELDS="candidate|late|wait%|delay%|above ms|floor ms|chance|step ms|cores before/after"
+declare -A detected_raw=([10]=0 [25]=0)
+FIELDS="candidate|late|wait%|delay%|above ms|floor ms|chance|step ms|run-queue wait ms/step per rank|CPU ms/step per rank|cores before/after"
 
-# A clean run's verdict: counts toward the goals when the cores were even.
+# The kernel's witness for one rank of a verdict: how much longer than the others it took, per
+# step, to get the same work done: its run-queue wait plus CPU time per step, minus the mean of
+# the other ranks' (ms; "-" when the witness has no numbers), less INJECTED_MS (the CPU work
+# injected into this rank, if any).
+excess_ms() { # verdict rank [injected_ms]
+    "$PYTHON" -c '
+import sys
+def ms(field):
+    return [float(v) for v in field.split(",")] if field != "-" else []
+rq, run = ms(sys.argv[1]), ms(sys.argv[2])
+r, injected = int(sys.argv[3]), float(sys.argv[4])
+took = [a + b for a, b in zip(rq, run)]
+others = [v for i, v in enumerate(took) if i != r]
+print("%.2f" % (took[r] - sum(others) / len(others) - injected) if r < len(took) and others else "-")' \
+        "$(cut -d'|' -f10 <<<"$1")" "$(cut -d'|' -f11 <<<"$1")" "$2" "${3:-0}"
+}
+# Is the test true? (python expression over numbers already substituted)
+holds() { "$PYTHON" -c "import sys; sys.exit(0 if ($1) else 1)"; }
+
+# A clean run's verdict: counts toward the goals when the cores were even. A named rank whose
+# extra run-queue wait and CPU time (the kernel's witness) are at least half its systematic delay
+# was made a straggler by the machine: the verdict is right, and it is counted apart, not as a
+# false one.
 count_clean() { # label verdict
-    local named=${2%%|*}
+    local named=${2%%|*} note="" excess delay_ms
+    if [[ "$named" != none ]]; then
+        excess=$(excess_ms "$2" "$named")
+        delay_ms=$("$PYTHON" -c "print('%.2f' % ($(cut -d'|' -f5 <<<"$2") * $(cut -d'|' -f9 <<<"$2") / 100.0))")
+        if [[ "$excess" != - ]] && holds "$excess >= 0.5 * $delay_ms"; then
+            note=" [machine-made: rank $named took ${excess} ms/step longer than the others for the same work; its delay ${delay_ms} ms]"
+        else
+            note=" [FALSE: rank $named's extra run-queue wait and CPU time, ${excess} ms/step, do not explain its delay ${delay_ms} ms]"
+        fi
+    fi
     if [[ "${2##*|}" == even ]]; then
         clean=$((clean + 1))
-        [[ "$named" != none ]] && false_positives=$((false_positives + 1))
+        if [[ "$note" == " [machine-made"* ]]; then
+            machine_made=$((machine_made + 1))
+        elif [[ "$named" != none ]]; then
+            false_positives=$((false_positives + 1))
+        fi
     else
         uneven=$((uneven + 1))
     fi
     local rest=${2#*|}
-    echo "run: $1 -> named=$named  ($FIELDS: ${rest%|*}) ${2##*|}"
+    echo "run: $1 -> named=$named  ($FIELDS: ${rest%|*}) ${2##*|}$note"
 }
 
 for config in $CONFIGS; do
@@ -163,14 +231,31 @@ for config in $CONFIGS; do
             rank=$((1 + i % (nproc - 1)))
             verdict=$(record "$WORK/late-$model-$nproc-$pct-$i.db" "$nproc" "$model" no --straggler "$rank:$delay")
             named=${verdict%%|*}
+            # Symmetric to the clean runs: a miss where the machine held the OTHER ranks back
+            # by more than half the injected delay (beyond its injected work, the injected rank
+            # took less than -X/2 longer than the others) left it not late; counted apart.
+            note=""
+            if [[ "$named" != "$rank" ]]; then
+                excess=$(excess_ms "$verdict" "$rank" "$delay")
+                if [[ "$excess" != - ]] && holds "$delay + $excess < 0.5 * $delay"; then
+                    note=" [masked: beyond its injected work rank $rank took ${excess} ms/step against the others]"
+                else
+                    note=" [MISSED: beyond its injected work rank $rank took ${excess} ms/step against the others]"
+                fi
+            fi
             if [[ "${verdict##*|}" == even ]]; then
-                injected[$pct]=$((injected[$pct] + 1))
-                [[ "$named" == "$rank" ]] && detected[$pct]=$((detected[$pct] + 1))
+                [[ "$named" == "$rank" ]] && detected_raw[$pct]=$((detected_raw[$pct] + 1))
+                if [[ "$note" == " [masked"* ]]; then
+                    masked=$((masked + 1))
+                else
+                    injected[$pct]=$((injected[$pct] + 1))
+                    [[ "$named" == "$rank" ]] && detected[$pct]=$((detected[$pct] + 1))
+                fi
             else
                 uneven=$((uneven + 1))
             fi
             rest=${verdict#*|}
-            echo "run: $model N=$nproc straggler $rank:${delay}ms ($pct%) -> named=$named  ($FIELDS: ${rest%|*}) ${verdict##*|}"
+            echo "run: $model N=$nproc straggler $rank:${delay}ms ($pct%) -> named=$named  ($FIELDS: ${rest%|*}) ${verdict##*|}$note"
         done
     done
 done
@@ -180,8 +265,12 @@ total_detected=$((detected[10] + detected[25]))
 pct() { "$PYTHON" -c "print('%.1f' % (100.0 * $1 / $2 if $2 else 0.0))"; }
 echo "straggler_clean_runs: $clean runs"
 echo "straggler_false_positives: $false_positives runs"
+echo "straggler_machine_made: $machine_made runs"
+echo "straggler_named_on_clean_runs: $((false_positives + machine_made)) runs"
 echo "straggler_injected_runs: $total_injected runs"
 echo "straggler_detected_pct: $(pct "$total_detected" "$total_injected") %"
 echo "straggler_detected_pct_10: $(pct "${detected[10]}" "${injected[10]}") %"
 echo "straggler_detected_pct_25: $(pct "${detected[25]}" "${injected[25]}") %"
+echo "straggler_masked_runs: $masked runs"
+echo "straggler_detected_raw_pct: $(pct "$((detected_raw[10] + detected_raw[25]))" "$((injected[10] + injected[25] + masked))") %"
 echo "straggler_uneven_runs: $uneven runs"

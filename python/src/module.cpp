@@ -316,7 +316,9 @@ core::Run loadOrRaise(const std::string& path, bool correctClocks)
     core::Result<core::Run> run;
     {
         pybind11::gil_scoped_release release;
-        run = core::loadRun(path, core::LoadOptions{.correctClocks = correctClocks});
+        core::LoadOptions options;
+        options.correctClocks = correctClocks;
+        run = core::loadRun(path, options);
     }
     if (!run)
         raise(run.error());

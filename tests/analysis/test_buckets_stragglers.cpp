@@ -68,7 +68,7 @@ Run threeRankRun(TimeNs length, TimeNs period, int32_t warmup, const Launches& l
 // Candidate rank 1 (straggler in 2 of 3 steps): median lateness 50; the others' lateness
 // {-20, -30, -25, 40, -30, -25} has median -25 and absolute deviations {5, 5, 0, 65, 5, 0},
 // MAD 5, so sigma = 1.4826 x 5 = 7.413; the noise floor is 2 standard errors of a difference
-// of medians over n = 3 steps: 2 x 1.2533 x sigma x 2 / sqrt(3) = 21.45; 50 - (-25) = 75
+// of medians over n = 3 steps of N = 3 ranks: 2 x 1.2533 x sigma x 3/2 / sqrt(3) = 16.09; 50 - (-25) = 75
 // clears it. Chance: 3 x P(Binomial(3, 1/3) >= 2) = 3 x 7/27 = 7/9: far above 5%.
 const Launches kLaunches = {
     {{{100, 130, 110}, {300, 300, 340}}},
@@ -243,7 +243,7 @@ TEST(Stragglers, SkewLateRankWaitAndRankTimeLost)
     EXPECT_DOUBLE_EQ(e.waitFraction, 0.045);
     EXPECT_FALSE(e.waitAboveThreshold);
     EXPECT_NEAR(e.noiseSpreadNs, 1.4826 * 5, 1e-9);
-    EXPECT_NEAR(e.noiseFloorNs, 2 * 1.2533 * 1.4826 * 5 * 2 / std::sqrt(3.0), 1e-9);
+    EXPECT_NEAR(e.noiseFloorNs, 2 * 1.2533 * 1.4826 * 5 * 1.5 / std::sqrt(3.0), 1e-9); // N/(N-1) = 3/2
     EXPECT_DOUBLE_EQ(e.latenessAboveOthersNs, 75.0);
     EXPECT_TRUE(e.clearsNoise);
     EXPECT_NEAR(e.chance, 7.0 / 9.0, 1e-12);
@@ -270,7 +270,7 @@ TEST(Stragglers, WarmupStepsAreExcluded)
     // mean 55 = 5.5%. Rank 2 was the straggler only in step 0 (warm-up): 0 steady steps, waits
     // 0 and 10 -> mean 5. Lateness: rank 1 {60, 50}, median 55; the others {-30, -25, -30, -25}:
     // median -27.5, deviations all 2.5, MAD 2.5, sigma 3.7065, floor over n = 2 steps
-    // 2 x 1.2533 x 3.7065 x 2 / sqrt(2) = 13.1: cleared by 82.5. But 2 of 2 steps is what
+    // 2 x 1.2533 x 3.7065 x 3/2 / sqrt(2) = 9.9 (N/(N-1) = 3/2 for three ranks): cleared by 82.5. But 2 of 2 steps is what
     // chance gives 3 x (1/3)^2 = 1/3 of the time: not named.
     const StragglerReport rep = stragglers(threeRankRun(1000, 1000, 1, kLaunches));
     EXPECT_EQ(rep.perRank[1].stepsAsStraggler, 2);
@@ -278,7 +278,7 @@ TEST(Stragglers, WarmupStepsAreExcluded)
     EXPECT_EQ(rep.perRank[2].stepsAsStraggler, 0);
     EXPECT_DOUBLE_EQ(rep.perRank[2].meanWaitNs, 5.0);
     EXPECT_DOUBLE_EQ(rep.evidence.latenessAboveOthersNs, 82.5);
-    EXPECT_NEAR(rep.evidence.noiseFloorNs, 2 * 1.2533 * 1.4826 * 2.5 * 2 / std::sqrt(2.0), 1e-9);
+    EXPECT_NEAR(rep.evidence.noiseFloorNs, 2 * 1.2533 * 1.4826 * 2.5 * 1.5 / std::sqrt(2.0), 1e-9);
     EXPECT_NEAR(rep.evidence.chance, 1.0 / 3.0, 1e-12); // 3 x (1/3)^2
     EXPECT_TRUE(rep.evidence.waitAboveThreshold);
     EXPECT_TRUE(rep.evidence.clearsNoise);
@@ -385,7 +385,7 @@ TEST(Stragglers, ALagWithinTheOtherRanksSpreadIsNotNamed)
     //   lateness: rank 1 200 - 130 = 70; rank 0 100 - 180 = -80; rank 2 160 - 150 = 10.
     //   the others pooled {-80 x 30, 10 x 30}: median -35 -> 105 above; delay 105 x 2/3 = 70.
     //   step floor: every deviation from -35 is 45, sigma = 1.4826 x 45 = 66.717,
-    //   2 x 1.2533 x 66.717 x 2 / sqrt(30) = 61.06 < 105 (the old test named rank 1).
+    //   2 x 1.2533 x 66.717 x 3/2 / sqrt(30) = 45.80 < 105 (the old test named rank 1).
     //   rank floor: the others' medians -80 and 10, sd = sqrt(45^2 + 45^2) = 63.640,
     //   2 x 63.640 x sqrt(1 + 1/2) = 155.88 > 105: rank 1 is no further from them than they are
     //   from each other. Not named.
@@ -396,7 +396,7 @@ TEST(Stragglers, ALagWithinTheOtherRanksSpreadIsNotNamed)
     EXPECT_TRUE(e.waitAboveThreshold);
     EXPECT_DOUBLE_EQ(e.latenessAboveOthersNs, 105.0);
     EXPECT_NEAR(e.systematicDelayNs, 70.0, 1e-9);
-    EXPECT_NEAR(e.noiseFloorNs, 2 * 1.2533 * 1.4826 * 45 * 2 / std::sqrt(30.0), 1e-9);
+    EXPECT_NEAR(e.noiseFloorNs, 2 * 1.2533 * 1.4826 * 45 * 1.5 / std::sqrt(30.0), 1e-9);
     EXPECT_NEAR(e.rankSpreadNs, std::sqrt(2.0) * 45, 1e-9);
     EXPECT_NEAR(e.rankFloorNs, 2 * std::sqrt(2.0) * 45 * std::sqrt(1.5), 1e-9);
     EXPECT_FALSE(e.clearsNoise);
@@ -405,7 +405,7 @@ TEST(Stragglers, ALagWithinTheOtherRanksSpreadIsNotNamed)
     // The same lag with the healthy ranks 10 apart (100 and 110): rank 1's lateness
     // 200 - 105 = 95, rank 0 100 - 155 = -55, rank 2 110 - 150 = -40; pooled median -47.5 ->
     // 142.5 above (delay 95 = 9.5%, wait mean(100, 90) = 95); sigma 1.4826 x 7.5, step floor
-    // 10.18; the others' medians -55 and -40: sd 10.607, rank floor 25.98. Named.
+    // 2 x 1.2533 x 11.12 x 3/2 / sqrt(30) = 7.63; the others' medians -55 and -40: sd 10.607, rank floor 25.98. Named.
     Launches close(30, {{{100, 200, 110}, {300, 300, 300}}});
     const StragglerReport named = stragglers(threeRankRun(1000, 2000, 0, close));
     EXPECT_DOUBLE_EQ(named.evidence.latenessAboveOthersNs, 142.5);

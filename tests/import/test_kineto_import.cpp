@@ -262,8 +262,9 @@ TEST(KinetoImport, GoldenDeviceWorkByLaunchingStep)
     EXPECT_EQ(a.summary.deviceSpansWithoutStep, 2);
     // Both all-reduce kernels are bucket 0 of their launching step.
     for (const Span& s : run->spans) {
-        if (s.kind == SpanKind::CommKernel)
+        if (s.kind == SpanKind::CommKernel) {
             EXPECT_EQ(s.bucket, 0);
+        }
     }
 }
 

@@ -199,8 +199,9 @@ TEST(WhatIfReplay, SmallerCapSplitsTheLastBucketAndSlowsBackward)
     for (const Step& s : p.run.steps)
         EXPECT_EQ(s.end - s.start, us(535)) << "rank " << s.rank;
     for (const Span& s : p.run.spans)
-        if (s.kind == SpanKind::Wait)
+        if (s.kind == SpanKind::Wait) {
             EXPECT_EQ(s.start, p.run.lanes[s.lane.v].rank == 0 ? us(440) : us(460));
+        }
     // Exposed communication: rank 0's b2 [440, 480) lies after its backward ends at 440 -> 40 µs;
     // rank 1's b2 [460, 480) -> 20 µs; mean 30 µs. Overlapped: rank 0 b0 [200, 270) 70 + b1 60 =
     // 130 of 170; rank 1 b0 [210, 270) 60 + b1 60 = 120 of 140 -> ratio 250 / 310.
@@ -214,8 +215,9 @@ TEST(WhatIfReplay, SmallerCapSplitsTheLastBucketAndSlowsBackward)
         const std::string& name = p.run.strings.text(in.name);
         const int expected = name == "l1.weight" ? 1 : name == "l0.weight" ? 2 : 0;
         EXPECT_EQ(in.bucket, expected) << name;
-        if (name == "l0.weight")
+        if (name == "l0.weight") {
             EXPECT_EQ(in.ts, p.run.lanes[in.lane.v].rank == 0 ? us(440) : us(460));
+        }
     }
 }
 
@@ -288,8 +290,9 @@ TEST(WhatIfReplay, ATransferSlowsTheBackwardThatDecidesItsOwnRate)
                                    {"head.bias"}, {"head.weight", "l1.weight"}, {"l0.weight"}}));
     EXPECT_NEAR(p.numbers.stepTimeMs, 585 * kUsInMs, 1e-9);
     for (const Span& s : p.run.spans)
-        if (s.kind == SpanKind::Comm && s.bucket == 2)
+        if (s.kind == SpanKind::Comm && s.bucket == 2) {
             EXPECT_EQ(s.end, us(530));
+        }
 }
 
 TEST(WhatIfReplay, OneRankHasNoCommunication)

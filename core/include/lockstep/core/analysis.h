@@ -263,7 +263,7 @@ struct StragglerEvidence {
     double latenessAboveOthersNs = 0; // its median lateness - the others' median lateness
     double noiseSpreadNs = 0;    // sigma: robust spread (1.4826 x MAD) of the other ranks' lateness
     double noiseFloorNs = 0;     // 2 standard errors of the difference of median latenesses over
-                                 // the n steady steps: 2 x 1.2533 x sigma x 2 / sqrt(n)
+                                 // the n steady steps of N ranks: 2 x 1.2533 x sigma x N/(N-1) / sqrt(n)
     double systematicDelayNs = 0; // how late it is itself: latenessAboveOthersNs x (N-1) / N
     double delayFraction = 0;    // systematicDelayNs / meanStepNs
     double rankSpreadNs = 0;     // standard deviation of the other ranks' median latenesses (NaN: < 2 others)

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""A witness the straggler benchmark does not get from Lockstep: how long each rank's threads
+were runnable but not running (waiting for a CPU), from the kernel's own scheduler statistics.
+
+Started beside one `lockstep run`, it samples /proc every 100 ms for lockstep-worker processes,
+takes each one's rank from its environment (RANK, as the launcher sets it) and sums, over all of
+its threads, the second and first fields of /proc/PID/task/TID/schedstat (nanoseconds spent
+waiting on a run queue, and running). Counters only grow, so the last sample of each thread is
+its total; a thread seen once keeps its last value after it exits. On SIGTERM or SIGINT it
+prints one JSON object {"RANK": {"runqueue_wait_ns": W, "run_ns": R, "threads": T}, ...} and
+exits.
+
+Why: on a 2-core machine a rank that shares its core with a busy process (or with the other
+ranks' threads), or runs on a vCPU whose host core is busy with another guest, is late every
+step although nothing was injected. Lockstep sees only that it is late; the kernel sees that it
+waited longer for a CPU, or needed more CPU time for the same work. A clean run's named
+straggler whose extra run-queue wait and CPU time account for its delay was made by the
+machine, and the verdict was right.
+
+Usage: rank_cpu.py (runs until signalled)
+"""
+import json
+import os
+import signal
+import sys
+import time
+
+totals = {}  # (pid, tid) -> (rank, wait_ns, run_ns)
+
+
+def rank_of(pid):
+    try:
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            for item in f.read().split(b"\0"):
+                if item.startswith(b"RANK="):
+                    return int(item[5:])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+workers = {}  # pid -> rank
+
+
+def find_workers():
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in workers:
+            continue
+        pid = int(name)
+        try:
+            with open("/proc/%d/comm" % pid) as f:
+                if f.read().strip() != "lockstep-worker":
+                    continue
+        except OSError:
+            continue
+        rank = rank_of(pid)
+        if rank is not None:
+            workers[pid] = rank
+
+
+def sample():
+    for pid, rank in list(workers.items()):
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            del workers[pid]
+            continue
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                    run_ns, wait_ns = (int(v) for v in f.read().split()[:2])
+            except (OSError, ValueError):
+                continue
+            totals[(pid, tid)] = (rank, wait_ns, run_ns)
+
+
+def report(*_):
+    sample()
+    out = {}
+    for rank, wait_ns, run_ns in totals.values():
+        r = out.setdefault(str(rank), {"runqueue_wait_ns": 0, "run_ns": 0, "threads": 0})
+        r["runqueue_wait_ns"] += wait_ns
+        r["run_ns"] += run_ns
+        r["threads"] += 1
+    print(json.dumps(out, sort_keys=True))
+    sys.stdout.flush()
+    sys.exit(0)
+
+
+signal.signal(signal.SIGTERM, report)
+signal.signal(signal.SIGINT, report)
+# Sampling the known workers every 100 ms costs about 2% of a core; looking for new ones means reading every
+# process's name, so that is done every 100 ms only until one is found and then every second.
+tick = 0
+while True:
+    if not workers or tick % 10 == 0:
+        find_workers()
+    sample()
+    tick += 1
+    time.sleep(0.1)
