@@ -25,16 +25,18 @@
 # straggler made by the machine, not noise.
 #
 # A second witness, from the kernel (rank_cpu.py): each rank's run-queue wait (time runnable but
-# not running: waiting for a CPU) and CPU time over the run, per step. The ranks do the same work,
-# so a rank that needed more of the two than the others waited for a CPU (the hogs, four ranks on
-# two cores) or ran on a slower one (the vCPU's host core busy with another guest): it IS late
-# every step, though nothing was injected, and a verdict naming it is right. So a clean run's
-# named rank counts as a false positive only when what it took beyond the others (its run-queue
-# wait + CPU time minus the mean of the others') is less than half of the systematic delay it was
-# named for; otherwise it is counted as machine-made (straggler_machine_made), printed with both
-# numbers. Symmetrically, an injected run whose injected rank, beyond its injected work, took less
-# than -X/2 against the others (the machine held them back: its effective delay is below half of
-# X) is counted apart as masked, not as a miss.
+# not running: waiting for a CPU) and CPU time per step over its steady steps. The ranks do the
+# same work, so a rank that needed more of the two than the others waited for a CPU (the hogs,
+# four ranks on two cores) or ran on a slower one (the vCPU's host core busy with another
+# guest): it IS late every step, though nothing was injected, and a verdict naming it is right.
+# So a clean run's named rank counts as a false positive only when what it took beyond the others
+# (its run-queue wait + CPU time minus the mean of the others') is less than half of the
+# systematic delay it was named for; otherwise it is counted as machine-made
+# (straggler_machine_made), printed with both numbers. Symmetrically, an injected run whose
+# injected rank, beyond its injected work, took less than -X/2 against the others (the machine
+# held them back: its effective delay is below half of X) is counted apart as masked, not as a
+# miss. The witness checks itself on the injected runs: X ms of injected work shows as about X
+# more CPU ms per step on that rank.
 #
 # Prints one line per run and then `name: value unit` lines:
 #   straggler_clean_runs, straggler_false_positives (goal 0), straggler_machine_made,
@@ -132,20 +134,36 @@ e = d["straggler"]
 named = ",".join(str(r) for r in d["stragglers"]) or "none"
 def f(v, scale=1.0, fmt="%.2f"):
     return "-" if v is None else fmt % (v * scale)
-# The witness: each rank'"'"'s run-queue wait and CPU time per step (ms), from the kernel
-# (rank_cpu.py).
+# The witness: each rank'"'"'s run-queue wait and CPU time per steady step (ms), from the kernel
+# (rank_cpu.py): the increments of its cumulative series over the rank'"'"'s steady steps
+# [first start, last end], interpolated between samples, over the number of steady steps.
+def at(points, t, k):
+    for (t0, *a), (t1, *b) in zip(points, points[1:]):
+        if t0 <= t <= t1:
+            return a[k] + (b[k] - a[k]) * (t - t0) / (t1 - t0) if t1 > t0 else a[k]
+    return None
+rq, run = {}, {}
 try:
     cpu = json.load(open(sys.argv[1]))
-    rq = {int(r): v["runqueue_wait_ns"] / 1e6 / int(sys.argv[2]) for r, v in cpu.items()}
-    run = {int(r): v["run_ns"] / 1e6 / int(sys.argv[2]) for r, v in cpu.items()}
+    for r, points in cpu.items():
+        rows = [x for x in d["step_breakdown"] if x["rank"] == int(r) and x["steady"]]
+        if not rows:
+            continue
+        t0, t1 = min(x["start_ns"] for x in rows), max(x["end_ns"] for x in rows)
+        ends = [(at(points, t0, k), at(points, t1, k)) for k in (0, 1)]
+        if all(a is not None and b is not None for a, b in ends):
+            rq[int(r)] = (ends[0][1] - ends[0][0]) / 1e6 / len(rows)
+            run[int(r)] = (ends[1][1] - ends[1][0]) / 1e6 / len(rows)
 except (OSError, ValueError):
+    pass
+if len(rq) != d["world_size"]:
     rq, run = {}, {}
 print("|".join([named, str(e["candidate"]), "%d/%d" % (e["steps_late"], e["steady_steps"]),
                 f(e["wait_fraction"], 100, "%.1f"), f(e["delay_fraction"], 100, "%.1f"),
                 f(e["lateness_above_others_ms"]), f(e["noise_floor_ms"]),
                 f(e["chance"], 1, "%.2g"), f(d["step_time_ms"]),
                 ",".join("%.2f" % rq[r] for r in sorted(rq)) or "-",
-                ",".join("%.2f" % run[r] for r in sorted(run)) or "-"]))' "$db.cpu" "$STEPS")
+                ",".join("%.2f" % run[r] for r in sorted(run)) or "-"]))' "$db.cpu")
     if is_even "$before" && is_even "$after"; then
         echo "$verdict|$before/$after|even"
     else

@@ -6,9 +6,11 @@ Started beside one `lockstep run`, it samples /proc every 100 ms for lockstep-wo
 takes each one's rank from its environment (RANK, as the launcher sets it) and sums, over all of
 its threads, the second and first fields of /proc/PID/task/TID/schedstat (nanoseconds spent
 waiting on a run queue, and running). Counters only grow, so the last sample of each thread is
-its total; a thread seen once keeps its last value after it exits. On SIGTERM or SIGINT it
-prints one JSON object {"RANK": {"runqueue_wait_ns": W, "run_ns": R, "threads": T}, ...} and
-exits.
+its total; a thread seen once keeps its last value after it exits. Each sample appends, per
+rank, [CLOCK_REALTIME ns, run-queue wait ns, run ns] summed over the rank's threads: cumulative
+series on the clock the run database uses, so a reader can take the increments over any window
+of the run (the straggler benchmark takes the steady steps). On SIGTERM or SIGINT it prints one
+JSON object {"RANK": [[t_ns, wait_ns, run_ns], ...], ...} and exits.
 
 Why: on a 2-core machine a rank that shares its core with a busy process (or with the other
 ranks' threads), or runs on a vCPU whose host core is busy with another guest, is late every
@@ -74,15 +76,23 @@ def sample():
             totals[(pid, tid)] = (rank, wait_ns, run_ns)
 
 
+series = {}  # rank -> [[t_ns, wait_ns, run_ns], ...]
+
+
+def record():
+    now = time.time_ns()
+    sums = {}
+    for rank, wait_ns, run_ns in totals.values():
+        w, r = sums.get(rank, (0, 0))
+        sums[rank] = (w + wait_ns, r + run_ns)
+    for rank, (w, r) in sums.items():
+        series.setdefault(str(rank), []).append([now, w, r])
+
+
 def report(*_):
     sample()
-    out = {}
-    for rank, wait_ns, run_ns in totals.values():
-        r = out.setdefault(str(rank), {"runqueue_wait_ns": 0, "run_ns": 0, "threads": 0})
-        r["runqueue_wait_ns"] += wait_ns
-        r["run_ns"] += run_ns
-        r["threads"] += 1
-    print(json.dumps(out, sort_keys=True))
+    record()
+    print(json.dumps(series, sort_keys=True))
     sys.stdout.flush()
     sys.exit(0)
 
@@ -96,5 +106,6 @@ while True:
     if not workers or tick % 10 == 0:
         find_workers()
     sample()
+    record()
     tick += 1
     time.sleep(0.1)
