@@ -101,7 +101,9 @@ model_args() {
 
 # The cores' speed ratio (fastest / slowest) right now.
 speed_ratio() { "$CORE_SPEED" 300 | sed -n 's/.* ratio //p'; }
-is_even() { "$PYTHON" -c "import sys; sys.exit(0 if float('$1') <= float('$EVEN') else 1)"; }
+# Is the test true? (a Python expression over numbers already substituted)
+holds() { "$PYTHON" -c "import sys; sys.exit(0 if ($1) else 1)"; }
+is_even() { holds "$1 <= $EVEN"; }
 
 # One run: record it, print its verdict as
 # "named|candidate|steps_late/steady|wait%|delay%|above_ms|floor_ms|chance|step_ms|cores before/after|even".
@@ -197,8 +199,6 @@ others = [v for i, v in enumerate(took) if i != r]
 print("%.2f" % (took[r] - sum(others) / len(others) - injected) if r < len(took) and others else "-")' \
         "$(cut -d'|' -f10 <<<"$1")" "$(cut -d'|' -f11 <<<"$1")" "$2" "${3:-0}"
 }
-# Is the test true? (python expression over numbers already substituted)
-holds() { "$PYTHON" -c "import sys; sys.exit(0 if ($1) else 1)"; }
 
 # A clean run's verdict: counts toward the goals when the cores were even. A named rank whose
 # extra run-queue wait and CPU time (the kernel's witness) are at least half its systematic delay

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A witness the straggler benchmark does not get from Lockstep: how long each rank's threads
-were runnable but not running (waiting for a CPU), from the kernel's own scheduler statistics.
+were runnable but not running (waiting for a CPU) and how much CPU time they used, from the
+kernel's own scheduler statistics.
 
 Started beside one `lockstep run`, it samples /proc every 100 ms for lockstep-worker processes,
 takes each one's rank from its environment (RANK, as the launcher sets it) and sums, over all of
@@ -99,8 +100,8 @@ def report(*_):
 
 signal.signal(signal.SIGTERM, report)
 signal.signal(signal.SIGINT, report)
-# Sampling the known workers every 100 ms costs about 2% of a core; looking for new ones means reading every
-# process's name, so that is done every 100 ms only until one is found and then every second.
+# Sampling the known workers every 100 ms costs about 2% of a core; looking for new ones means
+# reading every process's name, so that is done every 100 ms until one is found, then every second.
 tick = 0
 while True:
     if not workers or tick % 10 == 0:
