@@ -316,9 +316,7 @@ core::Run loadOrRaise(const std::string& path, bool correctClocks)
     core::Result<core::Run> run;
     {
         pybind11::gil_scoped_release release;
-        core::LoadOptions options;
-        options.correctClocks = correctClocks;
-        run = core::loadRun(path, options);
+        run = core::loadRun(path, core::LoadOptions{.correctClocks = correctClocks});
     }
     if (!run)
         raise(run.error());

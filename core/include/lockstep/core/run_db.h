@@ -92,7 +92,7 @@ struct LoadOptions {
     bool correctClocks = true; // apply each rank's offset to rank 0 (DESIGN.md "Time and clocks")
     // A load whose stop is requested gives up within ~65 k rows (a few ms) and fails with
     // kCancelled: a viewer's superseded load of a 10 M-span run does not read it to the end.
-    std::stop_token stop;
+    std::stop_token stop{};
 };
 // The message of a load or analysis that stopped because its stop was requested.
 inline constexpr const char* kCancelled = "cancelled: a stop was requested";
