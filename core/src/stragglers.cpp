@@ -54,12 +54,12 @@
 //     others' lateness is, on average, the candidate's mirrored and shared among N-1 ranks
 //     (-L / (N-1)), and the difference of the medians moves by N/(N-1) times the candidate's
 //     standard error: twice it with two ranks (one is exactly the mirror of the other), 4/3 with
-//     four. (A simulation of Gaussian arrivals, 57 steps, 4,000 runs, gives 2.00, 1.40, 1.26
-//     and 1.11 for N = 2, 3, 4, 8 against 2, 1.5, 1.33 and 1.14; the formula is slightly
-//     conservative.) The noise floor is kNoiseSigmas such standard errors of the difference: noise alone gets there in about 2% of
-//     runs, and in far fewer together with criterion 1 (the rank late most often is also the
-//     rank whose median is highest, so the two tests are not independent, but a noise-only run
-//     must pass both a 5% and a 2% test).
+//     four. (A simulation of Gaussian arrivals, bench/straggler/floor_simulation.py, 57 steps,
+//     4,000 runs, gives 2.00, 1.40, 1.26 and 1.11 for N = 2, 3, 4, 8 against 2, 1.5, 1.33 and
+//     1.14; the formula is slightly conservative.) The noise floor is kNoiseSigmas such standard errors of the difference:
+//     noise alone gets there in about 2% of runs, and in far fewer together with criterion 1
+//     (the rank late most often is also the rank whose median is highest, so the two tests are
+//     not independent, but a noise-only run must pass both a 5% and a 2% test).
 //     Rank to rank: healthy ranks are not identical either. A rank on a core the host shares
 //     with another guest, or with more of the machine's background work, is a little late every
 //     step for the whole run; that offset does not shrink with more steps, so the step-to-step
