@@ -105,8 +105,8 @@ speed_ratio() { "$CORE_SPEED" 300 | sed -n 's/.* ratio //p'; }
 holds() { "$PYTHON" -c "import sys; sys.exit(0 if ($1) else 1)"; }
 is_even() { holds "$1 <= $EVEN"; }
 
-# One run: record it, print its verdict as
-# "named|candidate|steps_late/steady|wait%|delay%|above_ms|floor_ms|chance|step_ms|cores before/after|even".
+# One run: record it, print its verdict as "named|candidate|steps_late/steady|wait%|delay%|above_ms|
+# floor_ms|chance|step_ms|run-queue wait ms/step per rank|CPU ms/step per rank|cores before/after|even".
 record() { # out.db nproc model hog(yes|no) [extra args...]
     local db=$1 nproc=$2 model=$3 hog=$4 attempt before after i verdict witness
     shift 4
@@ -205,23 +205,22 @@ print("%.2f" % (took[r] - sum(others) / len(others) - injected) if r < len(took)
 # was made a straggler by the machine: the verdict is right, and it is counted apart, not as a
 # false one.
 count_clean() { # label verdict
-    local named=${2%%|*} note="" excess delay_ms
+    local named=${2%%|*} note="" kind=none excess delay_ms
     if [[ "$named" != none ]]; then
         excess=$(excess_ms "$2" "$named")
         delay_ms=$("$PYTHON" -c "print('%.2f' % ($(cut -d'|' -f5 <<<"$2") * $(cut -d'|' -f9 <<<"$2") / 100.0))")
         if [[ "$excess" != - ]] && holds "$excess >= 0.5 * $delay_ms"; then
+            kind=machine
             note=" [machine-made: rank $named took ${excess} ms/step longer than the others for the same work; its delay ${delay_ms} ms]"
         else
+            kind=false
             note=" [FALSE: rank $named's extra run-queue wait and CPU time, ${excess} ms/step, do not explain its delay ${delay_ms} ms]"
         fi
     fi
     if [[ "${2##*|}" == even ]]; then
         clean=$((clean + 1))
-        if [[ "$note" == " [machine-made"* ]]; then
-            machine_made=$((machine_made + 1))
-        elif [[ "$named" != none ]]; then
-            false_positives=$((false_positives + 1))
-        fi
+        [[ "$kind" == machine ]] && machine_made=$((machine_made + 1))
+        [[ "$kind" == false ]] && false_positives=$((false_positives + 1))
     else
         uneven=$((uneven + 1))
     fi
@@ -252,10 +251,11 @@ for config in $CONFIGS; do
             # Symmetric to the clean runs: a miss where the machine held the OTHER ranks back
             # by more than half the injected delay (beyond its injected work, the injected rank
             # took less than -X/2 longer than the others) left it not late; counted apart.
-            note=""
+            note="" is_masked=no
             if [[ "$named" != "$rank" ]]; then
                 excess=$(excess_ms "$verdict" "$rank" "$delay")
                 if [[ "$excess" != - ]] && holds "$delay + $excess < 0.5 * $delay"; then
+                    is_masked=yes
                     note=" [masked: beyond its injected work rank $rank took ${excess} ms/step against the others]"
                 else
                     note=" [MISSED: beyond its injected work rank $rank took ${excess} ms/step against the others]"
@@ -263,7 +263,7 @@ for config in $CONFIGS; do
             fi
             if [[ "${verdict##*|}" == even ]]; then
                 [[ "$named" == "$rank" ]] && detected_raw[$pct]=$((detected_raw[$pct] + 1))
-                if [[ "$note" == " [masked"* ]]; then
+                if [[ "$is_masked" == yes ]]; then
                     masked=$((masked + 1))
                 else
                     injected[$pct]=$((injected[$pct] + 1))
