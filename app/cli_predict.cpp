@@ -1,5 +1,5 @@
 // `lockstep predict RUN.db --bucket-mb 1,4,25,100 [--first-bucket-mb X] [--nproc 2,4,8]
-// [--link-gbps X] [--compress fp16] [--json] [--out-dir DIR]` and `lockstep advise RUN.db`: the
+// [--link-gbps X] [--compress fp16] [--compute-scale X] [--json] [--out-dir DIR]` and `lockstep advise RUN.db`: the
 // what-if model of core (whatif.h) on the command line. Needs only core: starts in milliseconds.
 #include "commands.h"
 
@@ -24,6 +24,7 @@ struct WhatIfArgs {
     std::vector<int> nproc;
     std::vector<double> linkGbps;
     std::vector<std::string> compress;
+    std::vector<double> computeScale;
     bool json = false;
     std::string outDir;
     bool force = false;
@@ -80,13 +81,15 @@ std::vector<core::WhatIfConfig> configurations(const WhatIfArgs& a, const core::
     const auto worlds = orRecorded(a.nproc, recorded.worldSize);
     const auto links = orRecorded(a.linkGbps, recorded.linkGbps);
     const auto compress = orRecorded(a.compress, recorded.compress);
+    const auto scales = orRecorded(a.computeScale, 1.0);
     std::vector<core::WhatIfConfig> out;
-    for (int32_t n : worlds)
-        for (double link : links)
-            for (const std::string& c : compress)
-                for (int64_t first : firsts)
-                    for (int64_t cap : caps)
-                        out.push_back(core::WhatIfConfig{cap, first, n, link, c});
+    for (double k : scales)
+        for (int32_t n : worlds)
+            for (double link : links)
+                for (const std::string& c : compress)
+                    for (int64_t first : firsts)
+                        for (int64_t cap : caps)
+                            out.push_back(core::WhatIfConfig{cap, first, n, link, c, k});
     return out;
 }
 
@@ -99,6 +102,8 @@ std::string outFileName(const std::string& runPath, const core::WhatIfConfig& c)
         name += "-l" + number(c.linkGbps);
     if (c.compress != "none")
         name += "-" + c.compress;
+    if (c.computeScale != 1.0)
+        name += "-c" + number(c.computeScale);
     return name + ".db";
 }
 
@@ -180,6 +185,11 @@ void registerWhatIfCommands(CLI::App& app)
     predict->add_option("--compress", args->compress, "gradient compression: none, fp16, bf16 (default: the recorded)")
         ->delimiter(',')
         ->check(CLI::IsMember({"none", "fp16", "bf16"}));
+    predict->add_option("--compute-scale", args->computeScale,
+                        "the training thread's work (forward, backward, optimizer, data) takes this many times "
+                        "its recorded time: 0.5 = a device twice as fast; comma-separated (default 1)")
+        ->delimiter(',')
+        ->check(positive);
     predict->add_flag("--json", args->json, "print the predictions as JSON (schema lockstep.whatif/1)");
     predict->add_option("--out-dir", args->outDir,
                         "write each predicted timeline as a run file marked \"predicted\" into this folder");
@@ -193,7 +203,8 @@ void registerWhatIfCommands(CLI::App& app)
         "Examples:\n"
         "  lockstep predict runs/mlp.db --bucket-mb 1,4,25,100\n"
         "  lockstep predict runs/mlp.db --nproc 2,4,8 --link-gbps 1 --out-dir runs/whatif\n"
-        "  lockstep predict runs/mlp.db --compress fp16 --json");
+        "  lockstep predict runs/mlp.db --compress fp16 --json\n"
+        "  lockstep predict runs/mlp.db --compute-scale 0.5,0.25   # would faster compute expose the all-reduce?");
     predict->callback([args] { exitStatus() = runPredict(*args); });
 
     CLI::App* advise = app.add_subcommand(

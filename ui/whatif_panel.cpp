@@ -81,6 +81,7 @@ WhatIfPanel::WhatIfPanel(QWidget* parent)
     , m_world(new QSpinBox(this))
     , m_link(new QDoubleSpinBox(this))
     , m_compress(new QComboBox(this))
+    , m_compute(new QDoubleSpinBox(this))
     , m_reset(new QPushButton(tr("Recorded"), this))
     , m_runIt(new QPushButton(tr("Run it"), this))
     , m_save(new QPushButton(tr("Save prediction…"), this))
@@ -108,7 +109,7 @@ void WhatIfPanel::buildForm()
 
     m_bucketSlider->setRange(0, kSliderMax);
     m_bucketSlider->setPageStep(kSliderStepsPerOctave);
-    m_bucketSlider->setMinimumWidth(100);
+    m_bucketSlider->setMinimumWidth(80);
     m_bucketSlider->setToolTip(tr("Bucket cap, 0.25 MiB to 256 MiB in quarter octaves (arrows, Page Up/Down)"));
     m_world->setRange(1, job::kMaxLocalRanks);
     m_world->setSuffix(tr(" ranks"));
@@ -122,6 +123,14 @@ void WhatIfPanel::buildForm()
     m_link->setKeyboardTracking(false);
     m_compress->addItems({QStringLiteral("none"), QStringLiteral("fp16"), QStringLiteral("bf16")});
     m_compress->setToolTip(tr("Gradient compression on the wire"));
+    m_compute->setRange(0.05, 20);
+    m_compute->setDecimals(2);
+    m_compute->setSingleStep(0.05);
+    m_compute->setValue(1);
+    m_compute->setPrefix(QStringLiteral("×"));
+    m_compute->setToolTip(tr("Compute time: the training thread's work (forward, backward, optimizer) takes this many "
+                             "times its recorded time; 0.5 = a device twice as fast. Communication keeps its cost."));
+    m_compute->setKeyboardTracking(false);
     m_reset->setToolTip(tr("Back to the run's recorded configuration"));
     m_runIt->setToolTip(tr("Launch the real run of this configuration (Launch page), then compare prediction and truth in Compare"));
     m_save->setToolTip(tr("Write the predicted run to a file: it opens, compares and charts like any run, marked predicted"));
@@ -141,6 +150,7 @@ void WhatIfPanel::buildForm()
     addField(tr("&World"), m_world);
     addField(tr("&Link"), m_link);
     addField(tr("&Compression"), m_compress);
+    addField(tr("Com&pute"), m_compute);
     // The actions share the title's row, so the fields' row fits the narrowest window the other
     // pages allow (the stack is as wide as its widest page's minimum).
     auto* top = new QHBoxLayout;
@@ -213,6 +223,7 @@ void WhatIfPanel::buildForm()
     connect(m_world, &QSpinBox::valueChanged, this, &WhatIfPanel::fieldsChanged);
     connect(m_link, &QDoubleSpinBox::valueChanged, this, &WhatIfPanel::fieldsChanged);
     connect(m_compress, &QComboBox::currentIndexChanged, this, &WhatIfPanel::fieldsChanged);
+    connect(m_compute, &QDoubleSpinBox::valueChanged, this, &WhatIfPanel::fieldsChanged);
     connect(m_reset, &QPushButton::clicked, this, &WhatIfPanel::resetToRecorded);
     connect(m_save, &QPushButton::clicked, this, &WhatIfPanel::saveDialog);
     connect(m_runIt, &QPushButton::clicked, this, [this] {
@@ -236,13 +247,15 @@ core::WhatIfConfig WhatIfPanel::config() const
     c.worldSize = m_world->value();
     c.linkGbps = m_link->value();
     c.compress = m_compress->currentText().toStdString();
+    c.computeScale = m_compute->value();
     return c;
 }
 
 void WhatIfPanel::setConfig(const core::WhatIfConfig& c)
 {
     {
-        const QSignalBlocker b1(m_bucket), b2(m_bucketSlider), b3(m_first), b4(m_world), b5(m_link), b6(m_compress);
+        const QSignalBlocker b1(m_bucket), b2(m_bucketSlider), b3(m_first), b4(m_world), b5(m_link), b6(m_compress),
+            b7(m_compute);
         m_bucket->setValue(toMib(c.bucketCapBytes));
         m_bucketSlider->setValue(sliderPosition(m_bucket->value()));
         m_first->setValue(toMib(c.firstBucketCapBytes));
@@ -250,6 +263,7 @@ void WhatIfPanel::setConfig(const core::WhatIfConfig& c)
         m_link->setValue(c.linkGbps);
         const int i = m_compress->findText(QString::fromStdString(c.compress));
         m_compress->setCurrentIndex(i >= 0 ? i : 0);
+        m_compute->setValue(c.computeScale);
     }
     fieldsChanged();
 }
@@ -494,7 +508,8 @@ void WhatIfPanel::fillNumbers(const WhatIfResult& r)
 void WhatIfPanel::updateButtons()
 {
     const bool haveModel = m_model.has_value();
-    for (QWidget* w : std::initializer_list<QWidget*>{m_bucket, m_bucketSlider, m_first, m_world, m_link, m_compress, m_reset})
+    for (QWidget* w :
+         std::initializer_list<QWidget*>{m_bucket, m_bucketSlider, m_first, m_world, m_link, m_compress, m_compute, m_reset})
         w->setEnabled(haveModel);
     m_save->setEnabled(m_shown.has_value());
     // Only Lockstep's runtime can run a configuration again: imported traces, `lockstep record`
@@ -504,16 +519,19 @@ void WhatIfPanel::updateButtons()
         m_runIt->setToolTip(tr("Launch the real run of this configuration (needs a run whose model could be built)"));
         return;
     }
-    const auto options = job::optionsFromConfig(m_run->run->config);
-    m_runIt->setEnabled(options.has_value());
-    m_runIt->setToolTip(options ? tr("Launch the real run of this configuration (Launch page), then compare prediction and truth in Compare")
-                                : tr("Cannot run this again: %1").arg(QString::fromStdString(options.error().message)));
+    const auto settings = launchSettings(config());
+    m_runIt->setEnabled(settings.has_value());
+    m_runIt->setToolTip(settings ? tr("Launch the real run of this configuration (Launch page), then compare prediction and truth in Compare")
+                                 : tr("Cannot run this: %1").arg(QString::fromStdString(settings.error().message)));
 }
 
 core::Result<LaunchSettings> WhatIfPanel::launchSettings(const core::WhatIfConfig& c) const
 {
     if (!m_run)
         return core::fail("no run");
+    if (c.computeScale != 1.0)
+        return core::fail("a compute scale other than ×1 is a hypothetical device; set Compute back to ×1 to run "
+                          "this configuration");
     auto options = job::optionsFromConfig(m_run->run->config);
     if (!options)
         return core::fail(options.error().message);

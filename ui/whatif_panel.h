@@ -97,6 +97,7 @@ public:
     QSpinBox* worldSizeBox() const { return m_world; }
     QDoubleSpinBox* linkBox() const { return m_link; }
     QComboBox* compressBox() const { return m_compress; }
+    QDoubleSpinBox* computeBox() const { return m_compute; }
     QPushButton* runItButton() const { return m_runIt; }
     QPushButton* saveButton() const { return m_save; }
     QPushButton* resetButton() const { return m_reset; }
@@ -148,6 +149,7 @@ private:
     QSpinBox* m_world;
     QDoubleSpinBox* m_link;
     QComboBox* m_compress;
+    QDoubleSpinBox* m_compute; // compute scale (WhatIfConfig::computeScale)
     QPushButton* m_reset;
     QPushButton* m_runIt;
     QPushButton* m_save;

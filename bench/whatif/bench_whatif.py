@@ -13,7 +13,9 @@ base run, predicts the target from it with `lockstep predict`, and runs the targ
                                                  1-rank run has no all-reduce to fit the real link
                                                  from; the emulated link is what it can predict)
 It also asks `lockstep advise` (candidates = CAPS, first bucket 1 MiB) for the best cap and checks
-it against the cap measured fastest.
+it against the fastest measured bucket layout: caps that give one layout (e.g. every cap below a
+model's largest parameter) are one configuration, so their runs are pooled; plainly and at one
+common machine speed (the drift control below).
 
 Robust on a shared machine (2 cores, other engineers' builds beside it):
   - pairs: every target run follows its own base run immediately, so load that drifts over
@@ -26,7 +28,16 @@ Robust on a shared machine (2 cores, other engineers' builds beside it):
     measure the same configuration twice in a row; whatif_same_config_diff_pct is the median of
     |second - first| / first over those pairs. No prediction can be trusted to be closer to a
     measurement than two measurements of one configuration are to each other;
-  - the load average before and after is printed.
+  - the load average before and after is printed;
+  - the machine's drift, controlled: this VM runs the same work at different speeds from one run
+    to the next (forward included). Data loading and forward are the same work whatever the
+    buckets, the link or the world size (nothing communicates while they run), so their time in
+    the target run over their time in its base run measures that drift. Each target is also
+    predicted at that compute scale (`lockstep predict --compute-scale`), and
+    whatif_drift_adjusted_* print those errors beside the plain ones: the model's error with the
+    machine's drift taken out. The plain errors stay the headline. For world-size targets the
+    ratio also holds what the model does not predict (per-rank compute changing with the number of
+    ranks on the host), so there the adjusted error measures the communication part only.
 whatif_median_err_pct / whatif_p90_err_pct: median / 90th percentile of |error| over all targets
 (goals: <= 5, <= 10); also per kind (caps, links, world).
 The part the model re-derives: the model keeps the base run's compute and recomputes the wait at
@@ -95,10 +106,11 @@ class Config:
     def predict_flags(self):
         return ["--nproc", str(self.nproc), "--bucket-mb", num(self.cap), "--link-gbps", num(self.link)]
 
-    def predicted_name(self, base_path):
+    def predicted_name(self, base_path, scale=1.0):
         stem = os.path.splitext(os.path.basename(base_path))[0]
-        return "%s.predict-b%s-f1-n%d%s.db" % (stem, num(self.cap), self.nproc,
-                                               ("-l" + num(self.link)) if self.link > 0 else "")
+        return "%s.predict-b%s-f1-n%d%s%s.db" % (stem, num(self.cap), self.nproc,
+                                                 ("-l" + num(self.link)) if self.link > 0 else "",
+                                                 ("-c" + num(scale)) if scale != 1.0 else "")
 
 
 BASE2 = Config(2, BASE_CAP, 0.0)
@@ -151,6 +163,34 @@ def wait_stat_ms(path):
     return statistics.median(statistics.mean(v) for v in per_step.values()) / 1e6 if per_step else 0.0
 
 
+def forward_stat_ms(path):
+    """Median over steady steps of the data + forward time, averaged over ranks (ms): work that no
+    bucket cap, link or world size changes, so its ratio between two runs is the machine's drift."""
+    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    try:
+        per_step = {}
+        for step, rank, dur in db.execute(
+                "SELECT s.step, l.rank, s.dur_ns FROM spans s JOIN lanes l ON l.id = s.lane "
+                "WHERE s.kind IN (0, 1) AND s.step >= ?", (WARMUP,)):
+            ranks = per_step.setdefault(step, {})
+            ranks[rank] = ranks.get(rank, 0) + dur
+    finally:
+        db.close()
+    if not per_step:
+        raise RuntimeError("%s has no forward span in a steady step" % path)
+    return statistics.median(statistics.mean(v.values()) for v in per_step.values()) / 1e6
+
+
+def layout_of(path):
+    """The bucket layout of a run: its buckets' payloads in launch order (caps that give one layout
+    are one configuration, however the caps are written)."""
+    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
+    try:
+        return tuple(b for (b,) in db.execute("SELECT bytes FROM buckets ORDER BY idx"))
+    finally:
+        db.close()
+
+
 def record(model, config, path):
     if REUSE and os.path.exists(path):
         return True
@@ -169,10 +209,10 @@ def record(model, config, path):
     return False
 
 
-def predict(base, config, out_dir):
-    """Predicts `config` from the run `base`; returns the predicted run file."""
-    run(["predict", base, "--out-dir", out_dir, "--force"] + config.predict_flags())
-    path = os.path.join(out_dir, config.predicted_name(base))
+def predict(base, config, out_dir, scale=1.0):
+    """Predicts `config` (at compute scale `scale`) from the run `base`; returns the predicted run file."""
+    run(["predict", base, "--out-dir", out_dir, "--force", "--compute-scale", repr(scale)] + config.predict_flags())
+    path = os.path.join(out_dir, config.predicted_name(base, scale))
     if not os.path.exists(path):
         raise RuntimeError("lockstep predict did not write " + path)
     return path
@@ -200,7 +240,9 @@ def main():
     print("load_avg_start: %.2f" % os.getloadavg()[0], flush=True)
 
     # pairs[(model, key)] = [(predicted ms, measured ms, base ms)]; advised[model] = [cap MiB]
-    pairs, advised, waits = {}, {}, {}
+    # adjusted[(model, key)] = [(predicted at the target run's compute scale ms, measured ms, scale)]
+    # runs_of_cap[(model, cap)] = [(measured ms, forward ms, layout)] of the cap targets' runs
+    pairs, advised, waits, adjusted, runs_of_cap = {}, {}, {}, {}, {}
     for r in range(REPEATS):
         for model in MODELS:
             for key, _, _, base_cfg, target_cfg in targets(model):
@@ -212,15 +254,24 @@ def main():
                 predicted = step_stat_ms(predicted_file)
                 measured, base_ms = step_stat_ms(target), step_stat_ms(base)
                 pairs.setdefault((model, key), []).append((predicted, measured, base_ms))
+                # The control for the machine's drift (docstring): the same prediction at the
+                # compute scale the target run's forward shows against its base run's.
+                scale = round(forward_stat_ms(target) / forward_stat_ms(base), 4)
+                adj = step_stat_ms(predict(base, target_cfg, pred_dir, scale))
+                adjusted.setdefault((model, key), []).append((adj, measured, scale))
+                if key.startswith("cap"):
+                    runs_of_cap.setdefault((model, float(key[3:])), []).append(
+                        (measured, forward_stat_ms(target), layout_of(target)))
                 waits.setdefault((model, key), []).append((wait_stat_ms(predicted_file), wait_stat_ms(target)))
-                print("# %s %s r%d: base %.1f ms, predicted %.1f ms, measured %.1f ms"
-                      % (model, key, r, base_ms, predicted, measured), flush=True)
+                print("# %s %s r%d: base %.1f ms, predicted %.1f ms, measured %.1f ms; forward x%.3f, "
+                      "predicted at that compute scale %.1f ms" % (model, key, r, base_ms, predicted, measured,
+                                                                  scale, adj), flush=True)
                 if base_cfg is BASE2 and key == "cap%s" % num(CAPS[0]):
                     a = json.loads(run(["advise", base, "--json", "--first-bucket-mb", "1", "--bucket-mb",
                                         ",".join(num(c) for c in CAPS)]).stdout)
                     advised.setdefault(model, []).append(a["best"]["bucket_cap_bytes"] / 2**20)
 
-    errors, by_kind, noise, wait_errors = [], {}, [], []
+    errors, by_kind, noise, wait_errors, adj_errors, adj_by_kind = [], {}, [], [], [], {}
     advised_best = 0
     for model in MODELS:
         print("\n# %s: target, predicted / measured (medians of the pairs), median error of the pairs" % model)
@@ -239,20 +290,49 @@ def main():
                 measured_caps[float(key[3:])] = meas
                 if float(key[3:]) == BASE_CAP:
                     noise += [abs(m - b) / b * 100 for _, m, b in ps]
+            adj_errs = [(p - m) / m * 100 for p, m, _ in adjusted[(model, key)]]
+            adj_err = statistics.median(adj_errs)
+            adj_errors.append(abs(adj_err))
+            adj_by_kind.setdefault(kind, []).append(abs(adj_err))
             wp = statistics.median(p for p, _ in waits[(model, key)])
             wm = statistics.median(m for _, m in waits[(model, key)])
             wait_errors.append(abs(wp - wm))
             print("%-11s %-40s predicted %7.1f ms  measured %7.1f ms  error %+6.1f%%  (pairs: %s)  wait %.1f / %.1f ms"
+                  "  | forward x%s: error %+6.1f%% (pairs: %s)"
                   % (model, label, statistics.median(p for p, _, _ in ps), meas, err,
-                     " ".join("%+.0f%%" % e for e in errs), wp, wm))
+                     " ".join("%+.0f%%" % e for e in errs), wp, wm,
+                     "/".join("%.2f" % k for _, _, k in adjusted[(model, key)]), adj_err,
+                     " ".join("%+.0f%%" % e for e in adj_errs)))
         if advised.get(model) and measured_caps:
             adv = statistics.median_low(advised[model])
             best = min(measured_caps, key=measured_caps.get)
             gap = (measured_caps.get(adv, float("nan")) - measured_caps[best]) / measured_caps[best] * 100
-            advised_best += adv == best
             print("whatif_advised_cap_mb_%s: %s MiB" % (model, num(adv)))
             print("whatif_measured_best_cap_mb_%s: %s MiB" % (model, num(best)))
             print("whatif_advised_cap_measured_gap_pct_%s: %.1f %%" % (model, gap))
+            # Caps that give the same bucket layout are one configuration: their runs are pooled,
+            # and the advice is right when its layout is the measured fastest layout. Measured
+            # plainly, and at one common machine speed (each run's step time x the model's median
+            # forward / the run's own forward: the drift control of the docstring).
+            by_layout, adj_by_layout, caps_of = {}, {}, {}
+            all_runs = [x for c in CAPS for x in runs_of_cap.get((model, c), [])]
+            ref_fwd = statistics.median(f for _, f, _ in all_runs)
+            for c in CAPS:
+                for m, f, lay in runs_of_cap.get((model, c), []):
+                    by_layout.setdefault(lay, []).append(m)
+                    adj_by_layout.setdefault(lay, []).append(m * ref_fwd / f)
+                    caps_of.setdefault(lay, set()).add(c)
+            adv_layout = next((lay for lay, cs in caps_of.items() if adv in cs), None)
+            for name, table in (("", by_layout), ("_drift_adjusted", adj_by_layout)):
+                med = {lay: statistics.median(v) for lay, v in table.items()}
+                best_layout = min(med, key=med.get)
+                right = adv_layout == best_layout
+                if name == "":
+                    advised_best += right
+                print("whatif_advised_layout_is_measured_best%s_%s: %s (layouts, pooled runs: %s)"
+                      % (name, model, "yes" if right else "no",
+                         "; ".join("%d buckets [caps %s] %.1f ms" % (len(lay), ",".join(num(c) for c in sorted(caps_of[lay])),
+                                                                  med[lay]) for lay in sorted(med, key=med.get))))
 
     print()
     print("whatif_configs: %d" % len(errors))
@@ -266,7 +346,16 @@ def main():
     if wait_errors:
         print("whatif_wait_median_abs_err_ms: %.1f ms (predicted vs measured wait at the end of backward)"
               % statistics.median(wait_errors))
-    print("whatif_advised_is_measured_best: %d of %d models" % (advised_best, len(MODELS)))
+    if adj_errors:
+        print("whatif_drift_adjusted_median_err_pct: %.1f %% (predicted at the target run's own forward speed)"
+              % statistics.median(adj_errors))
+        print("whatif_drift_adjusted_p90_err_pct: %.1f %%" % percentile(adj_errors, 0.9))
+        for kind in ("caps", "links", "world"):
+            if kind in adj_by_kind:
+                print("whatif_drift_adjusted_median_err_pct_%s: %.1f %% (%d targets)"
+                      % (kind, statistics.median(adj_by_kind[kind]), len(adj_by_kind[kind])))
+    print("whatif_advised_is_measured_best: %d of %d models (the advised bucket layout is the fastest measured)"
+          % (advised_best, len(MODELS)))
     if noise:
         print("whatif_same_config_diff_pct: %.1f %% (median of %d back-to-back pairs of one configuration)"
               % (statistics.median(noise), len(noise)))

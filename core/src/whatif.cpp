@@ -95,6 +95,18 @@
 //     after the recorded gap. Ranks couple only through the collectives' starts, which is how a
 //     slow rank makes every other rank wait.
 //
+//  7. Compute scale. "What if compute were twice as fast (a faster device, a smaller model)?" The
+//     configuration's computeScale k multiplies every duration of the training thread's own work:
+//     compute time (5) up to the end of backward, so forward, backward and every gradient-ready
+//     instant arrive k times as late from the step's start; the launch cost; the write-back after
+//     the wait (`post`); the optimizer and whatever follows the wait; the gap to the next step.
+//     The link keeps its fitted cost and the contention its share (phi): faster compute leaves
+//     less backward to hide the same all-reduces behind, which is the question. k = 1 replays
+//     exactly as without it. bench/whatif also uses it as a control: a target run's forward
+//     (which no bucket, link or world-size choice changes) measured against its base run's says
+//     how much faster or slower the shared machine ran the second time, and the prediction at that
+//     k separates the model's error from the machine's drift.
+//
 // World sizes: ranks beyond the recorded ones replay recorded rank (r mod N)'s compute: per-rank
 // work is unchanged (weak scaling, one device per rank), the collectives grow by the algorithm's
 // factors. A 1-rank recording has no all-reduce to fit: only an emulated link costs anything.
@@ -111,6 +123,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <set>
@@ -407,6 +420,11 @@ std::string describe(const WhatIfConfig& c)
     }
     if (c.compress != "none")
         s += ", " + c.compress;
+    if (c.computeScale != 1.0) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, ", compute x%g", c.computeScale);
+        s += buf;
+    }
     return s;
 }
 
@@ -465,20 +483,23 @@ struct RankStep {
 };
 
 // What each bucket of a layout costs on the link (header essay, 2 and 3): the bytes each rank
-// sends (0 when the link is not fitted), the launch cost on the training thread, and the latency.
+// sends (0 when the link is not fitted), the launch cost on the training thread (its own work:
+// times the compute scale), and the latency.
 struct BucketCosts {
     std::vector<double> work;
     std::vector<TimeNs> launchCost;
     double latency = 0;
 };
-BucketCosts bucketCosts(const LinkFit& link, Algorithm alg, int32_t n, const std::vector<int64_t>& bucketWire)
+BucketCosts bucketCosts(const LinkFit& link, Algorithm alg, int32_t n, const std::vector<int64_t>& bucketWire,
+                        double computeScale)
 {
     BucketCosts c;
     c.latency = link.fitted ? link.latencyNs * roundsOf(alg, n) : 0;
     for (int64_t wire : bucketWire) {
         const auto bytes = static_cast<double>(wire);
         c.work.push_back(link.fitted ? bytes * bytesFactorOf(alg, n) : 0);
-        c.launchCost.push_back(static_cast<TimeNs>(std::llround(link.launchNs + bytes * link.launchNsPerByte)));
+        c.launchCost.push_back(
+            static_cast<TimeNs>(std::llround((link.launchNs + bytes * link.launchNsPerByte) * computeScale)));
     }
     return c;
 }
@@ -492,9 +513,9 @@ BucketCosts bucketCosts(const LinkFit& link, Algorithm alg, int32_t n, const std
 // iteration. A transfer moves at the busy rate until the last gradient of any rank; that instant
 // depends on the transfer itself (it slows backward while it runs) but not on later ones (they
 // start after it ends): it is read off with the transfer taken as busy throughout, which is exact
-// up to that instant. Writes the launches, the completions (the same on every rank) and the
-// transfers.
-void sweepLink(const LinkFit& link, double phi, double stretch, const RankStep* rec, int32_t world,
+// up to that instant. Compute time is the recording's times `scale` (the configuration's compute
+// scale). Writes the launches, the completions (the same on every rank) and the transfers.
+void sweepLink(const LinkFit& link, double phi, double scale, double stretch, const RankStep* rec, int32_t world,
                const std::vector<TimeNs>& stepStart, const std::vector<std::vector<int32_t>>& bucketUnits,
                const BucketCosts& costs, std::vector<TimeNs>& launch, std::vector<TimeNs>& done, Contention& transfers)
 {
@@ -509,7 +530,7 @@ void sweepLink(const LinkFit& link, double phi, double stretch, const RankStep* 
             const RankStep& x = rec[r % world];
             TimeNs ready = kNever;
             for (int32_t u : bucketUnits[b])
-                ready = std::max(ready, transfers.toWall(x.unitReadyCompute[u], stepStart[r], phi));
+                ready = std::max(ready, transfers.toWall(scale * x.unitReadyCompute[u], stepStart[r], phi));
             const TimeNs l = std::max(ready, b > 0 ? launch[r * nb + b - 1] : kNever) + costs.launchCost[b];
             launch[r * nb + b] = l;
             start = std::max(start, l);
@@ -520,7 +541,8 @@ void sweepLink(const LinkFit& link, double phi, double stretch, const RankStep* 
         const bool tentative = transfers.append(start, start + xfer(kAllBusy));
         TimeNs lastGradient = kNever;
         for (int32_t r = 0; r < n; ++r)
-            lastGradient = std::max(lastGradient, transfers.toWall(rec[r % world].lastReadyCompute, stepStart[r], phi));
+            lastGradient =
+                std::max(lastGradient, transfers.toWall(scale * rec[r % world].lastReadyCompute, stepStart[r], phi));
         if (tentative)
             transfers.popBack();
         linkDone = start + xfer(static_cast<double>(std::max<TimeNs>(0, lastGradient - start)));
@@ -830,7 +852,7 @@ void recordContention(WhatIfModel::Data& d)
     for (size_t b = 0; b < nb; ++b)
         for (int32_t u : d.recordedBucketUnits[b])
             bucketWire[b] += d.units[u].numel * wireElemBytes(d.recorded.compress);
-    const BucketCosts costs = bucketCosts(d.link, algorithmFor(n, d.recorded.compress, d.pairwiseAllowed), n, bucketWire);
+    const BucketCosts costs = bucketCosts(d.link, algorithmFor(n, d.recorded.compress, d.pairwiseAllowed), n, bucketWire, 1.0);
     std::vector<TimeNs> launch(static_cast<size_t>(n) * nb), done(launch.size()), stepStart(n);
     Contention transfers;
     for (size_t si = 0; si < d.stepIds.size(); ++si) {
@@ -847,7 +869,7 @@ void recordContention(WhatIfModel::Data& d)
         }
         transfers.clear();
         if (phi > 0)
-            sweepLink(d.link, 0.0, d.linkStretch[si], rs, n, stepStart, d.recordedBucketUnits, costs, launch, done,
+            sweepLink(d.link, 0.0, 1.0, d.linkStretch[si], rs, n, stepStart, d.recordedBucketUnits, costs, launch, done,
                       transfers);
         for (int32_t r = 0; r < n; ++r) {
             RankStep& x = rs[r];
@@ -1124,6 +1146,8 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
         return fail("the link speed must be a positive number of Gbit/s (0 = not emulated)");
     if (cfg.compress != "none" && cfg.compress != "fp16" && cfg.compress != "bf16")
         return fail("unknown compression '" + cfg.compress + "' (none | fp16 | bf16)");
+    if (!(cfg.computeScale > 0) || !std::isfinite(cfg.computeScale))
+        return fail("the compute scale must be a positive number (1 = as recorded, 0.5 = compute twice as fast)");
 
     Prediction p;
     p.config = cfg;
@@ -1147,6 +1171,13 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
     if (cfg.compress != d.recorded.compress)
         p.notes.push_back("the compute cost of converting gradients to and from " + cfg.compress
                           + " is not modelled");
+    if (cfg.computeScale != 1.0) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "compute x%g: the training thread's work takes %g times its recorded time; ",
+                      cfg.computeScale, cfg.computeScale);
+        p.notes.push_back(std::string(buf) + "communication keeps its fitted cost and the same share of compute's "
+                                             "speed while both run");
+    }
     if (cfg.worldSize > 1 && !d.link.fitted)
         p.notes.push_back("the real link's time is unknown (see the model's notes): communication costs only "
                           + std::string(cfg.linkGbps > 0 ? "the emulated link" : "nothing"));
@@ -1168,7 +1199,8 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             bucketOfUnit[u] = static_cast<int32_t>(b);
 
     const Algorithm alg = algorithmFor(cfg.worldSize, cfg.compress, d.pairwiseAllowed);
-    const BucketCosts costs = bucketCosts(d.link, alg, cfg.worldSize, bucketWire);
+    const double k = cfg.computeScale;
+    const BucketCosts costs = bucketCosts(d.link, alg, cfg.worldSize, bucketWire, k);
     std::vector<TimeNs> emulatedXfer(nb, 0);
     if (cfg.linkGbps > 0)
         for (size_t b = 0; b < nb; ++b)
@@ -1267,7 +1299,11 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
     Contention transfers; // the step's predicted transfers, as compute shares the machine with them
     // Wall time of a recorded training-thread instant up to the end of backward, in this replay.
     const auto replayedTs = [&](int32_t r, const RankStep& x, TimeNs ts) {
-        return transfers.toWall(x.contention.toCompute(ts, x.start, phi), stepStart[r], phi);
+        return transfers.toWall(k * x.contention.toCompute(ts, x.start, phi), stepStart[r], phi);
+    };
+    // A recorded duration of the training thread's own work, in this replay (exact when k = 1).
+    const auto scaled = [k](TimeNs dt) {
+        return k == 1.0 ? dt : static_cast<TimeNs>(std::llround(k * static_cast<double>(dt)));
     };
     for (size_t si = 0; si < stepCount; ++si) {
         const RankStep* rec = &d.rankSteps[si * static_cast<size_t>(d.world)];
@@ -1276,13 +1312,14 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             TimeNs start = x.start;
             if (prevEnd[r] != kNever) {
                 const RankStep& prev = d.rankSteps[(si - 1) * static_cast<size_t>(d.world) + r % d.world];
-                start = prevEnd[r] + (x.start - prev.end);
+                start = prevEnd[r] + scaled(x.start - prev.end);
             }
             stepStart[r] = start;
         }
-        sweepLink(d.link, phi, d.linkStretch[si], rec, d.world, stepStart, bucketUnits, costs, launch, done, transfers);
+        sweepLink(d.link, phi, k, d.linkStretch[si], rec, d.world, stepStart, bucketUnits, costs, launch, done,
+                  transfers);
         for (int32_t r = 0; r < n; ++r)
-            backwardEnd[r] = transfers.toWall(rec[r % d.world].backwardEndCompute, stepStart[r], phi);
+            backwardEnd[r] = transfers.toWall(k * rec[r % d.world].backwardEndCompute, stepStart[r], phi);
         // The emulated link holds each rank's completion as the runtime does.
         if (cfg.linkGbps > 0)
             for (int32_t r = 0; r < n; ++r) {
@@ -1298,8 +1335,9 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             TimeNs lastDone = kNever;
             for (size_t b = 0; b < nb; ++b)
                 lastDone = std::max(lastDone, done[r * nb + b]);
-            const TimeNs waitEnd = std::max(backwardEnd[r], lastDone) + x.post;
-            const TimeNs shift2 = waitEnd - x.waitEnd;
+            const TimeNs waitEnd = std::max(backwardEnd[r], lastDone) + scaled(x.post);
+            // After the wait: the recorded times from the recorded wait's end, scaled.
+            const auto afterWait = [&](TimeNs ts) { return waitEnd + scaled(ts - x.waitEnd); };
             const LaneId computeLane{static_cast<uint32_t>(2 * r)}, commLane{static_cast<uint32_t>(2 * r + 1)};
             Span* compute = &out.spans[spanCursor[2 * r]];
             for (const Span& s : x.before) {
@@ -1312,8 +1350,8 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             *compute++ = Span{backwardEnd[r], waitEnd, 0, computeLane, d.waitName, x.step, kNoBucket, SpanKind::Wait};
             for (const Span& s : x.after) {
                 *compute = s;
-                compute->start += shift2;
-                compute->end += shift2;
+                compute->start = afterWait(s.start);
+                compute->end = afterWait(s.end);
                 compute->lane = computeLane;
                 ++compute;
             }
@@ -1325,7 +1363,7 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             }
             for (Instant in : x.instants) {
                 // An instant at the end of backward (its last gradient) belongs to backward.
-                in.ts = in.ts <= x.backwardEnd ? replayedTs(r, x, in.ts) : in.ts + shift2;
+                in.ts = in.ts <= x.backwardEnd ? replayedTs(r, x, in.ts) : afterWait(in.ts);
                 in.lane = computeLane;
                 if (in.kind == InstantKind::GradReady && in.name.v < d.unitOfName.size() && d.unitOfName[in.name.v] >= 0)
                     in.bucket = bucketOfUnit[d.unitOfName[in.name.v]];
@@ -1335,7 +1373,7 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             st.rank = r;
             st.step = x.step;
             st.start = stepStart[r];
-            st.end = x.end + shift2;
+            st.end = afterWait(x.end);
             st.loss = x.loss;
             st.samples = x.samples;
             out.steps.push_back(st);

@@ -108,6 +108,7 @@ void configJson(JsonWriter& w, const WhatIfConfig& c)
     key(w, "world_size"), w.Int(c.worldSize);
     key(w, "link_gbps"), w.Double(c.linkGbps);
     key(w, "compress"), string(w, c.compress);
+    key(w, "compute_scale"), w.Double(c.computeScale);
     key(w, "description"), string(w, describe(c));
     w.EndObject();
 }

@@ -48,6 +48,7 @@ private slots:
     void prefillsTheRecordedConfiguration();
     void changingTheCapPredictsItsLayout();
     void oneRankIsNotApplicable();
+    void computeScaleIsPredictedButNotRun();
     void refusedRunShowsTheModelsError();
     void runItHandsTheConfigurationToTheLaunchPanel();
     void runItIsOnlyForTheRuntimesRuns();
@@ -235,6 +236,35 @@ void TestUiWhatIf::oneRankIsNotApplicable()
     const core::WhatIfModel model = independentModel();
     const auto one = model.predict(panel->config(), WhatIfPanel::predictOptions());
     QCOMPARE(t->item(WhatIfPanel::StepTimeRow, WhatIfPanel::PredictedColumn)->text(), formatMs(one->numbers.stepTimeMs));
+}
+
+void TestUiWhatIf::computeScaleIsPredictedButNotRun()
+{
+    if (!m_skip.isEmpty())
+        QSKIP(qPrintable(m_skip));
+    MainWindow w(options());
+    openOnWhatIf(w, m_run);
+    WhatIfPanel* panel = w.whatIfPanel();
+    QCOMPARE(panel->computeBox()->value(), 1.0);
+    QVERIFY(panel->runItButton()->isEnabled());
+    // Compute twice as fast: the page shows the model's prediction at that scale, faster than the
+    // recorded configuration's, and names the scale in the timeline's label.
+    panel->computeBox()->setValue(0.5);
+    QTRY_VERIFY_WITH_TIMEOUT(!panel->busy() && panel->shown() && panel->shown()->config.computeScale == 0.5, kWaitMs);
+    const core::WhatIfModel model = independentModel();
+    const auto half = model.predict(panel->config(), WhatIfPanel::predictOptions());
+    QVERIFY2(half, half ? "" : half.error().message.c_str());
+    QCOMPARE(panel->shown()->numbers.stepTimeMs, half->numbers.stepTimeMs);
+    QVERIFY(half->numbers.stepTimeMs < model.measured().stepTimeMs);
+    QVERIFY2(panel->timeline()->runs()[0].label.contains(QStringLiteral("compute x0.5")),
+             qPrintable(panel->timeline()->runs()[0].label));
+    // A hypothetical device cannot be launched: the button says why; back at x1 it can.
+    QVERIFY(!panel->runItButton()->isEnabled());
+    QVERIFY2(panel->runItButton()->toolTip().contains(QStringLiteral("hypothetical")),
+             qPrintable(panel->runItButton()->toolTip()));
+    panel->computeBox()->setValue(1.0);
+    QTRY_VERIFY_WITH_TIMEOUT(!panel->busy() && panel->shown() && panel->shown()->config.computeScale == 1.0, kWaitMs);
+    QVERIFY(panel->runItButton()->isEnabled());
 }
 
 void TestUiWhatIf::refusedRunShowsTheModelsError()

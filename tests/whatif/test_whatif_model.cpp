@@ -155,6 +155,45 @@ TEST(WhatIfFit, LatencyFromTransfersAfterBackwardOfSeveralSizes)
     EXPECT_NEAR(predictOk(m, c).numbers.stepTimeMs, 615 * kUsInMs, 1e-9);
 }
 
+TEST(WhatIfReplay, ComputeScaleStretchesTheTrainingThreadNotTheLink)
+{
+    // The idle-link run: forward [0, 100), backward [100, 200) readying every gradient at 200,
+    // then b0 30 µs, b1 50, b2 70 one after the other, the wait ending 5 µs after the last
+    // completion (write-back), the optimizer 50 µs. Nothing moves during backward: no contention.
+    const WhatIfModel m = modelOf(idleLinkRun());
+    WhatIfConfig c = m.recorded();
+    c.computeScale = 0.5;
+    // Compute twice as fast: forward [0, 50), backward [50, 100), every gradient ready at 100;
+    // the link keeps its costs: b0 [100, 130), b1 [130, 180), b2 [180, 250); the write-back 2.5
+    // µs: the wait [100, 252.5); the optimizer 25 µs: the step ends at 277.5 µs.
+    Prediction p = predictOk(m, c);
+    EXPECT_NEAR(p.numbers.stepTimeMs, 277.5 * kUsInMs, 1e-9);
+    EXPECT_EQ(describe(c), "0.001 MiB buckets (first 0.001 MiB), 2 ranks, compute x0.5");
+    EXPECT_TRUE(hasNote(p.notes, "compute x0.5"));
+    bool sawForward = false, sawWait = false;
+    for (const Span& s : p.run.spans) {
+        if (s.kind == SpanKind::Forward && s.lane.v == 0) {
+            EXPECT_EQ(s.start, 0);
+            EXPECT_EQ(s.end, us(50));
+            sawForward = true;
+        }
+        if (s.kind == SpanKind::Wait && s.lane.v == 0) {
+            EXPECT_EQ(s.start, us(100));
+            EXPECT_EQ(s.end, us(252) + 500);
+            sawWait = true;
+        }
+    }
+    EXPECT_TRUE(sawForward && sawWait);
+    // Compute half as fast: gradients at 400; b0 [400, 430), b1 [430, 480), b2 [480, 550); the
+    // write-back 10 µs, the optimizer 100 µs: 660 µs.
+    c.computeScale = 2;
+    EXPECT_NEAR(predictOk(m, c).numbers.stepTimeMs, 660 * kUsInMs, 1e-9);
+    // x1 is the recorded replay itself.
+    c.computeScale = 1;
+    EXPECT_NEAR(predictOk(m, c).numbers.stepTimeMs, 405 * kUsInMs, 1e-9);
+    EXPECT_TRUE(predictOk(m, c).notes.empty());
+}
+
 TEST(WhatIfReplay, RecordedConfigurationReproducesTheRecording)
 {
     const core::Run run = HandRun().step(0, 0).build();
@@ -610,6 +649,13 @@ TEST(WhatIfBadInput, RunsTheModelCannotReplayAreRefusedWithAReason)
     c = m.recorded();
     c.compress = "int8";
     EXPECT_FALSE(m.predict(c).has_value());
+    for (double k : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+        c = m.recorded();
+        c.computeScale = k;
+        auto p = m.predict(c);
+        ASSERT_FALSE(p.has_value()) << k;
+        EXPECT_NE(p.error().message.find("compute scale must be a positive number"), std::string::npos);
+    }
 }
 
 TEST(WhatIfFormat, ParamNumelRoundTrips)

@@ -46,6 +46,10 @@ struct WhatIfConfig {
     int32_t worldSize = 2;
     double linkGbps = 0.0;
     std::string compress = "none"; // none | fp16 | bf16
+    // Every duration of the training thread's own work (data, forward, backward, launches, the
+    // write-back after the wait, optimizer, the gap between steps) times this: 0.5 = compute
+    // twice as fast (a faster device), 2 = half as fast; communication keeps its fitted cost.
+    double computeScale = 1.0;
     friend bool operator==(const WhatIfConfig&, const WhatIfConfig&) = default;
 };
 // "4 MiB buckets (first 1 MiB), 2 ranks, link 1 Gbit/s, fp16" — for names and tables.
