@@ -56,12 +56,18 @@ QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, in
         case Idle: return tr("Idle");
         case WaitCaused: return tr("Wait caused");
         case StepsLate: return tr("Steps late");
+        case CpuTime: return tr("CPU");
+        case CpuWait: return tr("CPU wait");
         }
     }
     if (role == Qt::ToolTipRole) {
         switch (section) {
         case WaitCaused: return tr("Mean over steady steps of the wait this rank caused the others");
         case StepsLate: return tr("Steady steps in which this rank was the step straggler");
+        case CpuTime: return tr("Mean over steady steps of the time the training thread ran on a CPU (the kernel's "
+                                "scheduler statistics; — where not recorded)");
+        case CpuWait: return tr("Mean over steady steps of the time the training thread was ready to run but waited "
+                                "for a CPU: a rank the machine slowed waits longer");
         }
         return tr("Means over this rank's steady steps; click a row to show the rank in the timeline");
     }
@@ -83,6 +89,8 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const
         case Idle: return r.idleMs;
         case WaitCaused: return r.meanWaitCausedMs;
         case StepsLate: return r.stepsAsStraggler;
+        case CpuTime: return r.cpuMs;
+        case CpuWait: return r.runqMs;
         }
         return std::nan("");
     };

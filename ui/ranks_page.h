@@ -21,7 +21,7 @@ class RankHeatmap;
 class RankTableModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Rank, StepTime, ComputeOnly, Overlapped, Exposed, Idle, WaitCaused, StepsLate, ColumnCount };
+    enum Column { Rank, StepTime, ComputeOnly, Overlapped, Exposed, Idle, WaitCaused, StepsLate, CpuTime, CpuWait, ColumnCount };
     static constexpr int SortRole = Qt::UserRole + 1;
     static constexpr int RankRole = Qt::UserRole + 2;
 

@@ -296,6 +296,14 @@ void SummaryPanel::setRun(LoadedRunPtr run)
     } else {
         h += tr("none");
     }
+    // Why it is late, from the kernel's scheduler statistics of the training threads.
+    if (s.multiRank && e.applicable && e.candidate >= 0 && std::isfinite(e.cpuMs)) {
+        const QString why = QString::fromUtf8(core::stragglerCauseText(e.cause));
+        h += tr("<br>Rank %1's training thread per step: %2 on a CPU (others %3), %4 waiting for one (others %5)%6")
+                 .arg(e.candidate)
+                 .arg(ms(e.cpuMs), ms(e.othersCpuMs), ms(e.runqMs), ms(e.othersRunqMs),
+                      why.isEmpty() ? QString() : QStringLiteral(" — ") + why);
+    }
     h += QStringLiteral("</p>");
     m_text->setText(h);
 }

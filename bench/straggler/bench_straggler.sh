@@ -36,7 +36,11 @@
 # injected rank, beyond its injected work, took less than -X/2 against the others (the machine
 # held them back: its effective delay is below half of X) is counted apart as masked, not as a
 # miss. The witness checks itself on the injected runs: X ms of injected work shows as about X
-# more CPU ms per step on that rank.
+# more CPU ms per step on that rank. Lockstep's own account of the cause (the report's
+# straggler.cause, from the training thread's scheduler statistics that the runtime records per
+# step) is checked against the witness: straggler_cause_agrees_with_witness counts the named
+# clean runs where it reads cpu-wait or cpu-time for a machine-made rank, and neither for a
+# false one.
 #
 # Prints one line per run and then `name: value unit` lines:
 #   straggler_clean_runs, straggler_false_positives (goal 0), straggler_machine_made,
@@ -165,7 +169,7 @@ print("|".join([named, str(e["candidate"]), "%d/%d" % (e["steps_late"], e["stead
                 f(e["lateness_above_others_ms"]), f(e["noise_floor_ms"]),
                 f(e["chance"], 1, "%.2g"), f(d["step_time_ms"]),
                 ",".join("%.2f" % rq[r] for r in sorted(rq)) or "-",
-                ",".join("%.2f" % run[r] for r in sorted(run)) or "-"]))' "$db.cpu")
+                ",".join("%.2f" % run[r] for r in sorted(run)) or "-", e.get("cause", "unknown")]))' "$db.cpu")
     if is_even "$before" && is_even "$after"; then
         echo "$verdict|$before/$after|even"
     else
@@ -176,12 +180,13 @@ print("|".join([named, str(e["candidate"]), "%d/%d" % (e["steps_late"], e["stead
 clean=0
 false_positives=0
 machine_made=0
+cause_agrees=0
 masked=0
 uneven=0
 declare -A injected=([10]=0 [25]=0)
 declare -A detected=([10]=0 [25]=0)
 declare -A detected_raw=([10]=0 [25]=0)
-FIELDS="candidate|late|wait%|delay%|above ms|floor ms|chance|step ms|run-queue wait ms/step per rank|CPU ms/step per rank|cores before/after"
+FIELDS="candidate|late|wait%|delay%|above ms|floor ms|chance|step ms|run-queue wait ms/step per rank|CPU ms/step per rank|Lockstep's cause|cores before/after"
 
 # The kernel's witness for one rank of a verdict: how much longer than the others it took, per
 # step, to get the same work done: its run-queue wait plus CPU time per step, minus the mean of
@@ -217,10 +222,22 @@ count_clean() { # label verdict
             note=" [FALSE: rank $named's extra run-queue wait and CPU time, ${excess} ms/step, do not explain its delay ${delay_ms} ms]"
         fi
     fi
+    # Lockstep's own cause (the report's straggler.cause, from the training threads' scheduler
+    # statistics in the run file) against the witness: a machine-made rank should read cpu-wait
+    # or cpu-time, a false one neither.
+    local cause
+    cause=$(cut -d'|' -f12 <<<"$2")
+    if [[ "$kind" != none ]]; then
+        note="$note [Lockstep's cause: $cause]"
+    fi
     if [[ "${2##*|}" == even ]]; then
         clean=$((clean + 1))
         [[ "$kind" == machine ]] && machine_made=$((machine_made + 1))
         [[ "$kind" == false ]] && false_positives=$((false_positives + 1))
+        if [[ "$kind" == machine && ( "$cause" == cpu-wait || "$cause" == cpu-time ) ]] \
+            || [[ "$kind" == false && "$cause" != cpu-wait && "$cause" != cpu-time ]]; then
+            cause_agrees=$((cause_agrees + 1))
+        fi
     else
         uneven=$((uneven + 1))
     fi
@@ -284,6 +301,7 @@ pct() { "$PYTHON" -c "print('%.1f' % (100.0 * $1 / $2 if $2 else 0.0))"; }
 echo "straggler_clean_runs: $clean runs"
 echo "straggler_false_positives: $false_positives runs"
 echo "straggler_machine_made: $machine_made runs"
+echo "straggler_cause_agrees_with_witness: $cause_agrees of $((false_positives + machine_made)) named clean runs"
 echo "straggler_named_on_clean_runs: $((false_positives + machine_made)) runs"
 echo "straggler_injected_runs: $total_injected runs"
 echo "straggler_detected_pct: $(pct "$total_detected" "$total_injected") %"

@@ -269,6 +269,12 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         w.StartObject();
         key(w, "step"); w.Int(st.step);
         key(w, "samples"); w.Int64(st.samples);
+        if (st.cpuNs >= 0) {
+            key(w, "cpu_ns"); w.Int64(st.cpuNs);
+        }
+        if (st.runqNs >= 0) {
+            key(w, "runq_ns"); w.Int64(st.runqNs);
+        }
         w.EndObject();
         w.EndObject();
     }

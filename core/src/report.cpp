@@ -225,6 +225,11 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
     kvBool(w, "wait_above_threshold", e.waitAboveThreshold);
     kvBool(w, "clears_noise", e.clearsNoise);
     kvBool(w, "straggler", e.straggler);
+    kv(w, "cpu_ms", have ? e.cpuMs : nan);
+    kv(w, "others_cpu_ms", have ? e.othersCpuMs : nan);
+    kv(w, "runq_ms", have ? e.runqMs : nan);
+    kv(w, "others_runq_ms", have ? e.othersRunqMs : nan);
+    kv(w, "cause", std::string(stragglerCauseName(e.cause)));
     w.EndObject();
     w.Key("buckets");
     w.StartArray();
@@ -375,6 +380,13 @@ std::string summaryText(const RunSummary& s)
                    ? std::string("\n        (no rank floor: too few other ranks to show how far healthy ranks sit apart)\n")
                    : format(",\n        rank floor %.3f ms (the other ranks' typical latenesses spread %.3f ms)\n",
                             e.rankFloorNs * kToMs, e.rankSpreadNs * kToMs);
+        if (!std::isnan(e.cpuMs)) {
+            out += format("    its training thread per step: %.3f ms on a CPU (others %.3f), %.3f ms waiting for one "
+                          "(others %.3f)\n",
+                          e.cpuMs, e.othersCpuMs, e.runqMs, e.othersRunqMs);
+            if (e.cause != StragglerCause::Unknown)
+                out += format("        %s\n", stragglerCauseText(e.cause));
+        }
         out += "    (wait caused = mean over the other ranks of how long they waited for it; their summed\n"
                "     rank-time lost is in the JSON report)\n";
     }
@@ -402,14 +414,18 @@ std::string reportText(const Run& run, const RunAnalysis& a)
     std::string out = summaryText(a.summary);
     out += "\nRanks (means over steady steps)\n";
     std::vector<std::vector<std::string>> table = {{"rank", "step ms", "compute only", "overlapped", "exposed",
-                                                    "memory only", "idle", "overlap", "late steps", "wait caused ms"}};
+                                                    "memory only", "idle", "overlap", "late steps", "wait caused ms",
+                                                    "cpu ms", "cpu wait ms"}};
     for (const RankSummary& r : a.ranks) {
         table.push_back({std::to_string(r.rank), numText(r.stepTimeMs, "%.3f"), numText(r.computeOnlyMs, "%.3f"),
                          numText(r.overlappedMs, "%.3f"), numText(r.exposedCommMs, "%.3f"),
                          numText(r.memoryOnlyMs, "%.3f"), numText(r.idleMs, "%.3f"), percentText(r.overlapRatio),
-                         std::to_string(r.stepsAsStraggler), numText(r.meanWaitCausedMs, "%.3f")});
+                         std::to_string(r.stepsAsStraggler), numText(r.meanWaitCausedMs, "%.3f"),
+                         numText(r.cpuMs, "%.3f"), numText(r.runqMs, "%.3f")});
     }
     out += renderTable(table, "  ");
+    out += "  (cpu ms, cpu wait ms: the training thread's time on a CPU and waiting for one, per step;\n"
+           "   " + std::string(kNotApplicable) + " where not measured)\n";
     out += "\nDiagnostics\n";
     if (run.diagnostics.empty())
         out += "  none\n";
@@ -465,6 +481,8 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         kv(w, "overlap_ratio", r.overlapRatio);
         kvInt(w, "steps_as_straggler", r.stepsAsStraggler);
         kv(w, "mean_wait_caused_ms", r.meanWaitCausedMs);
+        kv(w, "cpu_ms", r.cpuMs);
+        kv(w, "runq_ms", r.runqMs);
         ms(w, "median_lateness_ms", s.multiRank && medianLateness.count(r.rank) ? medianLateness[r.rank] : std::nan(""));
         w.EndObject();
     }
@@ -477,6 +495,10 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
     std::map<int32_t, int32_t> lateRank;
     for (const StepStraggler& ss : a.stragglers.perStep)
         lateRank[ss.step] = ss.rank;
+    std::map<std::pair<int32_t, int32_t>, const Step*> stepOf;
+    for (const Step& st : run.steps)
+        stepOf[{st.rank, st.step}] = &st;
+    const auto schedMs = [](int64_t ns) { return ns >= 0 ? static_cast<double>(ns) * 1e-6 : std::nan(""); };
     w.Key("step_breakdown");
     w.StartArray();
     for (const StepBreakdown& b : a.steps) {
@@ -494,6 +516,9 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         ms(w, "wait_caused_ms", known ? static_cast<double>(it->second->waitCaused) : std::nan(""));
         ms(w, "lateness_ms", known ? it->second->latenessNs : std::nan(""));
         kvBool(w, "late_rank", s.multiRank && lateRank.count(b.step) && lateRank[b.step] == b.rank);
+        const auto st = stepOf.find({b.rank, b.step});
+        kv(w, "cpu_ms", st != stepOf.end() ? schedMs(st->second->cpuNs) : std::nan(""));
+        kv(w, "runq_ms", st != stepOf.end() ? schedMs(st->second->runqNs) : std::nan(""));
         w.EndObject();
     }
     w.EndArray();

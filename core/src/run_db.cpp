@@ -276,8 +276,8 @@ struct RunWriter::Impl {
             {&insInstant, "INSERT INTO instants (lane, kind, name, ts_ns, step, bucket) "
                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
             {&insString, "INSERT OR REPLACE INTO strings (id, text) VALUES (?1, ?2)"},
-            {&insStep, "INSERT OR REPLACE INTO steps (rank, step, start_ns, end_ns, loss, samples) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
+            {&insStep, "INSERT OR REPLACE INTO steps (rank, step, start_ns, end_ns, loss, samples, cpu_ns, runq_ns) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
             {&insRank, "INSERT OR REPLACE INTO ranks (rank, host, pid, device, clock_offset_ns, "
                        "clock_rtt_ns, clock_sync_start_ns, clock_offset_end_ns, clock_sync_end_ns) "
                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
@@ -630,6 +630,12 @@ Status RunWriter::addStep(const Step& s)
     st.bind(4, s.end);
     st.bind(5, s.loss);
     st.bind(6, s.samples);
+    // -1 (not measured) is stored as NULL.
+    for (const auto& [i, v] : {std::pair{7, s.cpuNs}, std::pair{8, s.runqNs}})
+        if (v < 0)
+            sqlite3_bind_null(st.get(), i);
+        else
+            st.bind(i, v);
     const int rc = st.run();
     if (rc != SQLITE_DONE)
         return d.error(rc, "storing a step");
@@ -1128,9 +1134,11 @@ Result<std::vector<Lane>> RunReader::lanes()
 
 Result<std::vector<Step>> RunReader::steps()
 {
+    const bool cpu = m_impl->version >= schema::kStepCpuVersion;
     return m_impl->readRows<Step>(
-        "SELECT rank, step, start_ns, end_ns, loss, samples FROM steps ORDER BY rank, step", "reading steps",
-        [](sqlite3_stmt* s) {
+        cpu ? "SELECT rank, step, start_ns, end_ns, loss, samples, cpu_ns, runq_ns FROM steps ORDER BY rank, step"
+            : "SELECT rank, step, start_ns, end_ns, loss, samples FROM steps ORDER BY rank, step",
+        "reading steps", [cpu](sqlite3_stmt* s) {
             Step x;
             x.rank = sqlite3_column_int(s, 0);
             x.step = sqlite3_column_int(s, 1);
@@ -1139,6 +1147,13 @@ Result<std::vector<Step>> RunReader::steps()
             x.loss = sqlite3_column_type(s, 4) == SQLITE_NULL ? std::numeric_limits<double>::quiet_NaN()
                                                               : sqlite3_column_double(s, 4);
             x.samples = sqlite3_column_int64(s, 5);
+            if (cpu) {
+                const auto optional = [s](int i) {
+                    return sqlite3_column_type(s, i) == SQLITE_NULL ? int64_t{-1} : sqlite3_column_int64(s, i);
+                };
+                x.cpuNs = optional(6);
+                x.runqNs = optional(7);
+            }
             return x;
         });
 }

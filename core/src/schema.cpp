@@ -18,6 +18,8 @@
 //  2  lanes.max_dur_ns: the longest span of each lane, kept by the writer, so that a window
 //     query can bound its index range from below (a span overlapping [t0, t1) starts at or after
 //     t0 - max_dur). Migration adds the column and backfills it from spans.
+//  3  steps.cpu_ns, steps.runq_ns: the training thread's CPU time and run-queue wait in the step
+//     (Step::cpuNs, runqNs), NULL when not measured. Migration adds the columns (NULL).
 // A new file runs the base DDL and then every migration step: the path old files take is the
 // path every new file takes, so migrations cannot rot.
 #include "schema.h"
@@ -34,7 +36,7 @@
 
 namespace lockstep::core {
 
-const int kSchemaVersion = 2;
+const int kSchemaVersion = 3;
 
 namespace schema {
 namespace {
@@ -170,7 +172,7 @@ struct Migration {
 };
 
 // Each step takes the file from toVersion - 1 to toVersion, in one transaction.
-constexpr std::array<Migration, 1> kMigrations = {{
+constexpr std::array<Migration, 2> kMigrations = {{
     {2, R"sql(
 -- lanes.max_dur_ns: the longest span (dur_ns) of the lane, 0 if none. Kept by the
 -- writer (updated in the same transaction as the spans); window queries widen their lower bound
@@ -178,6 +180,12 @@ constexpr std::array<Migration, 1> kMigrations = {{
 ALTER TABLE lanes ADD COLUMN max_dur_ns INTEGER NOT NULL DEFAULT 0;
 UPDATE lanes SET max_dur_ns =
   COALESCE((SELECT MAX(dur_ns) FROM spans WHERE spans.lane = lanes.id), 0);
+)sql"},
+    {3, R"sql(
+-- The rank's training thread in the step (Linux scheduler statistics): ns on a CPU, and ns
+-- runnable but waiting for a CPU. NULL = not measured.
+ALTER TABLE steps ADD COLUMN cpu_ns INTEGER;
+ALTER TABLE steps ADD COLUMN runq_ns INTEGER;
 )sql"},
 }};
 

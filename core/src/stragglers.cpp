@@ -83,6 +83,23 @@
 // the same noise seen from the other side. A rank that is slow because something else shares
 // its core IS late every step; if it is consistently, measurably late it is named, which is
 // what the person who has to act on it wants to know.
+//
+// The cause. The verdict says who is late; what to do about it depends on why. The recorders
+// store, per step, the kernel's scheduler statistics of each rank's training thread: the time it
+// ran on a CPU and the time it was runnable but waited for one (Step::cpuNs, runqNs). The ranks
+// run the same program on the same amount of data, so the candidate's excess over the other
+// ranks' mean, per steady step, accounts for its systematic delay in the part that is on its
+// training thread's CPU:
+//   - extra waiting for a CPU >= half the delay: "cpu-wait" — the machine ran it later (other
+//     processes or more threads than cores on its host; pin it, give it a core);
+//   - extra CPU time >= half the delay: "cpu-time" — it did more work, or the same work on a
+//     slower core (an uneven partition, a throttled or shared core);
+//   - both: the larger; neither: "elsewhere" — its delay is not its training thread's CPU
+//     (I/O, its data loader's workers, a slower link, a GPU);
+//   - not measured on some rank (imported traces, files before schema 3): "unknown".
+// Half, because both counters are noisy per step and the delay is a median: a cause must carry
+// most of it to be named (bench/straggler's witness uses the same rule from outside the process).
+// The cause explains; it never decides whether a rank is named.
 #include "lockstep/core/analysis.h"
 
 #include "analysis_internal.h"
@@ -392,12 +409,80 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
     ev.straggler = ev.mostSteps && ev.waitAboveThreshold && ev.clearsNoise;
     if (ev.straggler)
         rep.stragglers.push_back(ev.candidate);
+
+    // The cause (essay above): the scheduler statistics over the same steps.
+    std::vector<double> cpuSum(rankList.size(), 0.0), runqSum(rankList.size(), 0.0);
+    std::vector<int> measured(rankList.size(), 0);
+    for (const Step& st : run.steps) {
+        if (!counts(st.step) || st.cpuNs < 0 || st.runqNs < 0
+            || !std::binary_search(rankList.begin(), rankList.end(), st.rank))
+            continue;
+        const size_t k = rankIndex(st.rank);
+        cpuSum[k] += static_cast<double>(st.cpuNs);
+        runqSum[k] += static_cast<double>(st.runqNs);
+        ++measured[k];
+    }
+    bool allMeasured = true;
+    double othersCpu = 0, othersRunq = 0;
+    for (size_t k = 0; k < rankList.size(); ++k) {
+        allMeasured = allMeasured && measured[k] > 0;
+        if (k != bestIndex && measured[k] > 0) {
+            othersCpu += cpuSum[k] / measured[k] / static_cast<double>(rankList.size() - 1);
+            othersRunq += runqSum[k] / measured[k] / static_cast<double>(rankList.size() - 1);
+        }
+    }
+    if (!allMeasured)
+        return rep;
+    constexpr double kToMs = 1e-6;
+    ev.cpuMs = cpuSum[bestIndex] / measured[bestIndex] * kToMs;
+    ev.runqMs = runqSum[bestIndex] / measured[bestIndex] * kToMs;
+    ev.othersCpuMs = othersCpu * kToMs;
+    ev.othersRunqMs = othersRunq * kToMs;
+    if (ev.systematicDelayNs <= 0)
+        return rep;
+    const double half = 0.5 * ev.systematicDelayNs * kToMs;
+    const double extraWait = ev.runqMs - ev.othersRunqMs, extraCpu = ev.cpuMs - ev.othersCpuMs;
+    if (extraWait >= half || extraCpu >= half)
+        ev.cause = extraWait >= extraCpu ? StragglerCause::CpuWait : StragglerCause::CpuTime;
+    else
+        ev.cause = StragglerCause::Elsewhere;
     return rep;
 }
 
 } // namespace lockstep::core::detail
 
 namespace lockstep::core {
+
+const char* stragglerCauseName(StragglerCause cause)
+{
+    switch (cause) {
+    case StragglerCause::CpuWait:
+        return "cpu-wait";
+    case StragglerCause::CpuTime:
+        return "cpu-time";
+    case StragglerCause::Elsewhere:
+        return "elsewhere";
+    case StragglerCause::Unknown:
+        break;
+    }
+    return "unknown";
+}
+
+const char* stragglerCauseText(StragglerCause cause)
+{
+    switch (cause) {
+    case StragglerCause::CpuWait:
+        return "most of its delay is waiting for a CPU: the machine ran it later (other processes, more threads "
+               "than cores)";
+    case StragglerCause::CpuTime:
+        return "most of its delay is CPU time: more work, or the same work on a slower core";
+    case StragglerCause::Elsewhere:
+        return "neither explains its delay: it is not on its training thread's CPU (I/O, data loader, link)";
+    case StragglerCause::Unknown:
+        break;
+    }
+    return "";
+}
 
 StragglerReport stragglers(const Run& run)
 {

@@ -84,10 +84,22 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
 
     std::map<int32_t, int32_t> stepsPerRank;
     std::map<int32_t, int64_t> samplesPerStep; // steady step -> samples over all ranks
+    struct Sched {
+        double cpu = 0, runq = 0;
+        int n = 0;
+    };
+    std::map<int32_t, Sched> schedPerRank;     // steady steps with scheduler statistics
     for (const Step& st : run.steps) {
         stepsPerRank[st.rank]++;
-        if (a.steady.contains(st.step))
+        if (a.steady.contains(st.step)) {
             samplesPerStep[st.step] += st.samples > 0 ? st.samples : c.batchPerRank;
+            if (st.cpuNs >= 0 && st.runqNs >= 0) {
+                Sched& x = schedPerRank[st.rank];
+                x.cpu += static_cast<double>(st.cpuNs);
+                x.runq += static_cast<double>(st.runqNs);
+                ++x.n;
+            }
+        }
     }
     for (const auto& [rank, n] : stepsPerRank)
         s.steps = std::max(s.steps, n);
@@ -161,6 +173,10 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         auto it = straggle.find(rank);
         r.stepsAsStraggler = it != straggle.end() ? it->second->stepsAsStraggler : 0;
         r.meanWaitCausedMs = !s.multiRank ? kNaN : it != straggle.end() ? it->second->meanWaitNs * kToMs : 0.0;
+        if (auto sc = schedPerRank.find(rank); sc != schedPerRank.end()) {
+            r.cpuMs = sc->second.cpu / sc->second.n * kToMs;
+            r.runqMs = sc->second.runq / sc->second.n * kToMs;
+        }
         a.ranks.push_back(r);
     }
 

@@ -245,6 +245,10 @@ Run makeSyntheticRun(const SyntheticParams& p)
             st.end = t;
             st.loss = 2.5 / (1.0 + 0.05 * s);
             st.samples = kBatchPerRank;
+            // The training thread was on a CPU for the step less its wait, and waited for one
+            // a little (deterministic: the generator's output is a function of its parameters).
+            st.cpuNs = (t - t0) - (allDone - backwardEnd[r]);
+            st.runqNs = 1000 * ((s + r) % 3);
             run.steps.push_back(st);
             nextStart = std::max(nextStart, t);
         }

@@ -268,6 +268,8 @@ void Recorder::writeStep(const StepRecord& r)
     step.end = r.end;
     step.loss = r.loss;
     step.samples = r.samples;
+    step.cpuNs = r.cpuNs;
+    step.runqNs = r.runqNs;
     core::Status s = m_writer->appendSpans(m_spans);
     if (s)
         s = m_writer->appendInstants(m_instants);

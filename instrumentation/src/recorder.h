@@ -71,6 +71,7 @@ struct StepRecord {
     std::vector<CommRecord> comms;
     TimeNs waitStart = 0, waitEnd = 0;
     TimeNs optStart = 0, optEnd = 0;
+    int64_t cpuNs = -1, runqNs = -1; // the training thread's CPU time and run-queue wait (Step)
 };
 
 // What the recorder needs to know of the model to name things.

@@ -4,6 +4,7 @@
 #include "lockstep/rt/worker.h"
 #include "runtime_torch.h"
 
+#include "lockstep/core/thread_sched.h"
 #include "lockstep/core/whatif.h"
 #include "lockstep/job/flags.h"
 #include "lockstep/job/launcher.h"
@@ -499,6 +500,7 @@ void Trainer::trainStep(int step)
     if (static_cast<int>(r.micro.size()) < m_o.accumulate)
         r.micro.resize(m_o.accumulate);
     r.start = nowNs();
+    const core::ThreadSchedStat sched0 = core::readThreadSchedStat();
     double lossSum = 0;
     const double scale = 1.0 / m_o.accumulate;
     for (int k = 0; k < m_o.accumulate; ++k) {
@@ -531,6 +533,9 @@ void Trainer::trainStep(int step)
     m_reducer->zeroGrads();
     r.optEnd = nowNs();
     r.end = r.optEnd;
+    const core::ThreadSchedStat sched = core::schedStatDelta(sched0, core::readThreadSchedStat());
+    r.cpuNs = sched.cpuNs;
+    r.runqNs = sched.runqNs;
     r.loss = lossSum / m_o.accumulate;
     r.samples = int64_t{m_o.batch} * m_o.accumulate;
     const double ms = static_cast<double>(r.end - r.start) / 1e6;

@@ -283,7 +283,8 @@ pybind11::dict runToDict(const core::Run& run)
     for (const auto& s : run.steps)
         steps.append(pybind11::dict(pybind11::arg("rank") = s.rank, pybind11::arg("step") = s.step,
                                     pybind11::arg("start") = s.start, pybind11::arg("end") = s.end,
-                                    pybind11::arg("loss") = s.loss, pybind11::arg("samples") = s.samples));
+                                    pybind11::arg("loss") = s.loss, pybind11::arg("samples") = s.samples, pybind11::arg("cpu_ns") = s.cpuNs,
+                                    pybind11::arg("runq_ns") = s.runqNs));
     for (const auto& b : run.buckets)
         buckets.append(pybind11::dict(pybind11::arg("index") = b.index, pybind11::arg("bytes") = b.bytes,
                                       pybind11::arg("params") = b.params));

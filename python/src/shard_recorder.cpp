@@ -115,6 +115,15 @@ void ShardRecorder::markAt(Ev kind, TimeNs ts, int32_t a, int64_t value, int32_t
     e.kind = kind;
     if (kind == Ev::BackwardEnd)
         ++m_backwardGen;
+    if (kind == Ev::StepStart && m_lastSched.cpuNs < 0)
+        m_lastSched = core::readThreadSchedStat(); // the first step: its window opens now
+    if (kind == Ev::StepEnd) {
+        const core::ThreadSchedStat now = core::readThreadSchedStat();
+        const core::ThreadSchedStat d = core::schedStatDelta(m_lastSched, now);
+        e.value = d.cpuNs;
+        e.end = d.runqNs;
+        m_lastSched = now;
+    }
     m_log.push_back(e);
 }
 
@@ -396,6 +405,7 @@ void ShardRecorder::writeStep(const PendingStep& p)
     const int32_t nStages = static_cast<int32_t>(m_stageIds.size());
 
     TimeNs stepStart = 0, stepEnd = 0;
+    int64_t cpuNs = -1, runqNs = -1; // the training thread's, from the StepEnd event
     TimeNs cursor = 0;      // end of the last thing accounted for on the compute lane
     TimeNs fwdCursor = -1;  // inside a forward: where its uncovered time starts
     TimeNs fwdEnd = -1;     // end of the current micro-batch's forward
@@ -560,6 +570,8 @@ void ShardRecorder::writeStep(const PendingStep& p)
         }
         case Ev::StepEnd:
             stepEnd = e.ts;
+            cpuNs = e.value;
+            runqNs = e.end;
             break;
         }
     }
@@ -575,6 +587,8 @@ void ShardRecorder::writeStep(const PendingStep& p)
     step.end = stepEnd;
     step.loss = p.loss;
     step.samples = samples;
+    step.cpuNs = cpuNs;
+    step.runqNs = runqNs;
     core::Status s = m_writer->appendSpans(m_spans);
     if (s)
         s = m_writer->appendInstants(m_instants);

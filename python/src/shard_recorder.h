@@ -14,6 +14,7 @@
 #pragma once
 
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/thread_sched.h"
 #include "lockstep/core/types.h"
 
 #include <condition_variable>
@@ -47,7 +48,8 @@ enum class Ev : uint8_t {
     OptBegin,      // c = label (optimizer class)
     OptEnd,
     DeviceSpan,    // GPU time [ts, end] from CUDA events; a = stage or bucket, b = DeviceWhat, c = label
-    StepEnd,
+    StepEnd,       // value = the training thread's CPU ns in the step, end = its run-queue wait
+                   // ns (-1 = not measured; markAt fills both from core::readThreadSchedStat)
 };
 
 // What a DeviceSpan measured (b of the event).
@@ -170,6 +172,10 @@ private:
     };
     void enqueue(Item item);
     std::mutex m_mutex;
+    // The training thread's scheduler statistics at the last step boundary (markAt, StepStart and
+    // StepEnd only: both come from the training thread). A step's window starts where the
+    // previous one ended, so its CPU time runs from the previous StepEnd's snapshot.
+    core::ThreadSchedStat m_lastSched;
     std::condition_variable m_cv;
     std::deque<Item> m_queue;
     bool m_stop = false;

@@ -414,3 +414,56 @@ TEST(Stragglers, ALagWithinTheOtherRanksSpreadIsNotNamed)
     EXPECT_TRUE(named.evidence.clearsNoise);
     EXPECT_EQ(named.stragglers, std::vector<int32_t>{1});
 }
+
+TEST(Stragglers, TheCauseFromTheTrainingThreadsSchedulerStatistics)
+{
+    // Rank 1 launches both buckets 30 late in 6 of 6 steps of 500 (RunStragglerThreshold): named;
+    // its lateness +30 against the others' -15 is 45 above them, a systematic delay of
+    // 45 x 2/3 = 30. Half of it is 15: a cause must carry at least that.
+    const Launches lag(6, {{{100, 130, 100}, {300, 330, 300}}});
+    const auto withSched = [&](int64_t cpu1, int64_t runq1) {
+        core::Run run = threeRankRun(500, 1000, 0, lag);
+        for (Step& st : run.steps) {
+            // Ranks 0 and 2 ran 400 and 420 on a CPU and waited 10 and 20 for one: others'
+            // means 410 and 15.
+            st.cpuNs = st.rank == 1 ? cpu1 : st.rank == 0 ? 400 : 420;
+            st.runqNs = st.rank == 1 ? runq1 : st.rank == 0 ? 10 : 20;
+        }
+        return run;
+    };
+    constexpr double kNsToMs = 1e-6;
+    {
+        // Rank 1 waited 45 for a CPU, 30 more than the others: the machine ran it later.
+        const core::Run run = withSched(410, 45);
+        const StragglerReport rep = stragglers(run);
+        ASSERT_EQ(rep.stragglers, std::vector<int32_t>{1});
+        EXPECT_NEAR(rep.evidence.systematicDelayNs, 30.0, 1e-9);
+        EXPECT_NEAR(rep.evidence.cpuMs, 410 * kNsToMs, 1e-15);
+        EXPECT_NEAR(rep.evidence.othersCpuMs, 410 * kNsToMs, 1e-15);
+        EXPECT_NEAR(rep.evidence.runqMs, 45 * kNsToMs, 1e-15);
+        EXPECT_NEAR(rep.evidence.othersRunqMs, 15 * kNsToMs, 1e-15);
+        EXPECT_EQ(rep.evidence.cause, StragglerCause::CpuWait);
+        EXPECT_STREQ(stragglerCauseName(rep.evidence.cause), "cpu-wait");
+        // The per-rank means of the summary are the same numbers.
+        const RunAnalysis a = analyze(run);
+        ASSERT_EQ(a.ranks.size(), 3u);
+        EXPECT_NEAR(a.ranks[2].cpuMs, 420 * kNsToMs, 1e-15);
+        EXPECT_NEAR(a.ranks[1].runqMs, 45 * kNsToMs, 1e-15);
+    }
+    // 20 more CPU time than the others (>= 15), the same wait: more work or a slower core.
+    EXPECT_EQ(stragglers(withSched(430, 15)).evidence.cause, StragglerCause::CpuTime);
+    // 10 more CPU and 5 more wait: neither carries half of the 30: the delay is elsewhere.
+    EXPECT_EQ(stragglers(withSched(420, 20)).evidence.cause, StragglerCause::Elsewhere);
+    // Both carry half: the larger names it (wait 20 more against CPU 16 more).
+    EXPECT_EQ(stragglers(withSched(426, 35)).evidence.cause, StragglerCause::CpuWait);
+    // Not measured on one rank: no numbers, no cause; the verdict does not change.
+    core::Run partial = withSched(410, 45);
+    for (Step& st : partial.steps)
+        if (st.rank == 2)
+            st.cpuNs = st.runqNs = -1;
+    const StragglerReport rep = stragglers(partial);
+    EXPECT_EQ(rep.stragglers, std::vector<int32_t>{1});
+    EXPECT_TRUE(std::isnan(rep.evidence.cpuMs));
+    EXPECT_EQ(rep.evidence.cause, StragglerCause::Unknown);
+    EXPECT_TRUE(std::isnan(analyze(partial).ranks[2].cpuMs));
+}

@@ -54,7 +54,10 @@ inline Run makeRun(int ranks, int steps, int firstRank = 0, int worldSize = -1)
         run.spans.push_back(Span{local0 - 500'000, local0 - 100'000, 0, compute, setup, kNoStep, kNoBucket, SpanKind::Other});
         for (int s = 0; s < steps; ++s) {
             const TimeNs t = local0 + s * kStepNs;
-            run.steps.push_back(Step{r, s, t, t + kStepNs, 1.0 / (s + 1), 8});
+            // CPU time and run-queue wait measured on every step but rank 0's first (-1: not measured).
+            const bool measured = r != firstRank || s != 0;
+            run.steps.push_back(Step{r, s, t, t + kStepNs, 1.0 / (s + 1), 8, measured ? kStepNs / 2 + r : -1,
+                                     measured ? 1000 * (s + 1) : -1});
             run.spans.push_back(Span{t, t + 200'000, 0, compute, fwd, s, kNoBucket, SpanKind::Forward});
             run.spans.push_back(Span{t + 200'000, t + 400'000, 0, compute, bwd, s, kNoBucket, SpanKind::Backward});
             run.spans.push_back(Span{t + 400'000, t + 700'000, 0, compute, bwd, s, kNoBucket, SpanKind::Backward});

@@ -78,7 +78,7 @@ TEST_F(RunDb, roundTripKeepsEveryField)
     ASSERT_TRUE(saveRun(in, path).has_value());
     ASSERT_EQ(pragmaInt(path, "PRAGMA application_id"), int64_t(kApplicationId));
     ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(kSchemaVersion));
-    ASSERT_EQ(kSchemaVersion, 2);
+    ASSERT_EQ(kSchemaVersion, 3);
     ASSERT_TRUE(!exists(path + "-wal")) << ("closing leaves no WAL");
     ASSERT_TRUE(validateRunFile(path).has_value());
 
@@ -105,6 +105,12 @@ TEST_F(RunDb, roundTripKeepsEveryField)
     ASSERT_EQ(out->lanes[3].rank, 1);
     ASSERT_EQ(out->steps.size(), size_t(6));
     ASSERT_EQ(out->steps[2].loss, 1.0 / 3);
+    for (size_t i = 0; i < in.steps.size(); ++i) {
+        ASSERT_EQ(out->steps[i].cpuNs, in.steps[i].cpuNs) << i;
+        ASSERT_EQ(out->steps[i].runqNs, in.steps[i].runqNs) << i;
+    }
+    ASSERT_EQ(out->steps[0].cpuNs, -1) << "not measured stays not measured (NULL)";
+    ASSERT_EQ(out->steps[2].runqNs, 3000);
     ASSERT_EQ(out->buckets.size(), size_t(2));
     ASSERT_EQ(out->buckets[1].params, (std::vector<std::string>{"fc1.bias", "fc1.weight"}));
     ASSERT_EQ(out->spans.size(), in.spans.size());
@@ -480,8 +486,9 @@ TEST_F(RunDb, windowQueryMatchesBruteForce)
     ASSERT_TRUE((*reader)->spansInWindow(lanes[0], kBase, kBase)->empty());
 }
 
-// A file written with the version-1 DDL: readable as is (max duration computed on the fly,
-// the file untouched), migrated to version 2 (max_dur_ns backfilled) when opened to write.
+// A file written with the version-1 DDL: readable as is (max duration computed on the fly, steps
+// without CPU time, the file untouched), migrated to the current version (max_dur_ns backfilled,
+// steps' CPU columns NULL) when opened to write.
 TEST_F(RunDb, versionOneFileIsReadThenMigrated)
 {
     const std::string path = file("v1.db");
@@ -516,6 +523,9 @@ TEST_F(RunDb, versionOneFileIsReadThenMigrated)
         ASSERT_TRUE(run.has_value());
         ASSERT_EQ(run->spans.size(), size_t(4));
         ASSERT_EQ(run->ranks[0].host, std::string("old"));
+        ASSERT_EQ(run->steps.size(), size_t(1));
+        ASSERT_EQ(run->steps[0].cpuNs, -1);
+        ASSERT_EQ(run->steps[0].runqNs, -1);
     }
     ASSERT_TRUE(validateRunFile(path).has_value());
     ASSERT_TRUE(fileBytes(path) == before);
@@ -529,13 +539,14 @@ TEST_F(RunDb, versionOneFileIsReadThenMigrated)
         ASSERT_TRUE((*w)->appendSpans(std::span(&s, 1)).has_value());
         ASSERT_TRUE((*w)->close().has_value());
     }
-    ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(2));
+    ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(3));
+    ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM steps WHERE cpu_ns IS NULL AND runq_ns IS NULL"), int64_t(1));
     ASSERT_EQ(pragmaInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 0"), int64_t(50000));
     ASSERT_EQ(pragmaInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 1"), int64_t(500));
     ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM strings"), int64_t(2)); // "op" reused
     auto reader = RunReader::open(path);
     ASSERT_TRUE(reader.has_value());
-    ASSERT_EQ((*reader)->schemaVersion(), 2);
+    ASSERT_EQ((*reader)->schemaVersion(), 3);
     auto w = (*reader)->spansInWindow(LaneId{0}, 40000, 41000);
     ASSERT_EQ(w->size(), size_t(1));
     ASSERT_EQ(w->front().end, TimeNs(52000));

@@ -67,6 +67,8 @@ void expectSameRun(const core::Run& a, const core::Run& b)
         EXPECT_EQ(a.steps[i].start, b.steps[i].start);
         EXPECT_EQ(a.steps[i].end, b.steps[i].end);
         EXPECT_EQ(a.steps[i].samples, b.steps[i].samples);
+        EXPECT_EQ(a.steps[i].cpuNs, b.steps[i].cpuNs);
+        EXPECT_EQ(a.steps[i].runqNs, b.steps[i].runqNs);
     }
     ASSERT_EQ(a.buckets.size(), b.buckets.size());
     for (size_t i = 0; i < a.buckets.size(); ++i) {

@@ -160,6 +160,12 @@ class RecordsWhatDdpDoes(unittest.TestCase):
             # Contiguous steps: each starts where the previous ended.
             for a, b in zip(run["steps"], run["steps"][1:]):
                 self.assertEqual(a["end"], b["start"])
+            # The training thread's scheduler statistics: it ran on a CPU for part of every step
+            # (never more than the step's wall time: one thread), and waited for one >= 0.
+            for s in run["steps"]:
+                self.assertGreater(s["cpu_ns"], 0, s)
+                self.assertLessEqual(s["cpu_ns"], s["end"] - s["start"] + 2_000_000, s)
+                self.assertGreaterEqual(s["runq_ns"], 0, s)
             for step in range(STEPS):
                 spans = [s for s in run["spans"] if s["step"] == step]
                 grads = [i for i in run["instants"] if i["step"] == step]

@@ -277,6 +277,11 @@ TEST_F(Runtime, RecordedShards)
             EXPECT_GT(st.end, st.start);
             EXPECT_TRUE(std::isfinite(st.loss));
             EXPECT_EQ(st.samples, 8);
+            // The training thread's scheduler statistics: on a CPU for part of the step, never
+            // more than the step lasted (one thread; 1 ms for the reads' own timing), waiting >= 0.
+            EXPECT_GT(st.cpuNs, 0);
+            EXPECT_LE(st.cpuNs, st.end - st.start + 1'000'000);
+            EXPECT_GE(st.runqNs, 0);
         }
         bool checked = false;
         for (const auto& d : run->diagnostics) {

@@ -48,6 +48,7 @@ const char* RankStepMatrix::metricName(Metric m)
     case StepTime: return "step time";
     case WaitCaused: return "wait caused";
     case ExposedComm: return "exposed communication";
+    case CpuWait: return "CPU wait";
     case MetricCount: break;
     }
     return "";
@@ -244,6 +245,12 @@ bool TimelineRunModel::construct(std::stop_token stop)
     for (const core::RankStepWait& w : a.stragglers.perRankStep)
         if (auto c = cell(w.rank, w.step))
             m_matrix.values[RankStepMatrix::WaitCaused][*c] = float(double(w.waitCaused) / 1e6);
+    // The training thread's wait for a CPU (the kernel's run-queue wait; empty where not recorded):
+    // the steps in which the machine held a rank back.
+    for (const core::Step& st : m_run->steps)
+        if (st.runqNs >= 0)
+            if (auto c = cell(st.rank, st.step))
+                m_matrix.values[RankStepMatrix::CpuWait][*c] = float(double(st.runqNs) / 1e6);
     return !stop.stop_requested();
 }
 

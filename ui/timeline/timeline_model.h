@@ -30,7 +30,7 @@ struct StepSpan {
 // Dense, row-major by rank, in ms; NaN where the rank has no such step or the number is not
 // applicable (wait and exposed communication on a 1-rank run).
 struct RankStepMatrix {
-    enum Metric { StepTime, WaitCaused, ExposedComm, MetricCount };
+    enum Metric { StepTime, WaitCaused, ExposedComm, CpuWait, MetricCount };
     std::vector<int32_t> ranks; // sorted
     std::vector<int32_t> steps; // sorted
     std::vector<float> values[MetricCount];

@@ -238,6 +238,7 @@ struct Event {
     int64_t extId = -1, device = -1, stream = -1, bytes = -1, inNelems = -1, outNelems = -1;
     int64_t correlation = -1;    // args.correlation: runtime call <-> device activity
     int64_t argStep = kNoStep, argBucket = kNoBucket, argSamples = 0; // Lockstep export
+    int64_t argCpuNs = -1, argRunqNs = -1;                           // Lockstep export, steps
     bool hasName = false, hasCommMeta = false;
 };
 
@@ -735,6 +736,10 @@ void KinetoParser::onEvent(const char* p, size_t n)
                     intArg(&e.argBucket);
                 else if (ak == "samples")
                     intArg(&e.argSamples);
+                else if (ak == "cpu_ns")
+                    intArg(&e.argCpuNs);
+                else if (ak == "runq_ns")
+                    intArg(&e.argRunqNs);
                 else if (ak == "kind") {
                     if (arg.value().get_string().get(e.argKind))
                         e.argKind = {};
@@ -1307,6 +1312,8 @@ void KinetoParser::addLockstepEvent(char ph, const Event& e, TimeNs ts)
             st.start = ts;
             st.end = end;
             st.samples = std::max<int64_t>(0, e.argSamples);
+            st.cpuNs = std::max<int64_t>(-1, e.argCpuNs);
+            st.runqNs = std::max<int64_t>(-1, e.argRunqNs);
             m_out.steps.push_back(st);
             return;
         }

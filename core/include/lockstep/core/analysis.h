@@ -252,6 +252,16 @@ struct RankStraggle {
     double medianLatenessNs = 0; // median over steady steps of RankStepWait::latenessNs
 };
 // Why the run has (or has no) straggler: every number the decision used.
+// What the scheduler statistics say of the candidate's systematic delay (stragglers.cpp).
+enum class StragglerCause {
+    Unknown,  // not measured (imported traces, older files), or no delay to explain
+    CpuWait,  // at least half of it is extra waiting for a CPU: the machine ran it later
+    CpuTime,  // at least half of it is extra CPU time: more work, or the same on a slower core
+    Elsewhere // neither: the delay is not on its training thread's CPU (I/O, other threads, network)
+};
+const char* stragglerCauseName(StragglerCause cause); // "unknown", "cpu-wait", "cpu-time", "elsewhere"
+const char* stragglerCauseText(StragglerCause cause); // the sentence the report and the app show; "" if unknown
+
 struct StragglerEvidence {
     bool applicable = false;     // false on 1-rank runs and runs without bucket collectives
     int32_t candidate = -1;      // the rank that was the step straggler most often (-1: none)
@@ -274,6 +284,14 @@ struct StragglerEvidence {
     bool clearsNoise = false;    // latenessAboveOthersNs > 0, >= noiseFloorNs and >= rankFloorNs
     bool straggler = false;      // all three
     double confidence() const { return 1.0 - chance; }
+    // The cause, from the kernel's scheduler statistics of each rank's training thread
+    // (Step::cpuNs, runqNs; stragglers.cpp, "The cause"): means per steady step with collectives,
+    // the candidate's and the mean over the other ranks of theirs; NaN where not measured.
+    double cpuMs = std::numeric_limits<double>::quiet_NaN();        // time on a CPU
+    double othersCpuMs = std::numeric_limits<double>::quiet_NaN();
+    double runqMs = std::numeric_limits<double>::quiet_NaN();       // runnable, waiting for a CPU
+    double othersRunqMs = std::numeric_limits<double>::quiet_NaN();
+    StragglerCause cause = StragglerCause::Unknown;
 };
 struct StragglerReport {
     std::vector<BucketSkew> skews;        // sorted by (step, bucket)
@@ -313,6 +331,10 @@ struct RankSummary {
     double overlapRatio = 0;      // NaN: no communication or 1-rank run
     int stepsAsStraggler = 0;
     double meanWaitCausedMs = 0;  // NaN on 1-rank runs
+    // Its training thread per steady step (Step::cpuNs, runqNs): time on a CPU and time waiting
+    // for one; NaN when not measured.
+    double cpuMs = std::numeric_limits<double>::quiet_NaN();
+    double runqMs = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct RunSummary {

@@ -163,6 +163,12 @@ struct Step {
     TimeNs end = 0;
     double loss = std::numeric_limits<double>::quiet_NaN();
     int64_t samples = 0; // samples this rank processed in this step
+    // The rank's training thread during the step, from the kernel's scheduler statistics
+    // (Linux /proc/thread-self/schedstat): time it ran on a CPU, and time it was runnable but
+    // waited for a CPU (run queue). -1 = not measured (imported traces, files before schema 3).
+    // What tells a rank the machine slowed (a long run-queue wait) from one with more work.
+    int64_t cpuNs = -1;
+    int64_t runqNs = -1;
 };
 
 struct Bucket {
