@@ -88,18 +88,19 @@
 // store, per step, the kernel's scheduler statistics of each rank's training thread: the time it
 // ran on a CPU and the time it was runnable but waited for one (Step::cpuNs, runqNs). The ranks
 // run the same program on the same amount of data, so the candidate's excess over the other
-// ranks' mean, per steady step, accounts for its systematic delay in the part that is on its
-// training thread's CPU:
-//   - extra waiting for a CPU >= half the delay: "cpu-wait" — the machine ran it later (other
-//     processes or more threads than cores on its host; pin it, give it a core);
-//   - extra CPU time >= half the delay: "cpu-time" — it did more work, or the same work on a
-//     slower core (an uneven partition, a throttled or shared core);
-//   - both: the larger; neither: "elsewhere" — its delay is not its training thread's CPU
-//     (I/O, its data loader's workers, a slower link, a GPU);
-//   - not measured on some rank (imported traces, files before schema 3): "unknown".
-// Half, because both counters are noisy per step and the delay is a median: a cause must carry
-// most of it to be named (bench/straggler's witness uses the same rule from outside the process).
-// The cause explains; it never decides whether a rank is named.
+// ranks' mean, per steady step, is how much longer its training thread took to get the same work
+// done. When that excess (extra run-queue wait + extra CPU time) is at least half of its
+// systematic delay, the delay is on its training thread's CPU, and the larger part names it:
+//   - "cpu-wait": the machine ran it later (other processes or more threads than cores on its
+//     host; pin it, give it a core);
+//   - "cpu-time": it did more work, or the same work on a slower core (an uneven partition, a
+//     throttled or shared core);
+// otherwise "elsewhere" — its delay is not its training thread's CPU (I/O, its data loader's
+// workers, a slower link, a GPU); and "unknown" when some rank was not measured (imported traces,
+// files before schema 3). Half, because both counters are noisy per step and the delay is a
+// median: the thread must carry most of it; bench/straggler's outside witness (every thread of
+// each rank, sampled from outside the process) judges false positives with the same rule. The
+// cause explains; it never decides whether a rank is named.
 #include "lockstep/core/analysis.h"
 
 #include "analysis_internal.h"
@@ -434,15 +435,15 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
     if (!allMeasured)
         return rep;
     constexpr double kToMs = 1e-6;
-    ev.cpuMs = cpuSum[bestIndex] / measured[bestIndex] * kToMs;
-    ev.runqMs = runqSum[bestIndex] / measured[bestIndex] * kToMs;
+    const double cpu = cpuSum[bestIndex] / measured[bestIndex], runq = runqSum[bestIndex] / measured[bestIndex];
+    ev.cpuMs = cpu * kToMs;
+    ev.runqMs = runq * kToMs;
     ev.othersCpuMs = othersCpu * kToMs;
     ev.othersRunqMs = othersRunq * kToMs;
     if (ev.systematicDelayNs <= 0)
         return rep;
-    const double half = 0.5 * ev.systematicDelayNs * kToMs;
-    const double extraWait = ev.runqMs - ev.othersRunqMs, extraCpu = ev.cpuMs - ev.othersCpuMs;
-    if (extraWait >= half || extraCpu >= half)
+    const double extraWait = runq - othersRunq, extraCpu = cpu - othersCpu; // ns
+    if (extraWait + extraCpu >= 0.5 * ev.systematicDelayNs)
         ev.cause = extraWait >= extraCpu ? StragglerCause::CpuWait : StragglerCause::CpuTime;
     else
         ev.cause = StragglerCause::Elsewhere;
@@ -472,12 +473,14 @@ const char* stragglerCauseText(StragglerCause cause)
 {
     switch (cause) {
     case StragglerCause::CpuWait:
-        return "most of its delay is waiting for a CPU: the machine ran it later (other processes, more threads "
-               "than cores)";
+        return "its training thread took that much longer on its CPU, mostly waiting for one: the machine ran it "
+               "later (other processes, more threads than cores)";
     case StragglerCause::CpuTime:
-        return "most of its delay is CPU time: more work, or the same work on a slower core";
+        return "its training thread took that much longer on its CPU, mostly computing: more work, or the same "
+               "work on a slower core";
     case StragglerCause::Elsewhere:
-        return "neither explains its delay: it is not on its training thread's CPU (I/O, data loader, link)";
+        return "its training thread's CPU time and wait for a CPU explain less than half of its delay: it lies "
+               "elsewhere (I/O, data loader, link)";
     case StragglerCause::Unknown:
         break;
     }

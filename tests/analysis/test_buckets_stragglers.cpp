@@ -452,10 +452,12 @@ TEST(Stragglers, TheCauseFromTheTrainingThreadsSchedulerStatistics)
     }
     // 20 more CPU time than the others (>= 15), the same wait: more work or a slower core.
     EXPECT_EQ(stragglers(withSched(430, 15)).evidence.cause, StragglerCause::CpuTime);
-    // 10 more CPU and 5 more wait: neither carries half of the 30: the delay is elsewhere.
-    EXPECT_EQ(stragglers(withSched(420, 20)).evidence.cause, StragglerCause::Elsewhere);
-    // Both carry half: the larger names it (wait 20 more against CPU 16 more).
-    EXPECT_EQ(stragglers(withSched(426, 35)).evidence.cause, StragglerCause::CpuWait);
+    // 10 more CPU and 5 more wait: together 15, half of the 30: on its CPU, CPU time the larger.
+    EXPECT_EQ(stragglers(withSched(420, 20)).evidence.cause, StragglerCause::CpuTime);
+    // 5 more CPU and 3 more wait: 8 < 15: the delay is elsewhere.
+    EXPECT_EQ(stragglers(withSched(415, 18)).evidence.cause, StragglerCause::Elsewhere);
+    // Less CPU time but a much longer wait: -5 + 25 = 20 >= 15, the wait names it.
+    EXPECT_EQ(stragglers(withSched(405, 40)).evidence.cause, StragglerCause::CpuWait);
     // Not measured on one rank: no numbers, no cause; the verdict does not change.
     core::Run partial = withSched(410, 45);
     for (Step& st : partial.steps)

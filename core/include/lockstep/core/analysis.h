@@ -255,9 +255,10 @@ struct RankStraggle {
 // What the scheduler statistics say of the candidate's systematic delay (stragglers.cpp).
 enum class StragglerCause {
     Unknown,  // not measured (imported traces, older files), or no delay to explain
-    CpuWait,  // at least half of it is extra waiting for a CPU: the machine ran it later
-    CpuTime,  // at least half of it is extra CPU time: more work, or the same on a slower core
-    Elsewhere // neither: the delay is not on its training thread's CPU (I/O, other threads, network)
+    // Its extra run-queue wait + extra CPU time over the others' is at least half of it, and:
+    CpuWait,  // the wait is the larger part: the machine ran it later
+    CpuTime,  // the CPU time is: more work, or the same on a slower core
+    Elsewhere // less than half: the delay is not on its training thread's CPU (I/O, other threads, network)
 };
 const char* stragglerCauseName(StragglerCause cause); // "unknown", "cpu-wait", "cpu-time", "elsewhere"
 const char* stragglerCauseText(StragglerCause cause); // the sentence the report and the app show; "" if unknown
