@@ -115,14 +115,22 @@ void ShardRecorder::markAt(Ev kind, TimeNs ts, int32_t a, int64_t value, int32_t
     e.kind = kind;
     if (kind == Ev::BackwardEnd)
         ++m_backwardGen;
-    if (kind == Ev::StepStart && m_lastSched.cpuNs < 0)
+    // The training thread's scheduler statistics over the step (shard_recorder.h, m_lastSched).
+    // Both snapshots must be of one thread (the statistics are per thread): a step closed from
+    // another thread (an exit handler) gets none, and the next step starts afresh.
+    const std::thread::id self = std::this_thread::get_id();
+    if (kind == Ev::StepStart && (m_lastSched.cpuNs < 0 || m_lastSchedThread != self)) {
         m_lastSched = core::readThreadSchedStat(); // the first step: its window opens now
+        m_lastSchedThread = self;
+    }
     if (kind == Ev::StepEnd) {
         const core::ThreadSchedStat now = core::readThreadSchedStat();
-        const core::ThreadSchedStat d = core::schedStatDelta(m_lastSched, now);
+        const core::ThreadSchedStat d =
+            m_lastSchedThread == self ? core::schedStatDelta(m_lastSched, now) : core::ThreadSchedStat{};
         e.value = d.cpuNs;
         e.end = d.runqNs;
         m_lastSched = now;
+        m_lastSchedThread = self;
     }
     m_log.push_back(e);
 }

@@ -176,6 +176,7 @@ private:
     // StepEnd only: both come from the training thread). A step's window starts where the
     // previous one ended, so its CPU time runs from the previous StepEnd's snapshot.
     core::ThreadSchedStat m_lastSched;
+    std::thread::id m_lastSchedThread; // the thread m_lastSched is of
     std::condition_variable m_cv;
     std::deque<Item> m_queue;
     bool m_stop = false;
