@@ -30,7 +30,7 @@ MODEL=(--model mlp --layers 6 --width 512 --batch 32 --progress none)
 
 if [[ ${RECORD:-1} != 0 ]]; then
 echo "== recording: 2 ranks, 1 MiB buckets, rank 1 a 15 ms straggler"
-"$LOCKSTEP" run --nproc 2 --out "$RUNS/mlp-2rank-straggler.db" "${MODEL[@]}" --steps 10 --bucket-mb 1 \
+"$LOCKSTEP" run --nproc 2 --out "$RUNS/mlp-2rank-straggler.db" "${MODEL[@]}" --steps 20 --bucket-mb 1 \
   --straggler 1:15 --force >/dev/null
 echo "== recording: the demo run (scripts/demo.sh), for the What-if page"
 "$LOCKSTEP" run --nproc 2 --out "$RUNS/demo.db" --model mlp --layers 8 --width 512 --batch 32 --steps 12 \
