@@ -52,7 +52,8 @@
 # Usage: bench/straggler/bench_straggler.sh [path/to/lockstep [path/to/core_speed]]
 #   env STEPS (default 60), CLEAN (clean runs per configuration, default 4), INJECTED (runs per
 #   delay and configuration, default 3), CONFIGS (default "mlp:2 mlp:4 transformer:2 transformer:4"),
-#   EVEN (default 1.05), TRIES (default 4), KEEP=1 keeps the run files (printed folder).
+#   EVEN (default 1.05), TRIES (default 4), KEEP=1 keeps the run files (printed folder),
+#   RUN_ARGS (more `lockstep run` flags for every run, e.g. "--bucket-mb 0.25").
 set -euo pipefail
 
 LOCKSTEP=${1:-build/app/lockstep}
@@ -124,8 +125,8 @@ record() { # out.db nproc model hog(yes|no) [extra args...]
         "$PYTHON" "$HERE/rank_cpu.py" >"$db.cpu" &
         witness=$!
         # shellcheck disable=SC2046
-        "$LOCKSTEP" run --nproc "$nproc" $(model_args "$model") --steps "$STEPS" --progress none --force \
-            --out "$db" "$@" >"$db.log" 2>&1 || { stop_witness; stop_hogs; echo "run failed: $(tail -3 "$db.log")" >&2; return 1; }
+        "$LOCKSTEP" run --nproc "$nproc" $(model_args "$model") ${RUN_ARGS:-} --steps "$STEPS" --progress none \
+            --force --out "$db" "$@" >"$db.log" 2>&1 || { stop_witness; stop_hogs; echo "run failed: $(tail -3 "$db.log")" >&2; return 1; }
         stop_witness
         stop_hogs
         after=$(speed_ratio)
