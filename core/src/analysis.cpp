@@ -289,6 +289,8 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
         b.step = st.step;
         b.warmup = st.step < run.config.warmupSteps;
         b.steady = steady.contains(st.step);
+        b.cpuNs = st.cpuNs;
+        b.runqNs = st.runqNs;
         const int32_t r = idx.find(st.rank);
         if (r >= 0 && deviceRule[r]) {
             auto it = deviceGroup.find(key(r, st.step));

@@ -495,9 +495,6 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
     std::map<int32_t, int32_t> lateRank;
     for (const StepStraggler& ss : a.stragglers.perStep)
         lateRank[ss.step] = ss.rank;
-    std::map<std::pair<int32_t, int32_t>, const Step*> stepOf;
-    for (const Step& st : run.steps)
-        stepOf[{st.rank, st.step}] = &st;
     const auto schedMs = [](int64_t ns) { return ns >= 0 ? static_cast<double>(ns) * 1e-6 : std::nan(""); };
     w.Key("step_breakdown");
     w.StartArray();
@@ -516,9 +513,8 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         ms(w, "wait_caused_ms", known ? static_cast<double>(it->second->waitCaused) : std::nan(""));
         ms(w, "lateness_ms", known ? it->second->latenessNs : std::nan(""));
         kvBool(w, "late_rank", s.multiRank && lateRank.count(b.step) && lateRank[b.step] == b.rank);
-        const auto st = stepOf.find({b.rank, b.step});
-        kv(w, "cpu_ms", st != stepOf.end() ? schedMs(st->second->cpuNs) : std::nan(""));
-        kv(w, "runq_ms", st != stepOf.end() ? schedMs(st->second->runqNs) : std::nan(""));
+        kv(w, "cpu_ms", schedMs(b.cpuNs));
+        kv(w, "runq_ms", schedMs(b.runqNs));
         w.EndObject();
     }
     w.EndArray();

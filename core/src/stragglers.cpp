@@ -417,13 +417,12 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
     // The cause (essay above): the scheduler statistics over the same steps.
     std::vector<double> cpuSum(rankList.size(), 0.0), runqSum(rankList.size(), 0.0);
     std::vector<int> measured(rankList.size(), 0);
-    for (const Step& st : run.steps) {
-        if (!counts(st.step) || st.cpuNs < 0 || st.runqNs < 0
-            || !std::binary_search(rankList.begin(), rankList.end(), st.rank))
+    for (const StepBreakdown& b : breakdown) {
+        if (!counts(b.step) || b.cpuNs < 0 || b.runqNs < 0)
             continue;
-        const size_t k = rankIndex(st.rank);
-        cpuSum[k] += static_cast<double>(st.cpuNs);
-        runqSum[k] += static_cast<double>(st.runqNs);
+        const size_t k = rankIndex(b.rank); // every breakdown rank is in rankList
+        cpuSum[k] += static_cast<double>(b.cpuNs);
+        runqSum[k] += static_cast<double>(b.runqNs);
         ++measured[k];
     }
     bool allMeasured = true;

@@ -22,9 +22,15 @@ constexpr double kToMs = 1e-6;
 struct PartSums {
     double wall = 0, compute = 0, comm = 0, memory = 0;
     double computeOnly = 0, overlapped = 0, exposed = 0, memoryOnly = 0, idle = 0;
-    int n = 0;
+    double cpu = 0, runq = 0; // over the rows with scheduler statistics
+    int n = 0, nSched = 0;
     void add(const StepBreakdown& b)
     {
+        if (b.cpuNs >= 0 && b.runqNs >= 0) {
+            cpu += static_cast<double>(b.cpuNs);
+            runq += static_cast<double>(b.runqNs);
+            ++nSched;
+        }
         wall += static_cast<double>(b.wall);
         compute += static_cast<double>(b.compute);
         comm += static_cast<double>(b.communication);
@@ -37,6 +43,7 @@ struct PartSums {
         ++n;
     }
     double mean(double v) const { return n > 0 ? v / n * kToMs : 0.0; }
+    double schedMean(double v) const { return nSched > 0 ? v / nSched * kToMs : kNaN; }
     double overlapRatio(bool multiRank) const { return multiRank && comm > 0 ? overlapped / comm : kNaN; }
 };
 
@@ -84,22 +91,10 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
 
     std::map<int32_t, int32_t> stepsPerRank;
     std::map<int32_t, int64_t> samplesPerStep; // steady step -> samples over all ranks
-    struct Sched {
-        double cpu = 0, runq = 0;
-        int n = 0;
-    };
-    std::map<int32_t, Sched> schedPerRank;     // steady steps with scheduler statistics
     for (const Step& st : run.steps) {
         stepsPerRank[st.rank]++;
-        if (a.steady.contains(st.step)) {
+        if (a.steady.contains(st.step))
             samplesPerStep[st.step] += st.samples > 0 ? st.samples : c.batchPerRank;
-            if (st.cpuNs >= 0 && st.runqNs >= 0) {
-                Sched& x = schedPerRank[st.rank];
-                x.cpu += static_cast<double>(st.cpuNs);
-                x.runq += static_cast<double>(st.runqNs);
-                ++x.n;
-            }
-        }
     }
     for (const auto& [rank, n] : stepsPerRank)
         s.steps = std::max(s.steps, n);
@@ -173,10 +168,8 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         auto it = straggle.find(rank);
         r.stepsAsStraggler = it != straggle.end() ? it->second->stepsAsStraggler : 0;
         r.meanWaitCausedMs = !s.multiRank ? kNaN : it != straggle.end() ? it->second->meanWaitNs * kToMs : 0.0;
-        if (auto sc = schedPerRank.find(rank); sc != schedPerRank.end()) {
-            r.cpuMs = sc->second.cpu / sc->second.n * kToMs;
-            r.runqMs = sc->second.runq / sc->second.n * kToMs;
-        }
+        r.cpuMs = p.schedMean(p.cpu);
+        r.runqMs = p.schedMean(p.runq);
         a.ranks.push_back(r);
     }
 

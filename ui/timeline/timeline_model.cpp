@@ -240,17 +240,15 @@ bool TimelineRunModel::construct(std::stop_token stop)
             // Not applicable on one rank: no communication to hide.
             if (multiRank)
                 m_matrix.values[RankStepMatrix::ExposedComm][*c] = float(double(b.exposed) / 1e6);
+            // The training thread's wait for a CPU (empty where not recorded): the steps in which
+            // the machine held a rank back.
+            if (b.runqNs >= 0)
+                m_matrix.values[RankStepMatrix::CpuWait][*c] = float(double(b.runqNs) / 1e6);
         }
     }
     for (const core::RankStepWait& w : a.stragglers.perRankStep)
         if (auto c = cell(w.rank, w.step))
             m_matrix.values[RankStepMatrix::WaitCaused][*c] = float(double(w.waitCaused) / 1e6);
-    // The training thread's wait for a CPU (the kernel's run-queue wait; empty where not recorded):
-    // the steps in which the machine held a rank back.
-    for (const core::Step& st : m_run->steps)
-        if (st.runqNs >= 0)
-            if (auto c = cell(st.rank, st.step))
-                m_matrix.values[RankStepMatrix::CpuWait][*c] = float(double(st.runqNs) / 1e6);
     return !stop.stop_requested();
 }
 

@@ -98,6 +98,8 @@ struct StepBreakdown : WindowParts {
     bool warmup = false;      // step < config.warmupSteps
     bool steady = false;      // used for run-level numbers (SteadySteps::contains)
     StepWindow window = StepWindow::Host;
+    int64_t cpuNs = -1;       // the step's Step::cpuNs and runqNs: its training thread on a CPU
+    int64_t runqNs = -1;      // and waiting for one (-1 = not measured)
 };
 // Every (rank, step) of run.steps, sorted by (rank, step). O(spans + U log U) where U is the
 // size of the per-rank unions (see analysis.cpp).
