@@ -164,6 +164,44 @@ TEST(KinetoImport, ObjectFormGpuRank)
     EXPECT_EQ(stats.steps, 2);
 }
 
+// Golden: CUDA synchronization records (Kineto's "cuda_sync" category: "Stream Sync", "Event
+// Sync", "Context Sync", written on the device's pid and the stream's tid) are a stream waiting,
+// not work, as newer HTA classifies them (neither compute nor communication). The trace above
+// plus a "Stream Sync" on stream 7 over [1500, 1790] µs, launched by cudaStreamSynchronize
+// (correlation 9) at 1500 in step 5. Counted as compute it would turn the exposed [1500, 1700]
+// of the all-reduce into overlap (ratio 0.5 → 1.0) and stretch step 5's device window to 1790.
+// Expected: the same numbers as without it (step 5: W = 600 µs, C = 400, M = 400, overlapped
+// 200, ratio 0.5); the record drawn on its stream's lane (kind other), no host lane for it.
+TEST(KinetoImport, GoldenCudaSyncIsAStreamWaitingNotWork)
+{
+    std::vector<std::string> events = gpuRankEvents(1.7e12);
+    events.push_back(xEvent("cuda_runtime", "cudaStreamSynchronize", 1.7e12 + 1500, 290, "100", "100",
+                            "\"correlation\": 9"));
+    events.push_back(xEvent("cuda_sync", "Stream Sync", 1.7e12 + 1500, 290, "0", "7",
+                            "\"device\": 0, \"stream\": 7, \"correlation\": 9"));
+    auto run = importTraceBytes(objectTrace(events, kDist1), {});
+    ASSERT_TRUE(run.has_value()) << run.error().message;
+    int host = 0, gpu = 0;
+    for (const Lane& l : run->lanes)
+        (l.kind == LaneKind::HostThread ? host : gpu) += 1;
+    EXPECT_EQ(host, 1); // not a "thread 7" on the GPU's pid
+    EXPECT_EQ(gpu, 2);
+    const Span* sync = findSpan(*run, "Stream Sync");
+    ASSERT_TRUE(sync);
+    EXPECT_EQ(sync->kind, SpanKind::Other);
+    const Lane& lane = run->lanes[sync->lane.v];
+    EXPECT_EQ(lane.kind, LaneKind::GpuStream);
+    EXPECT_EQ(lane.stream, 7);
+    const auto breakdown = stepBreakdown(*run);
+    ASSERT_EQ(breakdown.size(), 2u);
+    EXPECT_EQ(breakdown[0].wall, 600'000);
+    EXPECT_EQ(breakdown[0].compute, 400'000);
+    EXPECT_EQ(breakdown[0].communication, 400'000);
+    EXPECT_EQ(breakdown[0].overlapped, 200'000);
+    EXPECT_EQ(breakdown[0].exposed, 200'000);
+    EXPECT_DOUBLE_EQ(breakdown[0].overlapRatio, 0.5);
+}
+
 // Golden: a GPU rank of a 2-rank job, the shape real traces have. Host thread (pid 100): steps
 // 1 = [1000, 2000), 2 = [2000, 3000) µs. Runtime calls (cat cuda_runtime, "correlation") launch
 // the device work; one kernel is linked by its ac2g flow only; one has no launch record; one is

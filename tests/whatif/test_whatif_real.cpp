@@ -360,4 +360,5 @@ TEST(WhatIfCli, BadFilesAndRunsWithoutBucketsFailWithAMessage)
     EXPECT_NE(r.out.find("--bucket-mb"), std::string::npos);
     r = runCli({"predict", db.string(), "--compress", "int8"});
     EXPECT_NE(r.status, 0);
+    fs::remove_all(dir());
 }

@@ -967,7 +967,10 @@ void KinetoParser::addEvent(const Event& e)
         } else if (iequals(e.cat, "gpu_memset") || iequals(e.cat, "memset")) {
             cls = EventClass::Gpu;
             gpuKind = SpanKind::Memset;
-        } else if (iequals(e.cat, "gpu_user_annotation")) {
+        } else if (iequals(e.cat, "gpu_user_annotation") || iequals(e.cat, "cuda_sync")) {
+            // A range annotation drawn on the device, or a stream waiting on an event or the
+            // host ("Stream Sync", "Event Sync", "Context Sync"): shown on its stream, never
+            // work (newer HTA: neither compute nor communication).
             cls = EventClass::Gpu;
             gpuKind = SpanKind::Other;
         } else if (iequals(e.cat, "python_function") && !m_options.includePythonFunctions) {
