@@ -35,7 +35,9 @@
 # (straggler_machine_made), printed with both numbers. Symmetrically, an injected run whose
 # injected rank, beyond its injected work, took less than -X/2 against the others (the machine
 # held them back: its effective delay is below half of X) is counted apart as masked, not as a
-# miss. The witness checks itself on the injected runs: X ms of injected work shows as about X
+# miss; so is one the machine slowed until X fell under 5% of its own step (below the size a run
+# straggler must have, so "none" is the specified verdict; straggler_below_size_runs). The
+# witness checks itself on the injected runs: X ms of injected work shows as about X
 # more CPU ms per step on that rank. Lockstep's own account of the cause (the report's
 # straggler.cause, from the training thread's scheduler statistics that the runtime records per
 # step) is checked against the witness: straggler_cause_agrees_with_witness counts the named
@@ -183,6 +185,7 @@ false_positives=0
 machine_made=0
 cause_agrees=0
 masked=0
+below_size=0
 uneven=0
 declare -A injected=([10]=0 [25]=0)
 declare -A detected=([10]=0 [25]=0)
@@ -272,9 +275,17 @@ for config in $CONFIGS; do
             note="" is_masked=no
             if [[ "$named" != "$rank" ]]; then
                 excess=$(excess_ms "$verdict" "$rank" "$delay")
+                run_step_ms=$(cut -d'|' -f9 <<<"$verdict")
                 if [[ "$excess" != - ]] && holds "$delay + $excess < 0.5 * $delay"; then
                     is_masked=yes
                     note=" [masked: beyond its injected work rank $rank took ${excess} ms/step against the others]"
+                elif [[ "$run_step_ms" != - ]] && holds "$delay < 0.05 * $run_step_ms"; then
+                    # The machine slowed this run so much that X, 10% of the calibration run's
+                    # step, is under 5% of this run's: below the size a run straggler must have
+                    # (DESIGN.md), so "none" is the specified verdict. Counted apart, never hidden.
+                    is_masked=yes
+                    below_size=$((below_size + 1))
+                    note=" [below size: ${delay} ms is under 5% of this run's ${run_step_ms} ms step]"
                 else
                     note=" [MISSED: beyond its injected work rank $rank took ${excess} ms/step against the others]"
                 fi
@@ -309,5 +320,6 @@ echo "straggler_detected_pct: $(pct "$total_detected" "$total_injected") %"
 echo "straggler_detected_pct_10: $(pct "${detected[10]}" "${injected[10]}") %"
 echo "straggler_detected_pct_25: $(pct "${detected[25]}" "${injected[25]}") %"
 echo "straggler_masked_runs: $masked runs"
+echo "straggler_below_size_runs: $below_size runs (of the masked: X under 5% of the run's own step)"
 echo "straggler_detected_raw_pct: $(pct "$((detected_raw[10] + detected_raw[25]))" "$((injected[10] + injected[25] + masked))") %"
 echo "straggler_uneven_runs: $uneven runs"
