@@ -63,7 +63,7 @@ QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, in
     if (role == Qt::ToolTipRole) {
         switch (section) {
         case WaitCaused: return tr("Mean over steady steps of the wait this rank caused the others");
-        case StepsLate: return tr("Steady steps in which this rank was the step straggler");
+        case StepsLate: return tr("Steady steps in which this rank arrived last (the step's late rank); the run's straggler verdict asks for more");
         case CpuTime: return tr("Mean over steady steps of the time the training thread ran on a CPU (the kernel's "
                                 "scheduler statistics; — where not recorded)");
         case CpuWait: return tr("Mean over steady steps of the time the training thread was ready to run but waited "

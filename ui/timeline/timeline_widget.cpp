@@ -528,7 +528,7 @@ void TimelineWidget::Impl::buildTimeArea(TimelineDrawList& list, const QFontMetr
         }
     }
 
-    // Straggler marks in the rank header: the rank that held the others back in each step.
+    // Late-rank marks in the rank header: the rank that held the others back in each step.
     for (size_t ri = first; ri < last; ++ri) {
         const TimelineRow& row = rows[ri];
         if (row.kind != TimelineRowKind::RankHeader)
@@ -555,7 +555,9 @@ void TimelineWidget::Impl::buildTimeArea(TimelineDrawList& list, const QFontMetr
             const double vis0 = std::max<double>(x0, kGutterWidth) + 7;
             const double vis1 = std::min<double>(x1, rightX) - 3;
             if (vis1 - vis0 > 50) {
-                const QString text = QStringLiteral("straggler · others waited %1").arg(formatDuration(double(sIt->waitCaused)));
+                // The step's late rank, not "straggler": every step has a last rank, and the word is
+                // kept for the run's verdict (the gutter's label), which needs evidence.
+                const QString text = QStringLiteral("late · others waited %1").arg(formatDuration(double(sIt->waitCaused)));
                 list.markLabels.push_back({QRectF(vis0, top, vis1 - vis0, row.height - (row.collapsed ? 4 : 0)),
                                            smallFm.elidedText(text, Qt::ElideRight, int(vis1 - vis0)), palette::stragglerText(),
                                            Qt::AlignVCenter | Qt::AlignLeft, DrawFont::Small});
@@ -1780,11 +1782,18 @@ bool TimelineWidget::event(QEvent* event)
             const auto& strag = m.stepStragglers();
             auto sIt = std::lower_bound(strag.begin(), strag.end(), step,
                                         [](const core::StepStraggler& s, int32_t v) { return s.step < v; });
-            if (sIt != strag.end() && sIt->step == step && sIt->rank == r.rank)
-                text = tr("rank %1 was the straggler of step %2: the other ranks waited %3 for it")
+            if (sIt != strag.end() && sIt->step == step && sIt->rank == r.rank) {
+                const auto& rs = m.runStragglers();
+                QStringList named;
+                for (int32_t k : rs)
+                    named << tr("rank %1").arg(k);
+                text = tr("rank %1 arrived last in step %2: the other ranks waited %3 for it.\n"
+                          "Every step has a last rank; the run's straggler verdict (%4) asks for more evidence.")
                            .arg(r.rank)
                            .arg(step)
-                           .arg(formatDuration(double(sIt->waitCaused)));
+                           .arg(formatDuration(double(sIt->waitCaused)))
+                           .arg(named.isEmpty() ? tr("none") : named.join(QStringLiteral(", ")));
+            }
         }
     }
     if (text.isEmpty())
