@@ -12,6 +12,7 @@
 #include <QTextDocument>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 
 namespace lockstep::ui {
@@ -258,15 +259,23 @@ void SummaryPanel::setRun(LoadedRunPtr run)
     if (!s.multiRank || !e.applicable) {
         h += tr("not applicable (%1)").arg(s.multiRank ? tr("no bucket all-reduces recorded") : tr("one rank"));
     } else if (e.straggler) {
+        // One number against one bar: its systematic delay against the most the run's jitter and
+        // the healthy ranks' spread explain, both in the same unit. Core tests the difference of
+        // median latenesses, which is the delay times N/(N-1) (stragglers.cpp, criterion 2), so
+        // the floors scale back by the same factor; the verdict is the same comparison (the
+        // report's text gives the test in its own units).
+        const double toDelay =
+            e.latenessAboveOthersNs > 0 ? e.systematicDelayNs / e.latenessAboveOthersNs : 1.0;
+        const double explained = std::max(e.noiseFloorNs, e.rankFloorNs) * toDelay;
         h += tr("<span style='color:%1'><b>rank %2</b></span> — late in %3 of %4 steady steps; the others waited %5 per step for it "
-                "(%6 of the step time); it typically launches %7 after them; its typical lateness stands %8 above theirs, "
-                "clear of the noise floor of %9 (confidence %10)")
+                "(%6 of the step time). It typically launches %7 after them, where the run's own jitter explains at most "
+                "%8 (confidence %9)")
                  .arg(palette::stragglerColor().name())
                  .arg(e.candidate)
                  .arg(e.stepsLate)
                  .arg(e.steadySteps)
                  .arg(formatDuration(e.meanWaitNs), formatPercent(e.waitFraction), formatDuration(e.systematicDelayNs),
-                      formatDuration(e.latenessAboveOthersNs), formatDuration(e.noiseFloorNs),
+                      formatDuration(explained),
                       // one decimal would round a 1-in-10^5 chance up to a certainty
                       e.chance < 0.0005 ? tr("> 99.9 %") : formatPercent(e.confidence()));
     } else if (e.candidate >= 0) {

@@ -130,11 +130,14 @@ std::string SteadySteps::describe() const
     if (fallback)
         return "no step past the warm-up (steps numbered below " + std::to_string(warmupSteps) + "): all "
             + std::to_string(steps.size()) + " step(s) are used (" + range(steps) + "), warm-up included";
+    const auto count = [](size_t n, const char* what) {
+        return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+    };
     const int32_t excluded = allSteps - static_cast<int32_t>(steps.size());
     if (excluded == 0)
-        return range(steps) + " (all " + std::to_string(steps.size()) + " step(s); none is warm-up)";
-    return range(steps) + " (" + std::to_string(steps.size()) + " steady step(s); " + std::to_string(excluded)
-        + " warm-up step(s) below " + std::to_string(warmupSteps) + " excluded)";
+        return range(steps) + " (all " + count(steps.size(), "step") + "; none is warm-up)";
+    return range(steps) + " (" + count(steps.size(), "steady step") + "; " + count(size_t(excluded), "warm-up step")
+        + ", numbered below " + std::to_string(warmupSteps) + ", left out)";
 }
 
 SteadySteps steadySteps(const Run& run)

@@ -521,6 +521,6 @@ TEST(SteadySteps, FallbackIsStated)
     const SteadySteps t = steadySteps(d.build());
     EXPECT_FALSE(t.fallback);
     EXPECT_EQ(t.steps, (std::vector<int32_t>{1, 2}));
-    EXPECT_EQ(t.describe(), "steps 1-2 (2 steady step(s); 1 warm-up step(s) below 1 excluded)");
+    EXPECT_EQ(t.describe(), "steps 1-2 (2 steady steps; 1 warm-up step, numbered below 1, left out)");
     EXPECT_EQ(alignStep(d.build()), 1);
 }
