@@ -14,6 +14,42 @@ namespace lockstep::core {
 // running thread's runtime up to date for the clock, while schedstat prints it as of the last tick
 // or context switch (up to a tick stale). The run-queue wait is schedstat's second field, which is
 // exact for the running thread: its last wait ended when it got the CPU it is running on.
+#ifdef __linux__
+namespace {
+// The calling thread's /proc/thread-self/schedstat, opened once per thread and read with pread
+// from offset 0 (procfs regenerates the text on each read): the path lookup of an open() was most
+// of a read's cost (9.6 µs per call with open/read/close, measured; see thread_sched.h). The
+// descriptor names the thread that opened it, so it is kept per thread and closed at its exit.
+struct SchedStatFile {
+    int fd = -1;
+    ~SchedStatFile()
+    {
+        if (fd >= 0)
+            ::close(fd);
+    }
+    ssize_t read(char* buf, size_t size)
+    {
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            if (fd < 0)
+                fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                return -1;
+            ssize_t n;
+            do
+                n = ::pread(fd, buf, size, 0);
+            while (n < 0 && errno == EINTR);
+            if (n > 0)
+                return n;
+            ::close(fd); // a descriptor gone bad (closed behind our back): open afresh once
+            fd = -1;
+        }
+        return -1;
+    }
+};
+thread_local SchedStatFile t_schedStat;
+} // namespace
+#endif
+
 ThreadSchedStat readThreadSchedStat()
 {
     ThreadSchedStat out;
@@ -22,16 +58,9 @@ ThreadSchedStat readThreadSchedStat()
     if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
         return out;
     const int64_t cpu = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-    // "<ns on cpu> <ns waiting on a runqueue> <timeslices>\n", read whole in one read().
-    const int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return out;
+    // "<ns on cpu> <ns waiting on a runqueue> <timeslices>\n", read whole in one read.
     char buf[96];
-    ssize_t n;
-    do
-        n = ::read(fd, buf, sizeof buf);
-    while (n < 0 && errno == EINTR);
-    ::close(fd);
+    const ssize_t n = t_schedStat.read(buf, sizeof buf);
     if (n <= 0)
         return out;
     const char* end = buf + n;

@@ -1,15 +1,18 @@
-// The Python recorder's native half without an interpreter: a hand-written event log of one
+// The Python recorder's native half without an interpreter (and the scheduler statistics it reads): a hand-written event log of one
 // step goes through ShardRecorder into a real shard file, is read back through core, and must
 // give exactly the spans, instants, buckets and step derived by hand below.
 #include "shard_recorder.h"
 
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/thread_sched.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -295,4 +298,49 @@ TEST(ShardRecorder, UnwritableShardIsAClearError)
     auto rec2 = ShardRecorder::open((dir.path / "rank-0.db").string(), c, r, bad);
     ASSERT_FALSE(rec2.has_value());
     EXPECT_NE(rec2.error().message.find("stage"), std::string::npos);
+}
+
+// The per-step scheduler statistics (core/thread_sched.h) come from a /proc file each thread
+// opens once and re-reads: every thread must read its own counters. Checked against a fresh
+// open/read of /proc/thread-self/schedstat on the same thread just before and after (the run-queue
+// wait only grows), on the main thread and on a second one, and CPU time against a busy loop.
+TEST(ThreadSchedStat, EachThreadReadsItsOwnCounters)
+{
+    const auto direct = [] {
+        std::ifstream f("/proc/thread-self/schedstat");
+        int64_t cpu = -1, runq = -1;
+        f >> cpu >> runq;
+        return runq;
+    };
+    const auto check = [&](const char* where) {
+        for (int i = 0; i < 3; ++i) {
+            const int64_t before = direct();
+            const core::ThreadSchedStat s = core::readThreadSchedStat();
+            const int64_t after = direct();
+            ASSERT_GE(before, 0) << where;
+            EXPECT_LE(before, s.runqNs) << where;
+            EXPECT_LE(s.runqNs, after) << where;
+        }
+    };
+    check("main thread");
+    const core::ThreadSchedStat mainStart = core::readThreadSchedStat();
+    core::ThreadSchedStat busy;
+    std::thread other([&] {
+        check("second thread");
+        const core::ThreadSchedStat a = core::readThreadSchedStat();
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+        volatile uint64_t x = 0;
+        while (std::chrono::steady_clock::now() < until)
+            x = x + 1;
+        busy = core::schedStatDelta(a, core::readThreadSchedStat());
+    });
+    other.join();
+    const core::ThreadSchedStat mainDelta = core::schedStatDelta(mainStart, core::readThreadSchedStat());
+    check("main thread again");
+    // 30 ms of wall time spinning: most of it on a CPU (a loaded machine may take some away).
+    EXPECT_GE(busy.cpuNs, 5'000'000);
+    EXPECT_LE(busy.cpuNs, 31'000'000);
+    // The main thread slept in join() meanwhile: its own CPU time is not the other's.
+    ASSERT_GE(mainDelta.cpuNs, 0);
+    EXPECT_LT(mainDelta.cpuNs, busy.cpuNs);
 }

@@ -3,8 +3,9 @@
 // sched_info, in ns since the thread started). Recorders read it at a step's start and end on the
 // training thread and store the differences as Step::cpuNs and Step::runqNs: a rank whose step
 // took longer because the machine gave it less CPU (a long run-queue wait, a slower core) is told
-// apart from one that had more work. Qt-free, LibTorch-free; about 7 µs per call (a clock read, and
-// an open/read/close of the small /proc file).
+// apart from one that had more work. Qt-free, LibTorch-free; about 2 µs per call on this machine (a
+// clock read and a pread of the small /proc file, which each thread opens once and keeps; with an
+// open/read/close per call it was 9.6 µs).
 #pragma once
 
 #include <cstdint>
