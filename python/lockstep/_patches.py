@@ -33,7 +33,7 @@ recorders = []                  # attached recorders that are still open (see _r
 auto_attach = None              # callable(ddp) while `python -m lockstep.record` runs a script
 
 
-def _default_allreduce(slot, bucket):
+def _default_allreduce(slot, bucket, raw=False):
     """DDP's built-in all-reduce, reproduced bit for bit so that attaching changes no result.
 
     Without a hook, DDP's reducer scales each gradient by 1/world as it copies it into the
@@ -67,7 +67,9 @@ def _default_allreduce(slot, bucket):
                 view.mul_(1.0 / world) if was_none else view.div_(world)
                 offset += p.numel()
     fut = dist.all_reduce(buf, group=slot.ddp.process_group, async_op=True).get_future()
-    return fut.then(_first_tensor)
+    # raw: the caller chains its own callback, which takes the first tensor (_first_tensor) — one
+    # Python callback per bucket on gloo's thread instead of two (the recorder's completion stamp).
+    return fut if raw else fut.then(_first_tensor)
 
 
 def _first_tensor(fut):
@@ -94,10 +96,12 @@ class CommSlot:
     def hook_name(self):
         return getattr(self.user_hook, "__qualname__", None) or getattr(self.user_hook, "__name__", "hook")
 
-    def run_inner(self, bucket):
+    def run_inner(self, bucket, raw=False):
+        """The user's hook, or DDP's all-reduce (raw: its future before taking the first tensor;
+        the caller's callback must return _first_tensor of it)."""
         if self.user_hook is not None:
             return self.user_hook(self.user_state, bucket)
-        return _default_allreduce(self, bucket)
+        return _default_allreduce(self, bucket, raw)
 
     def note_backward_start(self):
         # Only the default hook's exact scaling needs it, and only in the one case where

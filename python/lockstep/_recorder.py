@@ -379,7 +379,7 @@ class Recorder:
         except Exception as e:
             self._internal_error(e)
             return slot.run_inner(bucket)
-        fut = slot.run_inner(bucket)
+        fut = slot.run_inner(bucket, raw=True)  # done() below takes the first tensor
         core, device = self._core, self._device
 
         def done(f):
