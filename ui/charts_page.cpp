@@ -396,12 +396,16 @@ void ChartsPage::rebuildBreakdown()
         return;
     }
     // Per step: the chosen rank's five parts (core's breakdown), or their mean over ranks.
-    struct Acc { double parts[5] = {0, 0, 0, 0, 0}; int n = 0; };
+    // Warm-up steps are drawn but labelled "(n)": they are left out of every run-level number, and
+    // a first step several times slower than the rest should not read as a problem.
+    struct Acc { double parts[5] = {0, 0, 0, 0, 0}; int n = 0; bool warmup = false; };
     std::map<int, Acc> perStep;
+    const bool markWarmup = !m_current->analysis->steady.fallback;
     for (const auto& b : m_current->analysis->steps) {
         if (m_rank >= 0 && b.rank != m_rank)
             continue;
         Acc& a = perStep[b.step];
+        a.warmup = markWarmup && b.warmup;
         a.parts[0] += ms(b.computeOnly);
         a.parts[1] += ms(b.overlapped);
         a.parts[2] += ms(b.exposed);
@@ -416,10 +420,12 @@ void ChartsPage::rebuildBreakdown()
                               palette::memoryOnlyColor(), palette::idleColor()};
     QStringList categories;
     int shown = 0;
+    bool anyWarmup = false;
     for (const auto& [step, a] : perStep) {
         if (shown++ >= kMaxBarSteps)
             break;
-        categories << QString::number(step);
+        categories << (a.warmup ? QStringLiteral("(%1)").arg(step) : QString::number(step));
+        anyWarmup = anyWarmup || a.warmup;
         for (int i = 0; i < 5; ++i)
             sets[i]->append(a.parts[i] / a.n);
     }
@@ -431,7 +437,13 @@ void ChartsPage::rebuildBreakdown()
     series->setBarWidth(0.8);
     connect(series, &QStackedBarSeries::hovered, this, [this, categories](bool on, int index, QBarSet* set) {
         if (on)
-            QToolTip::showText(QCursor::pos(), tr("step %1, %2: %3").arg(categories.value(index), set->label(), formatMs(set->at(index))), this);
+            QToolTip::showText(QCursor::pos(),
+                               tr("step %1, %2: %3")
+                                   .arg(categories.value(index).startsWith(QLatin1Char('('))
+                                            ? tr("%1 (warm-up)").arg(categories.value(index).mid(1).chopped(1))
+                                            : categories.value(index),
+                                        set->label(), formatMs(set->at(index))),
+                               this);
         else
             QToolTip::hideText();
     });
@@ -443,7 +455,7 @@ void ChartsPage::rebuildBreakdown()
     chart->addSeries(series);
     auto* x = new QBarCategoryAxis;
     x->append(categories);
-    x->setTitleText(tr("step"));
+    x->setTitleText(anyWarmup ? tr("step   ((n): warm-up, left out of the run's numbers)") : tr("step"));
     if (categories.size() > 30)
         x->setLabelsAngle(-90);
     auto* y = new QValueAxis;

@@ -20,6 +20,7 @@
 #include <QAction>
 #include <QApplication>
 #include <QAbstractBarSeries>
+#include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
@@ -199,6 +200,15 @@ void TestUiApp::chartsRenderAndExport()
     QVERIFY(bars);
     QCOMPARE(bars->count(), 5);
     QCOMPARE(bars->barSets().first()->count(), 10);
+    // Warm-up steps are labelled "(n)": drawn, but left out of the run's numbers.
+    const int warmup = w.currentRun()->run->config.warmupSteps;
+    QVERIFY(warmup > 0 && warmup < 10);
+    auto* steps = qobject_cast<QBarCategoryAxis*>(charts->chart(ChartsPage::Breakdown)->axes(Qt::Horizontal).first());
+    QVERIFY(steps);
+    QCOMPARE(steps->categories().first(), QStringLiteral("(0)"));
+    QCOMPARE(steps->categories().at(warmup - 1), QStringLiteral("(%1)").arg(warmup - 1));
+    QCOMPARE(steps->categories().at(warmup), QString::number(warmup));
+    QVERIFY(steps->titleText().contains("warm-up"));
     charts->setRank(1);
     QVERIFY(charts->chart(ChartsPage::Breakdown)->title().contains("rank 1"));
     // Export to PNG and SVG.
