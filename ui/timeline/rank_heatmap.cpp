@@ -266,9 +266,15 @@ void RankHeatmap::paintEvent(QPaintEvent*)
         p.drawText(QRectF(0, y - fm.height() / 2.0, kLeft - 6, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
                    tr("rank %1").arg(mx.ranks[ri]));
     }
-    // Step labels, the same way.
+    // Step labels, the same way. Warm-up steps read "(n)", as on the Charts page: drawn, but left
+    // out of the colour scale and of every run-level number (unless no step is past the warm-up).
+    const int32_t warmup = m_model->run().config.warmupSteps;
+    const bool markWarmup = warmup > 0 && mx.steps.back() >= warmup && mx.steps.front() < warmup;
+    const auto stepLabel = [&](int32_t step) {
+        return markWarmup && step < warmup ? QStringLiteral("(%1)").arg(step) : QString::number(step);
+    };
     const double colPx = double(plot.width()) / double(mx.steps.size());
-    const int labelW = fm.horizontalAdvance(QString::number(mx.steps.back())) + 8;
+    const int labelW = fm.horizontalAdvance(markWarmup ? QStringLiteral("(%1)").arg(mx.steps.back()) : QString::number(mx.steps.back())) + 8;
     stride = 1;
     for (int m : {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000})
         if (m * colPx >= labelW) {
@@ -279,9 +285,10 @@ void RankHeatmap::paintEvent(QPaintEvent*)
         if (mx.steps[si] % stride != 0)
             continue;
         const double x = plot.left() + (double(si) + 0.5) * colPx;
-        p.drawText(QRectF(x - labelW / 2.0, plot.bottom() + 3, labelW, fm.height()), Qt::AlignCenter, QString::number(mx.steps[si]));
+        p.drawText(QRectF(x - labelW / 2.0, plot.bottom() + 3, labelW, fm.height()), Qt::AlignCenter, stepLabel(mx.steps[si]));
     }
-    p.drawText(QRectF(plot.left(), plot.bottom() + 3 + fm.height(), plot.width(), fm.height()), Qt::AlignCenter, tr("step"));
+    p.drawText(QRectF(plot.left(), plot.bottom() + 3 + fm.height(), plot.width(), fm.height()), Qt::AlignCenter,
+               markWarmup ? tr("step   ((n): warm-up, left out of the colour scale and the run's numbers)") : tr("step"));
 
     // Title and colour scale.
     QFont bold = font();
