@@ -419,12 +419,16 @@ void ChartsPage::rebuildBreakdown()
     const QColor colors[5] = {palette::computeOnlyColor(), palette::overlappedColor(), palette::exposedColor(),
                               palette::memoryOnlyColor(), palette::idleColor()};
     QStringList categories;
+    QList<int> stepOf;
+    QList<bool> warmupOf;
     int shown = 0;
     bool anyWarmup = false;
     for (const auto& [step, a] : perStep) {
         if (shown++ >= kMaxBarSteps)
             break;
-        categories << (a.warmup ? QStringLiteral("(%1)").arg(step) : QString::number(step));
+        categories << formatStepLabel(step, a.warmup);
+        stepOf << step;
+        warmupOf << a.warmup;
         anyWarmup = anyWarmup || a.warmup;
         for (int i = 0; i < 5; ++i)
             sets[i]->append(a.parts[i] / a.n);
@@ -435,14 +439,13 @@ void ChartsPage::rebuildBreakdown()
         series->append(sets[i]);
     }
     series->setBarWidth(0.8);
-    connect(series, &QStackedBarSeries::hovered, this, [this, categories](bool on, int index, QBarSet* set) {
+    connect(series, &QStackedBarSeries::hovered, this, [this, stepOf, warmupOf](bool on, int index, QBarSet* set) {
         if (on)
             QToolTip::showText(QCursor::pos(),
-                               tr("step %1, %2: %3")
-                                   .arg(categories.value(index).startsWith(QLatin1Char('('))
-                                            ? tr("%1 (warm-up)").arg(categories.value(index).mid(1).chopped(1))
-                                            : categories.value(index),
-                                        set->label(), formatMs(set->at(index))),
+                               tr("step %1%2, %3: %4")
+                                   .arg(stepOf.value(index))
+                                   .arg(warmupOf.value(index) ? tr(" (warm-up)") : QString(), set->label(),
+                                        formatMs(set->at(index))),
                                this);
         else
             QToolTip::hideText();

@@ -128,4 +128,9 @@ QString formatTickLabel(core::TimeNs t, core::TimeNs tickStep)
     return trimmed(static_cast<double>(t) / u.scale, decimals) + QLatin1Char(' ') + QString::fromUtf8(u.name);
 }
 
+QString formatStepLabel(int32_t step, bool warmup)
+{
+    return warmup ? QStringLiteral("(%1)").arg(step) : QString::number(step);
+}
+
 } // namespace lockstep::ui

@@ -33,5 +33,8 @@ QString formatBandwidth(double gbPerSecond);          // "12.3 GB/s", "—" for 
 QString formatTickLabel(core::TimeNs t, core::TimeNs tickStep);
 // A signed difference: "+1.20 ms", "−0.35 ms".
 QString formatSignedMs(double ms);
+// A step on a chart axis: "12", or "(2)" for a warm-up step (drawn, but left out of the run's
+// numbers; the Charts page and the Ranks heatmap say so in their axis titles).
+QString formatStepLabel(int32_t step, bool warmup);
 
 } // namespace lockstep::ui

@@ -270,11 +270,9 @@ void RankHeatmap::paintEvent(QPaintEvent*)
     // out of the colour scale and of every run-level number (unless no step is past the warm-up).
     const int32_t warmup = m_model->run().config.warmupSteps;
     const bool markWarmup = warmup > 0 && mx.steps.back() >= warmup && mx.steps.front() < warmup;
-    const auto stepLabel = [&](int32_t step) {
-        return markWarmup && step < warmup ? QStringLiteral("(%1)").arg(step) : QString::number(step);
-    };
+    const auto stepLabel = [&](int32_t step) { return formatStepLabel(step, markWarmup && step < warmup); };
     const double colPx = double(plot.width()) / double(mx.steps.size());
-    const int labelW = fm.horizontalAdvance(markWarmup ? QStringLiteral("(%1)").arg(mx.steps.back()) : QString::number(mx.steps.back())) + 8;
+    const int labelW = fm.horizontalAdvance(formatStepLabel(mx.steps.back(), markWarmup)) + 8;
     stride = 1;
     for (int m : {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000})
         if (m * colPx >= labelW) {
