@@ -22,6 +22,12 @@ p.add_argument("--threads", type=int, default=1)
 # Lockstep keeps gradients in its buckets (DDP's gradient_as_bucket_view); so does the peer by
 # default, so both do the same copies. --no-grad-view: DDP's default (copy into and out of buckets).
 p.add_argument("--no-grad-view", action="store_true")
+# In-process comparison (README, "Profile your own DDP job", Cost): steps 0..K-1 run on untouched
+# PyTorch, then from step K on either lockstep.attach() records into --attach-out DIR, or, with
+# --attach-out pyhook, PyTorch's own Python all-reduce hook is registered instead (the control:
+# what any Python communication hook costs). Each step line then says recorded=0 or 1.
+p.add_argument("--attach-at", type=int, default=-1)
+p.add_argument("--attach-out", default=None)
 a = p.parse_args()
 
 torch.set_num_threads(a.threads)
@@ -40,7 +46,18 @@ ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb, grad
 opt = torch.optim.SGD(ddp.parameters(), lr=a.lr, momentum=0.9)
 teacher = torch.randn(a.width, 10, generator=torch.Generator().manual_seed(7))
 gen = torch.Generator().manual_seed(100 + rank)
+recorded = 0
 for s in range(a.steps):
+    if s == a.attach_at and a.attach_out == "pyhook":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        ddp.register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
+        recorded = 1
+    elif s == a.attach_at:
+        import lockstep  # installs its wrappers now: the steps before ran on untouched PyTorch
+
+        lockstep.attach(ddp, out=a.attach_out, optimizer=opt)
+        recorded = 1
     t0 = time.perf_counter()
     c0 = time.process_time()
     x = torch.rand(a.batch, a.width, generator=gen) * 3.4641 - 1.7320
@@ -51,7 +68,8 @@ for s in range(a.steps):
     opt.step()
     ms = (time.perf_counter() - t0) * 1e3
     cpu = (time.process_time() - c0) * 1e3
-    print(f"peer step={s} rank={rank} loss={loss.item():.6f} step_ms={ms:.3f} cpu_ms={cpu:.3f}", flush=True)
+    print(f"peer step={s} rank={rank} loss={loss.item():.6f} step_ms={ms:.3f} cpu_ms={cpu:.3f} recorded={recorded}",
+          flush=True)
 # DDP rebuilds its buckets in gradient-ready order after step 0; these are the ones the steady
 # steps use (Lockstep prints `LOCKSTEP layout ... buckets=`).
 info = ddp._get_ddp_logging_data()
