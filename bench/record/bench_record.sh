@@ -18,8 +18,17 @@
 #      The same on one rank (record_overhead_1rank_pct: every hook still runs, without gloo's
 #      scheduling on shared cores, which on a busy machine swings step times by tens of percent),
 #      and the recorder's fixed cost per step on a tiny mlp (width 64, batch 8: a step of about
-#      a millisecond, so the difference of medians is the hooks' and the writer's time,
-#      record_cost_us_per_step; 10 parameters, 13 top-level modules, one bucket).
+#      a millisecond; 10 parameters, 13 top-level modules, one bucket), measured in one process
+#      (ddp_peer.py --attach-at: 1,500 steps on untouched PyTorch, then lockstep.attach() and
+#      1,500 recorded steps), so both halves see nearly the same machine state: per run, the
+#      recorded half's median step minus the plain half's (the first 50 steps of each left out);
+#      record_cost_us_per_step is the median over the runs. (Separate runs were too noisy here:
+#      their medians moved by more than the cost from one run to the next.)
+#  (a') record_overhead_inprocess_pct: the 2-rank job the same way, in one process per rank: STEPS
+#      steps plain, then attached for STEPS more; per run the ratio of the halves' median steps (first
+#      WARMUP steps of each half left out), median over REPEATS runs. Both are printed: the
+#      halves of one process are seconds apart where (a)'s pairs are whole runs apart, but they are
+#      not interleaved (a recorder cannot be detached), so a drift within a run still counts.
 #  (b) torch_profiler_overhead_pct: the same, paired the same way, under torch.profiler (CPU
 #      activities; the trace is written after the last step) — how users profile DDP today.
 #  (c) the same mlp through Lockstep's C++ runtime (`lockstep run --model mlp`, same layers,
@@ -90,8 +99,28 @@ for i in $(seq "$repeats"); do
   prof_ratios+=("$(ratio "${prof[-1]}" "$p2")")
   plain+=("$p2")
 done
-plain1=() ; rec1=() ; ratios1=() ; tiny_plain=() ; tiny_rec=()
-tiny=(--layers 6 --width 64 --batch 8 --steps 300 --bucket-mb "$bucket" --first-bucket-mb "$first" --threads 1)
+# Medians of the plain and the recorded half of an in-process run (ddp_peer.py --attach-at),
+# leaving out the first SKIP steps of each half: "plain_ms recorded_ms".
+halves() { # output skip
+  "$py" - "$1" "$2" <<'PY'
+import statistics, sys
+rows = []
+for line in open(sys.argv[1]):
+    if line.startswith("peer step="):
+        d = dict(kv.split("=", 1) for kv in line.split()[1:])
+        rows.append((int(d["step"]), int(d.get("recorded", 0)), float(d["step_ms"])))
+skip = int(sys.argv[2])
+at = min((s for s, r, _ in rows if r), default=None)
+if at is None:
+    sys.exit("bench_record: the in-process run never attached")
+plain = [v for s, r, v in rows if not r and s >= skip]
+rec = [v for s, r, v in rows if r and s >= at + skip]
+print("%.4f %.4f" % (statistics.median(plain), statistics.median(rec)))
+PY
+}
+plain1=() ; rec1=() ; ratios1=() ; tiny_cost=() ; inproc=()
+tiny=(--layers 6 --width 64 --batch 8 --steps 3000 --bucket-mb "$bucket" --first-bucket-mb "$first" --threads 1
+      --attach-at 1500)
 for i in $(seq "$repeats"); do
   one_rank "$tmp/p1.txt" "$peer" "${job[@]}"
   plain1+=("$(median_ms "$tmp/p1.txt")")
@@ -99,11 +128,14 @@ for i in $(seq "$repeats"); do
   one_rank "$tmp/r1.txt" -m lockstep.record --out-dir "$tmp/shards1" "$peer" "${job[@]}"
   rec1+=("$(median_ms "$tmp/r1.txt")")
   ratios1+=("$(ratio "${rec1[-1]}" "${plain1[-1]}")")
-  one_rank "$tmp/tp.txt" "$peer" "${tiny[@]}"
-  tiny_plain+=("$(median_ms "$tmp/tp.txt")")
   rm -rf "$tmp/shards2"
-  one_rank "$tmp/tr.txt" -m lockstep.record --out-dir "$tmp/shards2" "$peer" "${tiny[@]}"
-  tiny_rec+=("$(median_ms "$tmp/tr.txt")")
+  one_rank "$tmp/tiny.txt" "$peer" "${tiny[@]}" --attach-out "$tmp/shards2"
+  read -r a b <<< "$(halves "$tmp/tiny.txt" 50)"
+  tiny_cost+=("$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", (b - a) * 1000 }')")
+  rm -rf "$tmp/shards3"
+  two_ranks "$tmp/inproc.txt" "$peer" "${job[@]}" --steps "$((2 * steps))" --attach-at "$steps" --attach-out "$tmp/shards3"
+  read -r a b <<< "$(halves "$tmp/inproc.txt" "$warmup")"
+  inproc+=("$(ratio "$b" "$a")")
 done
 grep -q '^peer step=' "$tmp/rec.txt" || { echo "bench_record: the recorded run printed no steps:" >&2; cat "$tmp/rec.txt" >&2; exit 1; }
 [ -s "$tmp/shards/rank-0.db" ] || { echo "bench_record: the recorded run wrote no shard" >&2; exit 1; }
@@ -123,9 +155,10 @@ echo "torch_profiler_overhead_pct: $(pct "$(median "${prof_ratios[@]}")") %"
 echo "plain_1rank_step_ms_all: ${plain1[*]} ms"
 echo "recorded_1rank_step_ms_all: ${rec1[*]} ms"
 echo "record_overhead_1rank_pct: $(pct "$(median "${ratios1[@]}")") %"
-echo "tiny_plain_step_ms_all: ${tiny_plain[*]} ms"
-echo "tiny_recorded_step_ms_all: ${tiny_rec[*]} ms"
-echo "record_cost_us_per_step: $(awk -v a="$(median "${tiny_rec[@]}")" -v b="$(median "${tiny_plain[@]}")" 'BEGIN { printf "%.1f", (a-b)*1000 }') us"
+echo "record_cost_us_per_step_all: ${tiny_cost[*]} us"
+echo "record_cost_us_per_step: $(median "${tiny_cost[@]}") us"
+echo "record_overhead_inprocess_ratio_all: ${inproc[*]}"
+echo "record_overhead_inprocess_pct: $(pct "$(median "${inproc[@]}")") %"
 
 # (c) the C++ runtime and the recorded PyTorch DDP on the same mlp
 report() { "$cli" report --json "$1" | "$py" -c '
