@@ -351,6 +351,13 @@ private:
     std::vector<TimeNs> m_a, m_b, m_before; // transfer i is [a_i, b_i); before_i: time in transfers before it
 };
 
+std::string microseconds(double ns)
+{
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.1f us", ns / 1e3);
+    return buf;
+}
+
 std::string mib(int64_t bytes)
 {
     char buf[32];
@@ -403,6 +410,39 @@ Result<std::vector<std::vector<int64_t>>> parseParamNumel(std::string_view text,
         out.emplace_back(all.begin() + static_cast<ptrdiff_t>(i),
                          all.begin() + static_cast<ptrdiff_t>(i + b.params.size()));
         i += b.params.size();
+    }
+    return out;
+}
+
+// ---- config_extra[link_probe] --------------------------------------------------------------
+
+std::string formatLinkProbe(const std::vector<LinkProbePoint>& points)
+{
+    std::string out;
+    for (const LinkProbePoint& p : points)
+        out += (out.empty() ? "" : ",") + std::to_string(p.bytes) + ":" + std::to_string(p.ns);
+    return out;
+}
+
+Result<std::vector<LinkProbePoint>> parseLinkProbe(std::string_view text)
+{
+    std::vector<LinkProbePoint> out;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        const size_t comma = std::min(text.find(',', pos), text.size());
+        const std::string_view item = text.substr(pos, comma - pos);
+        const size_t colon = item.find(':');
+        LinkProbePoint p;
+        const auto number = [](std::string_view t, int64_t& v) {
+            const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+            return ec == std::errc() && ptr == t.data() + t.size() && v > 0;
+        };
+        if (colon == std::string_view::npos || !number(item.substr(0, colon), p.bytes)
+            || !number(item.substr(colon + 1), p.ns))
+            return fail(std::string(kLinkProbeKey) + ": '" + std::string(item)
+                        + "' is not a positive bytes:nanoseconds pair");
+        out.push_back(p);
+        pos = comma + 1;
     }
     return out;
 }
@@ -776,7 +816,44 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
     }
     d.link.fitted = true;
     const bool haveIdle = !idlePoints.empty();
-    const Line line = fitLine(haveIdle ? idlePoints : allPoints);
+    Line line = fitLine(haveIdle ? idlePoints : allPoints);
+    // The runtime's startup probe (whatif.h, kLinkProbeKey): the same path timed at a few sizes
+    // with nothing else running. Its intercept stands in for the latency when the run's own
+    // transfers cannot give one (one bucket size); the run's rate is then what its transfers
+    // took beyond that latency. A probe whose latency exceeds the run's own transfer times
+    // describes another link (or a slower moment) and is not used.
+    std::string probeNote;
+    if (auto it = d.config.extra.find(kLinkProbeKey); it != d.config.extra.end()) {
+        auto probe = parseLinkProbe(it->second);
+        std::vector<std::pair<double, double>> probePoints;
+        if (probe)
+            for (const LinkProbePoint& p : *probe)
+                probePoints.emplace_back(static_cast<double>(p.bytes) * factor, static_cast<double>(p.ns));
+        const Line fromProbe = fitLine(probePoints);
+        if (!probe) {
+            probeNote = "the startup probe is unreadable (" + probe.error().message + ") and was not used";
+        } else if (fromProbe.separable) {
+            d.link.probeLatencyNs = fromProbe.intercept / rounds;
+            if (!line.separable) {
+                const auto& pts = haveIdle ? idlePoints : allPoints;
+                double sx = 0, sy = 0;
+                for (const auto& [x, y] : pts)
+                    sx += x, sy += y;
+                if (fromProbe.intercept < sy / static_cast<double>(pts.size())) {
+                    line.intercept = fromProbe.intercept;
+                    line.slope = sx > 0 ? (sy - fromProbe.intercept * static_cast<double>(pts.size())) / sx : 0;
+                    line.separable = true;
+                    d.link.latencyFromProbe = true;
+                    probeNote = "the link's latency (" + microseconds(d.link.probeLatencyNs)
+                        + " per round) is the runtime's startup probe's (" + std::to_string(probe->size())
+                        + " sizes): this run's transfers after backward had one size";
+                } else {
+                    probeNote = "the startup probe's latency (" + microseconds(d.link.probeLatencyNs)
+                        + " per round) exceeds this run's own transfer times and was not used";
+                }
+            }
+        }
+    }
     d.link.latencySeparable = line.separable;
     d.link.latencyNs = line.intercept / rounds;
     d.link.nsPerByteIdle = line.slope;
@@ -829,6 +906,8 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
             d.link.stretchHigh = steady[steady.size() - 1 - steady.size() / 10];
         }
     }
+    if (!probeNote.empty())
+        d.notes.push_back(probeNote);
     if (!line.separable)
         d.notes.push_back("fewer than two bucket sizes moved after backward: the link's latency cannot be told "
                           "apart from its bandwidth and is taken as 0 (predictions at smaller caps may be optimistic)");

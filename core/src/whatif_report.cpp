@@ -71,7 +71,7 @@ std::string modelText(const WhatIfModel& model)
     const auto gbps = [](double nsPerByte) { return nsPerByte > 0 ? 1.0 / nsPerByte : INFINITY; };
     if (l.fitted)
         out += "  link fitted on " + std::to_string(l.samples) + " all-reduces (" + std::to_string(l.busySamples)
-            + " during backward): " + fmt("%.1f us", l.latencyNs / 1e3) + " per round, "
+            + " during backward): " + fmt("%.1f us", l.latencyNs / 1e3) + " per round" + (l.latencyFromProbe ? " (startup probe)" : "") + ", "
             + fmt("%.3f GB/s", gbps(l.nsPerByteIdle)) + " per rank after backward, "
             + fmt("%.3f GB/s", gbps(l.nsPerByteBusy)) + " during it; per step x" + fmt("%.2f", l.stretchLow) + " to x"
             + fmt("%.2f", l.stretchHigh) + " of that; launch " + fmt("%.1f us", l.launchNs / 1e3) + " + "
@@ -137,6 +137,8 @@ void modelJson(JsonWriter& w, const WhatIfModel& model)
     key(w, "fitted"), w.Bool(l.fitted);
     key(w, "latency_separable"), w.Bool(l.latencySeparable);
     key(w, "latency_ns_per_round"), number(w, l.latencyNs);
+    key(w, "latency_source"), w.String(!l.latencySeparable ? "none" : l.latencyFromProbe ? "probe" : "run");
+    key(w, "probe_latency_ns_per_round"), number(w, l.probeLatencyNs);
     key(w, "ns_per_byte_idle"), number(w, l.nsPerByteIdle);
     key(w, "ns_per_byte_busy"), number(w, l.nsPerByteBusy);
     key(w, "samples"), w.Int(l.samples);

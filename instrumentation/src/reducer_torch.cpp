@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <thread>
 
@@ -273,6 +274,56 @@ void Reducer::launch(int b)
     // The completion instant is stamped by whichever thread completes the work's future (a
     // gloo worker thread), not by the waiter, whose wake-up may come much later.
     bk.work->getFuture()->addCallback([&bk](c10::ivalue::Future&) { bk.completeNs.store(nowNs()); });
+}
+
+// The startup probe (runtime_torch.h). It runs before the first backward, so the buckets, the
+// exchange thread and the tags 0..buckets-1 are idle; its own tags start above any bucket's.
+std::vector<std::pair<int64_t, TimeNs>> Reducer::probeLink(const std::vector<int64_t>& bucketBytes, int repeats)
+{
+    std::vector<std::pair<int64_t, TimeNs>> out;
+    if (m_world < 2 || repeats < 1)
+        return out;
+    torch::NoGradGuard noGrad;
+    int tag = static_cast<int>(m_buckets.size()) + 1000;
+    for (int64_t bytes : bucketBytes) {
+        const int64_t numel = std::max<int64_t>(1, bytes / 4);
+        // The buckets' own device and type (float32).
+        const auto options = m_buckets.empty() ? torch::TensorOptions().dtype(torch::kFloat32) : m_buckets.front()->flat.options();
+        torch::Tensor flat = torch::ones({numel}, options), peer = torch::empty_like(flat), wire = flat;
+        std::vector<torch::Tensor> gathered;
+        if (m_options.compress == Compress::Fp16)
+            wire = flat.to(torch::kHalf);
+        if (m_options.compress == Compress::Bf16) {
+            wire = flat.to(torch::kBFloat16);
+            for (int r = 0; r < m_world; ++r)
+                gathered.push_back(torch::zeros({numel}, torch::kHalf));
+        }
+        std::vector<TimeNs> times;
+        for (int i = 0; i < repeats; ++i) {
+            m_pg->barrier()->wait(m_options.timeout);
+            const TimeNs start = nowNs();
+            if (m_pairwise) {
+                std::vector<torch::Tensor> o{flat}, in{peer};
+                auto sent = m_pg->send(o, m_peer, tag);
+                auto received = m_pg->recv(in, m_peer, tag);
+                ++tag;
+                received->wait(m_options.timeout);
+                sent->wait(m_options.timeout);
+                flat.add_(peer);
+            } else if (m_options.compress == Compress::Bf16) {
+                std::vector<std::vector<torch::Tensor>> o{gathered};
+                std::vector<torch::Tensor> in{wire.view(torch::kHalf)};
+                m_pg->allgather(o, in)->wait(m_options.timeout);
+            } else {
+                std::vector<torch::Tensor> t{wire};
+                m_pg->allreduce(t)->wait(m_options.timeout);
+            }
+            times.push_back(nowNs() - start);
+        }
+        std::nth_element(times.begin(), times.begin() + static_cast<ptrdiff_t>(times.size() / 2), times.end());
+        out.emplace_back(numel * 4, times[times.size() / 2]);
+    }
+    return out;
 }
 
 // The pairwise exchange's completion thread: buckets in launch order; the sum happens here, on

@@ -88,6 +88,48 @@ TEST(WhatIfFit, BusyAndIdleLinkRatesFromTheRunsOwnAllReduces)
     EXPECT_TRUE(hasNote(m.notes(), "latency cannot be told apart"));
 }
 
+// The same run with the runtime's startup probe (whatif.h, kLinkProbeKey): (1024 B, 12 µs) and
+// (4096 B, 18 µs) make a line of 6 µs per 3072 B through 10 µs at 0 B. The run's one idle size
+// then gives the rate beyond that latency: (40 µs - 10 µs) / 2048 B; the busy rate b0's 60 µs less
+// the latency over its 1024 B.
+TEST(WhatIfFit, StartupProbeGivesTheLatencyOneBucketSizeCannot)
+{
+    core::Run run = HandRun().step(0, 0).build();
+    run.config.extra[kLinkProbeKey] = formatLinkProbe({{1024, 12'000}, {4096, 18'000}});
+    EXPECT_EQ(run.config.extra[kLinkProbeKey], "1024:12000,4096:18000");
+    const WhatIfModel m = modelOf(run);
+    const LinkFit& l = m.link();
+    ASSERT_TRUE(l.fitted);
+    EXPECT_TRUE(l.latencySeparable);
+    EXPECT_TRUE(l.latencyFromProbe);
+    EXPECT_NEAR(l.latencyNs, 10'000, 1e-6);
+    EXPECT_NEAR(l.probeLatencyNs, 10'000, 1e-6);
+    EXPECT_NEAR(l.nsPerByteIdle, 30'000.0 / 2048, 1e-9);
+    EXPECT_NEAR(l.nsPerByteBusy, 50'000.0 / 1024, 1e-9);
+    EXPECT_TRUE(hasNote(m.notes(), "startup probe"));
+    EXPECT_FALSE(hasNote(m.notes(), "latency cannot be told apart"));
+
+    // A probe slower than the run's own transfers (48 µs at 0 B against 40 µs for 2 KiB) describes
+    // another link or moment: not used, and said.
+    run.config.extra[kLinkProbeKey] = "1024:50000,4096:56000";
+    const WhatIfModel slow = modelOf(run);
+    EXPECT_FALSE(slow.link().latencyFromProbe);
+    EXPECT_EQ(slow.link().latencyNs, 0);
+    EXPECT_NEAR(slow.link().probeLatencyNs, 48'000, 1e-6);
+    EXPECT_TRUE(hasNote(slow.notes(), "exceeds this run's own transfer times"));
+    EXPECT_TRUE(hasNote(slow.notes(), "latency cannot be told apart"));
+
+    // An unreadable probe is named, never a failure to model.
+    run.config.extra[kLinkProbeKey] = "1024:12000,x";
+    const WhatIfModel bad = modelOf(run);
+    EXPECT_FALSE(bad.link().latencyFromProbe);
+    EXPECT_TRUE(hasNote(bad.notes(), "startup probe is unreadable"));
+    EXPECT_FALSE(parseLinkProbe("1024:0").has_value());
+    EXPECT_FALSE(parseLinkProbe("1024").has_value());
+    ASSERT_TRUE(parseLinkProbe("").has_value());
+    EXPECT_TRUE(parseLinkProbe("")->empty());
+}
+
 // Three buckets (1, 2 and 3 KiB), every gradient ready at 200 µs on both ranks, so every transfer
 // runs after backward: 10 µs of latency then 20 µs per KiB, one after the other:
 //   b0 [200, 230), b1 [230, 280), b2 [280, 350); wait [200, 355); optimizer [355, 405).

@@ -231,6 +231,14 @@ TEST_F(WhatIfReal, ReplayKeepsTheComputeWorkAndReDerivesTheRest)
     ASSERT_TRUE(m.has_value()) << m.error().message;
     EXPECT_TRUE(m->link().fitted);
     EXPECT_GT(m->link().samples, 0);
+    // The runtime's startup probe: three sizes, each a positive time (whatif.h, kLinkProbeKey).
+    ASSERT_TRUE(run.config.extra.contains(kLinkProbeKey));
+    auto probe = parseLinkProbe(run.config.extra.at(kLinkProbeKey));
+    ASSERT_TRUE(probe.has_value()) << probe.error().message;
+    ASSERT_EQ(probe->size(), 3u);
+    EXPECT_EQ(probe->front().bytes, 4096);
+    EXPECT_EQ(probe->back().bytes, 512 * 1024);
+    EXPECT_TRUE(std::isfinite(m->link().probeLatencyNs));
     EXPECT_GE(m->link().computeSlowdown, 0);
     EXPECT_LE(m->link().computeSlowdown, kMaxComputeSlowdown);
     for (const std::string& n : m->notes())

@@ -13,6 +13,7 @@
 #include "lockstep/core/result.h"
 #include "lockstep/core/types.h"
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -30,6 +31,21 @@ inline constexpr const char* kParamNumelKey = "param_numel";
 std::string formatParamNumel(const std::vector<std::vector<int64_t>>& numelPerBucket);
 // Checks the list against the bucket table (one number per parameter, positive).
 Result<std::vector<std::vector<int64_t>>> parseParamNumel(std::string_view text, const std::vector<Bucket>& buckets);
+
+// The runtime's startup probe of its link (instrumentation/src/trainer_torch.cpp): before
+// training, its own all-reduce path timed at a few small bucket sizes while nothing else runs.
+// A recording whose transfers after backward all have one size (the usual one big bucket)
+// cannot tell the link's latency from its bandwidth; the probe can. Stored under this key as
+// "bytes:ns,bytes:ns,...": a bucket's float32 size and the median time, over a few repetitions,
+// from a barrier's release to the completion on the recording rank. Lockstep's runtime writes it;
+// the Python recorder does not (it must not add collectives to the user's job).
+inline constexpr const char* kLinkProbeKey = "link_probe";
+struct LinkProbePoint {
+    int64_t bytes = 0;
+    int64_t ns = 0;
+};
+std::string formatLinkProbe(const std::vector<LinkProbePoint>& points);
+Result<std::vector<LinkProbePoint>> parseLinkProbe(std::string_view text);
 
 // ---- Predicted runs are marked ---------------------------------------------------------------
 // A predicted run's RunConfig::source is kPredictedSource; extra["predicted_from"] names the
@@ -62,8 +78,11 @@ std::string describe(const WhatIfConfig& config);
 struct LinkFit {
     bool fitted = false;           // false: nothing to fit (1-rank run, or every all-reduce hidden
                                    // under the recorded emulated link); real communication costs 0
-    bool latencySeparable = false; // false: fewer than two bucket sizes moved while idle: latency 0
+    bool latencySeparable = false; // false: fewer than two bucket sizes moved while idle and no
+                                   // usable startup probe: latency 0
+    bool latencyFromProbe = false; // the latency is the startup probe's (kLinkProbeKey), not the run's
     double latencyNs = 0;          // per round
+    double probeLatencyNs = std::numeric_limits<double>::quiet_NaN(); // the probe's, per round (NaN: none)
     double nsPerByteIdle = 0;      // per byte one rank sends, every rank done with backward
     double nsPerByteBusy = 0;      // the same while some rank is still in backward (>= idle)
     int samples = 0;               // all-reduces the fit used
