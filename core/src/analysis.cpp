@@ -284,6 +284,13 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
     for (UnionBuilder& u : device)
         u.finish();
 
+    // One rank has nothing to communicate (DESIGN.md: "no communication to hide"): its local
+    // all-reduces are not communication. M is empty, so their time that no compute covers is
+    // idle and the five parts still add up to W; overlap and exposed communication are not
+    // applicable. RunIndex::collect applies the same rule to every other query.
+    const auto commOf = [multiRank](const std::vector<Interval>& m) {
+        return multiRank ? std::span<const Interval>(m) : std::span<const Interval>();
+    };
     std::vector<StepBreakdown> out;
     out.reserve(run.steps.size());
     for (const Step& st : run.steps) {
@@ -306,7 +313,7 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
                 b.window = StepWindow::Device;
                 b.start = u.first;
                 b.end = u.last;
-                setParts(b, windowParts(u.sets[0], u.sets[1], u.sets[2], u.first, u.last), multiRank);
+                setParts(b, windowParts(u.sets[0], commOf(u.sets[1]), u.sets[2], u.first, u.last), multiRank);
             }
         } else {
             b.window = StepWindow::Host;
@@ -314,7 +321,7 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
             b.end = st.end;
             if (r >= 0) {
                 const UnionBuilder& u = host[r];
-                setParts(b, windowParts(u.sets[0], u.sets[1], u.sets[2], st.start, st.end), multiRank);
+                setParts(b, windowParts(u.sets[0], commOf(u.sets[1]), u.sets[2], st.start, st.end), multiRank);
             } else {
                 setParts(b, windowParts({}, {}, {}, st.start, st.end), multiRank);
             }
@@ -477,7 +484,9 @@ RankUnions RunIndex::collect(const RankEntry& e, TimeNs lo, TimeNs hi, int32_t o
     }
     RankUnions u;
     u.compute = unionClipped(std::move(sets[0]), lo, hi);
-    u.comm = unionClipped(std::move(sets[1]), lo, hi);
+    // One rank: its local all-reduces are not communication (stepBreakdownWith).
+    if (m_worldSize > 1)
+        u.comm = unionClipped(std::move(sets[1]), lo, hi);
     u.memory = unionClipped(std::move(sets[2]), lo, hi);
     return u;
 }
@@ -617,8 +626,11 @@ std::vector<BucketStat> bucketStats(const Run& run)
             st.bytes = it != tableBytes.end() ? it->second : 0;
         }
         st.duration = std::max<TimeNs>(0, st.completion - st.launch);
-        // bytes per ns is GB/s (1e9 bytes per second).
-        st.algbwGBps = st.duration > 0 ? static_cast<double>(st.bytes) / static_cast<double>(st.duration) : 0.0;
+        // bytes per ns is GB/s (1e9 bytes per second). Not defined where nothing crosses a link
+        // (one rank) or the bytes are unknown (an imported trace without them).
+        st.algbwGBps = n > 1 && st.duration > 0 && st.bytes > 0
+            ? static_cast<double>(st.bytes) / static_cast<double>(st.duration)
+            : kNaN;
         st.busbwGBps = st.algbwGBps * busFactor;
         out.push_back(st);
         i = j;

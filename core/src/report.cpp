@@ -135,6 +135,11 @@ void kvBool(JsonWriter& w, const char* k, bool v)
     w.Key(k);
     w.Bool(v);
 }
+void kvNull(JsonWriter& w, const char* k)
+{
+    w.Key(k);
+    w.Null();
+}
 void kvRank(JsonWriter& w, const char* k, int32_t rank)
 {
     w.Key(k);
@@ -204,6 +209,10 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
     w.Key("straggler");
     w.StartObject();
     kvBool(w, "applicable", e.applicable);
+    if (e.notApplicable.empty())
+        kvNull(w, "not_applicable_reason");
+    else
+        kv(w, "not_applicable_reason", e.notApplicable);
     kvRank(w, "candidate", e.candidate);
     kvInt(w, "steady_steps", e.steadySteps);
     kvInt(w, "steps_late", e.stepsLate);
@@ -314,9 +323,11 @@ std::string summaryText(const RunSummary& s)
         + runStatusName(s.status) + "\n";
     if (!s.failureCause.empty())
         out += "  failure cause: " + escapeControl(s.failureCause) + "\n";
-    out += format("  world size %d, backend %s, device %s, bucket cap %s, batch per rank %lld\n", s.worldSize,
-                  orUnknown(s.backend).c_str(), orUnknown(s.device).c_str(), bytesText(s.bucketCapBytes).c_str(),
-                  static_cast<long long>(s.batchPerRank));
+    // 0 is what an importer leaves where the trace does not say: "unknown", never "0 B".
+    out += format("  world size %d, backend %s, device %s, bucket cap %s, batch per rank %s\n", s.worldSize,
+                  orUnknown(s.backend).c_str(), orUnknown(s.device).c_str(),
+                  s.bucketCapBytes > 0 ? bytesText(s.bucketCapBytes).c_str() : "unknown",
+                  s.batchPerRank > 0 ? std::to_string(s.batchPerRank).c_str() : "unknown");
     out += format("  %d steps; means below use %s\n", s.steps, s.steady.describe().c_str());
     if (s.steady.fallback)
         out += "  note: these steps include warm-up: treat the numbers as indicative\n";
@@ -341,7 +352,8 @@ std::string summaryText(const RunSummary& s)
         {"overlap ratio", s.multiRank ? (std::isfinite(s.overlapRatio) ? percentText(s.overlapRatio)
                                                                         : std::string("— (no communication)"))
                                       : std::string("— (1 rank: nothing to hide)")},
-        {"throughput", format("%.1f samples/s", s.throughput)},
+        {"throughput", std::isfinite(s.throughput) ? format("%.1f samples/s", s.throughput)
+                                                    : std::string("— (samples per step unknown)")},
     };
     out += renderTable(rows, "  ");
     out += "  (the five indented parts add up to the step time)\n";
@@ -351,7 +363,7 @@ std::string summaryText(const RunSummary& s)
     if (!s.multiRank) {
         out += "  — (1 rank: not applicable)\n";
     } else if (!e.applicable) {
-        out += "  — (no bucket collectives in the steady steps)\n";
+        out += "  — (" + (e.notApplicable.empty() ? std::string("not applicable") : e.notApplicable) + ")\n";
     } else if (e.candidate < 0) {
         out += "  none: no rank caused any wait\n";
     } else {
@@ -362,9 +374,10 @@ std::string summaryText(const RunSummary& s)
             out += format("  none (rank %d was late most often, but the evidence does not clear the noise)\n",
                           e.candidate);
         const double chancePct = e.chance * 100.0;
-        out += format("    %s late in %d of %d steady steps (chance of that by noise alone: %s, at most 5%%; "
+        out += format("    %s late in %d of %d %s (chance of that by noise alone: %s, at most 5%%; "
                       "confidence %s)\n",
                       e.mostSteps ? "[x]" : "[ ]", e.stepsLate, e.steadySteps,
+                      s.steady.fallback ? "steps (warm-up included: no step is past it)" : "steady steps",
                       (chancePct >= 1.0 ? format("%.0f%%", chancePct) : format("%.2g%%", chancePct)).c_str(),
                       (chancePct >= 1.0 ? format("%.0f%%", 100.0 - chancePct)
                                         : format("%.4g%%", 100.0 - chancePct)).c_str());
@@ -384,7 +397,7 @@ std::string summaryText(const RunSummary& s)
             out += format("    its training thread per step: %.3f ms on a CPU (others %.3f), %.3f ms waiting for one "
                           "(others %.3f)\n",
                           e.cpuMs, e.othersCpuMs, e.runqMs, e.othersRunqMs);
-            if (e.cause != StragglerCause::Unknown)
+            if (e.causeWorthStating())
                 out += format("        %s\n", stragglerCauseText(e.cause));
         }
         out += "    (wait caused = mean over the other ranks of how long they waited for it; their summed\n"
@@ -405,6 +418,9 @@ std::string summaryText(const RunSummary& s)
                              b.lateRank >= 0 ? std::to_string(b.lateRank) : std::string(kNotApplicable)});
         }
         out += renderTable(table, "  ");
+        out += "  (duration: from each rank's own launch to its completion, so it includes waiting for the\n"
+               "   late rank (skew); algbw = bytes / that mean duration; " + std::string(kNotApplicable)
+            + " where not defined)\n";
     }
     return out;
 }
@@ -420,7 +436,8 @@ std::string reportText(const Run& run, const RunAnalysis& a)
         table.push_back({std::to_string(r.rank), numText(r.stepTimeMs, "%.3f"), numText(r.computeOnlyMs, "%.3f"),
                          numText(r.overlappedMs, "%.3f"), numText(r.exposedCommMs, "%.3f"),
                          numText(r.memoryOnlyMs, "%.3f"), numText(r.idleMs, "%.3f"), percentText(r.overlapRatio),
-                         std::to_string(r.stepsAsStraggler), numText(r.meanWaitCausedMs, "%.3f"),
+                         a.summary.multiRank ? std::to_string(r.stepsAsStraggler) : std::string(kNotApplicable),
+                         numText(r.meanWaitCausedMs, "%.3f"),
                          numText(r.cpuMs, "%.3f"), numText(r.runqMs, "%.3f")});
     }
     out += renderTable(table, "  ");
@@ -479,7 +496,10 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         kv(w, "memory_only_ms", r.memoryOnlyMs);
         kv(w, "idle_ms", r.idleMs);
         kv(w, "overlap_ratio", r.overlapRatio);
-        kvInt(w, "steps_as_straggler", r.stepsAsStraggler);
+        if (s.multiRank)
+            kvInt(w, "steps_as_straggler", r.stepsAsStraggler);
+        else
+            kvNull(w, "steps_as_straggler");
         kv(w, "mean_wait_caused_ms", r.meanWaitCausedMs);
         kv(w, "cpu_ms", r.cpuMs);
         kv(w, "runq_ms", r.runqMs);
@@ -512,7 +532,10 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         const bool known = s.multiRank && it != waits.end();
         ms(w, "wait_caused_ms", known ? static_cast<double>(it->second->waitCaused) : std::nan(""));
         ms(w, "lateness_ms", known ? it->second->latenessNs : std::nan(""));
-        kvBool(w, "late_rank", s.multiRank && lateRank.count(b.step) && lateRank[b.step] == b.rank);
+        if (s.multiRank)
+            kvBool(w, "late_rank", lateRank.count(b.step) && lateRank[b.step] == b.rank);
+        else
+            kvNull(w, "late_rank");
         kv(w, "cpu_ms", schedMs(b.cpuNs));
         kv(w, "runq_ms", schedMs(b.runqNs));
         w.EndObject();
@@ -544,7 +567,7 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         kvInt(w, "step", sk.step);
         kvInt(w, "bucket", sk.bucket);
         kvBool(w, "steady", a.steady.contains(sk.step));
-        ms(w, "skew_ms", static_cast<double>(sk.skew));
+        ms(w, "skew_ms", s.multiRank ? static_cast<double>(sk.skew) : std::nan(""));
         kvRank(w, "late_rank", s.multiRank ? sk.lateRank : -1);
         ms(w, "wait_caused_ms", s.multiRank ? static_cast<double>(sk.waitCaused) : std::nan(""));
         ms(w, "rank_time_lost_ms", s.multiRank ? static_cast<double>(sk.rankTimeLost) : std::nan(""));

@@ -108,6 +108,7 @@
 // each rank, sampled from outside the process) judges false positives with the same rule. The
 // cause explains; it never decides whether a rank is named.
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/diagnostics.h"
 
 #include "analysis_internal.h"
 
@@ -369,7 +370,19 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
     }
 
     StragglerEvidence& ev = rep.evidence;
-    ev.applicable = world > 1 && steadyCount > 0;
+    // Lateness compares the ranks' clocks. A trace whose timestamps count from its own profiler's
+    // start (kineto without baseTimeNanoseconds) lines the ranks up as if every profiler had
+    // started at the same instant: differences between ranks are then the profilers' start
+    // offsets as much as anything the ranks did, and no verdict can rest on them.
+    const bool relativeClocks = std::any_of(run.diagnostics.begin(), run.diagnostics.end(), [](const Diagnostic& d) {
+        return d.kind == diagnosticInfo(DiagnosticKind::RelativeTimestamps).name;
+    });
+    ev.applicable = world > 1 && steadyCount > 0 && !relativeClocks;
+    ev.notApplicable = world <= 1 ? "1 rank"
+        : steadyCount == 0       ? "no bucket collectives in the steady steps"
+        : relativeClocks         ? "the ranks' clocks are not comparable: the trace's timestamps are relative to each "
+                                   "profiler's start, so lateness between ranks is unknown"
+                                 : "";
     ev.steadySteps = steadyCount;
     ev.meanStepNs = meanStep;
     if (!ev.applicable || best == 0)

@@ -121,12 +121,15 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
     s.memoryOnlyMs = all.mean(all.memoryOnly);
     s.idleMs = all.mean(all.idle);
     s.overlapRatio = all.overlapRatio(s.multiRank);
+    // Unknown (NaN), never 0, when no step says how many samples it took (an imported trace).
+    s.throughput = kNaN;
     if (!samplesPerStep.empty() && s.stepTimeMs > 0) {
         double samples = 0;
         for (const auto& [step, v] : samplesPerStep)
             samples += static_cast<double>(v);
         samples /= static_cast<double>(samplesPerStep.size());
-        s.throughput = samples / (s.stepTimeMs * 1e-3);
+        if (samples > 0)
+            s.throughput = samples / (s.stepTimeMs * 1e-3);
     }
     for (const Span& sp : run.spans)
         if (isDeviceKind(sp.kind) && sp.step == kNoStep && sp.lane.v < run.lanes.size()
@@ -173,11 +176,12 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         a.ranks.push_back(r);
     }
 
+    const double busFactor = s.multiRank ? 2.0 * (s.worldSize - 1) / s.worldSize : kNaN;
     // Per bucket: the table's buckets in index order, plus any bucket only seen in spans.
     struct Acc {
         int64_t bytes = 0;
         std::vector<std::string> params;
-        double r2l = 0, dur = 0, alg = 0, bus = 0, skew = 0, wait = 0;
+        double r2l = 0, dur = 0, skew = 0, wait = 0;
         int nR2l = 0, nStat = 0, nSkew = 0;
         std::map<int32_t, int> late;
     };
@@ -198,8 +202,6 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
             ++x.nR2l;
         }
         x.dur += static_cast<double>(st.duration);
-        x.alg += st.algbwGBps;
-        x.bus += st.busbwGBps;
         ++x.nStat;
     }
     for (const BucketSkew& sk : rep.skews) {
@@ -220,9 +222,13 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         b.paramNames = std::move(x.params);
         b.meanReadyToLaunchMs = x.nR2l > 0 ? x.r2l / x.nR2l * kToMs : kNaN;
         b.meanDurationMs = x.nStat > 0 ? x.dur / x.nStat * kToMs : 0.0;
-        b.meanAlgbwGBps = x.nStat > 0 ? x.alg / x.nStat : 0.0;
-        b.meanBusbwGBps = x.nStat > 0 ? x.bus / x.nStat : 0.0;
-        b.meanSkewMs = x.nSkew > 0 ? x.skew / x.nSkew * kToMs : 0.0;
+        // The bandwidth of the mean duration shown beside it: bytes / mean duration (a mean of
+        // per-step ratios would let one short collective dominate). Not defined on one rank or
+        // without bytes (BucketStat).
+        const double meanDurNs = x.nStat > 0 ? x.dur / x.nStat : 0.0;
+        b.meanAlgbwGBps = s.multiRank && meanDurNs > 0 && x.bytes > 0 ? static_cast<double>(x.bytes) / meanDurNs : kNaN;
+        b.meanBusbwGBps = b.meanAlgbwGBps * busFactor;
+        b.meanSkewMs = !s.multiRank ? kNaN : x.nSkew > 0 ? x.skew / x.nSkew * kToMs : 0.0;
         b.meanWaitCausedMs = !s.multiRank ? kNaN : x.nSkew > 0 ? x.wait / x.nSkew * kToMs : 0.0;
         int most = 0;
         for (const auto& [rank, n] : x.late) {

@@ -3,6 +3,7 @@
 // stragglers, the run straggler and its evidence), hand-derived; and the noise test on
 // synthetic runs with and without an injected straggler.
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/diagnostics.h"
 #include "lockstep/core/synthetic.h"
 #include "run_builder.h"
 
@@ -153,15 +154,16 @@ TEST(Buckets, Statistics)
 
 TEST(Stragglers, OneRankIsNotApplicable)
 {
-    // N = 1: busbw = algbw × 0 = 0; skew 0; no wait; stragglers not applicable.
+    // N = 1: nothing crosses a link, so algbw and busbw are not defined (NaN, never a number
+    // that looks like a bandwidth); skew 0; no wait; stragglers not applicable.
     RunBuilder b(1);
     const auto m = b.lane(0, LaneKind::Comm);
     b.span(m, SpanKind::Comm, 0, 10, 0, 0, 500).step(0, 0, 0, 20);
     const core::Run run = b.build();
     const auto v = bucketStats(run);
     ASSERT_EQ(v.size(), 1u);
-    EXPECT_DOUBLE_EQ(v[0].algbwGBps, 50.0);
-    EXPECT_DOUBLE_EQ(v[0].busbwGBps, 0.0);
+    EXPECT_TRUE(std::isnan(v[0].algbwGBps));
+    EXPECT_TRUE(std::isnan(v[0].busbwGBps));
     const StragglerReport rep = stragglers(run);
     ASSERT_EQ(rep.skews.size(), 1u);
     EXPECT_EQ(rep.skews[0].skew, 0);
@@ -176,6 +178,24 @@ TEST(Stragglers, OneRankIsNotApplicable)
     EXPECT_TRUE(std::isnan(s.overlapRatio));
     EXPECT_TRUE(std::isnan(s.exposedCommMs));
     EXPECT_TRUE(std::isnan(s.buckets[0].meanWaitCausedMs));
+    EXPECT_TRUE(std::isnan(s.buckets[0].meanAlgbwGBps));
+    EXPECT_TRUE(std::isnan(s.buckets[0].meanBusbwGBps));
+    EXPECT_TRUE(std::isnan(s.buckets[0].meanSkewMs));
+    EXPECT_EQ(rep.evidence.notApplicable, "1 rank");
+}
+
+TEST(Stragglers, RanksWithUnalignedClocksGetNoVerdict)
+{
+    // The same lag that names rank 1 in RunStragglerThreshold, in a trace whose timestamps count
+    // from each profiler's start: lateness between ranks is unknown, so no verdict, and why.
+    const Launches lag(6, {{{100, 130, 100}, {300, 330, 300}}});
+    core::Run run = threeRankRun(500, 1000, 0, lag);
+    ASSERT_EQ(stragglers(run).stragglers, std::vector<int32_t>{1});
+    run.diagnostics.push_back(makeDiagnostic(DiagnosticKind::RelativeTimestamps, 3));
+    const StragglerReport rep = stragglers(run);
+    EXPECT_TRUE(rep.stragglers.empty());
+    EXPECT_FALSE(rep.evidence.applicable);
+    EXPECT_NE(rep.evidence.notApplicable.find("clocks are not comparable"), std::string::npos);
 }
 
 TEST(Stragglers, SkewLateRankWaitAndRankTimeLost)

@@ -251,8 +251,10 @@ TEST(StepBreakdown, ZeroCommunicationGivesNaNRatio)
 TEST(StepBreakdown, OneRankHasNoOverlapRatio)
 {
     // A 1-rank run has nothing to hide: the ratio is not applicable (NaN) even with a
-    // communication span (a world of one copies locally). The parts still add up:
-    // W = [0,100), forward [0,60), comm [50,70): overlapped 10, exposed 10, compute-only 50, idle 30.
+    // communication span (a world of one copies locally), and that local all-reduce is not
+    // communication (DESIGN.md: no communication to hide). W = [0,100), forward [0,60), comm
+    // [50,70): communication 0, overlapped 0, exposed 0, compute-only 60, idle 40 (the local
+    // copy's [60,70) included): the parts still add up.
     RunBuilder b(1);
     const auto c = b.lane(0, LaneKind::Compute);
     const auto m = b.lane(0, LaneKind::Comm);
@@ -260,7 +262,11 @@ TEST(StepBreakdown, OneRankHasNoOverlapRatio)
     b.step(0, 0, 0, 100);
     const auto v = stepBreakdown(b.build());
     EXPECT_TRUE(std::isnan(v[0].overlapRatio));
-    EXPECT_EQ(v[0].overlapped, 10);
+    EXPECT_EQ(v[0].communication, 0);
+    EXPECT_EQ(v[0].overlapped, 0);
+    EXPECT_EQ(v[0].exposed, 0);
+    EXPECT_EQ(v[0].computeOnly, 60);
+    EXPECT_EQ(v[0].idle, 40);
     expectPartsAddUp(v[0]);
 }
 

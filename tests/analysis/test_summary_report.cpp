@@ -1,5 +1,5 @@
 // Run summary, per-rank summaries, like-for-like grouping, scaling efficiency, the text / JSON
-// / table reports (schema_version 2, docs/report-json.md), escaping, and synthetic runs.
+// / table reports (schema_version 3, docs/report-json.md), escaping, and synthetic runs.
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/synthetic.h"
@@ -124,8 +124,10 @@ TEST(Summary, HandRun)
     EXPECT_EQ(b.paramNames, (std::vector<std::string>{"fc.weight", "fc.bias"}));
     EXPECT_DOUBLE_EQ(b.meanReadyToLaunchMs, 0.07);
     EXPECT_DOUBLE_EQ(b.meanDurationMs, 0.25);
-    EXPECT_DOUBLE_EQ(b.meanAlgbwGBps, 12.5);
-    EXPECT_DOUBLE_EQ(b.meanBusbwGBps, 12.5);
+    // bytes / mean duration: 3e6 B / 0.25 ms = 12 GB/s, the bandwidth of the duration shown
+    // beside it (the mean of the per-collective ratios would be 12.5); busbw x 2(N-1)/N = x1.
+    EXPECT_DOUBLE_EQ(b.meanAlgbwGBps, 12.0);
+    EXPECT_DOUBLE_EQ(b.meanBusbwGBps, 12.0);
     EXPECT_DOUBLE_EQ(b.meanSkewMs, 0.1);
     EXPECT_DOUBLE_EQ(b.meanWaitCausedMs, 0.1);
     EXPECT_EQ(b.lateRank, 1);
@@ -257,6 +259,63 @@ TEST(Comparison, StrongScaling)
     EXPECT_TRUE(scalingEfficiency({}, ScalingMode::Weak).empty());
 }
 
+TEST(Report, OneRankJsonSaysNotApplicableNeverZero)
+{
+    // One rank, two steps of 20 ns: forward [0,8), a local all-reduce [8,18) of 500 bytes, and no
+    // batch size (as an import leaves it). Nothing is communication (M is empty): compute only 8,
+    // idle 12 per step; bandwidth, skew, lateness and throughput are not defined: null.
+    RunBuilder b(1);
+    const auto c = b.lane(0, LaneKind::Compute);
+    const auto m = b.lane(0, LaneKind::Comm);
+    for (int32_t st = 0; st < 2; ++st) {
+        const TimeNs t = 20 * st;
+        b.span(c, SpanKind::Forward, t, t + 8, st).span(m, SpanKind::Comm, t + 8, t + 18, st, 0, 500).step(0, st, t, t + 20);
+    }
+    core::Run run = b.build();
+    run.config.batchPerRank = 0;
+    const RunAnalysis a = analyze(run);
+    const rapidjson::Document o = parse(reportJson(run, a));
+    EXPECT_DOUBLE_EQ(o["comm_ms"].GetDouble(), 0.0);
+    EXPECT_DOUBLE_EQ(o["compute_only_ms"].GetDouble(), 8e-6);
+    EXPECT_DOUBLE_EQ(o["idle_ms"].GetDouble(), 12e-6);
+    EXPECT_TRUE(o["exposed_comm_ms"].IsNull());
+    EXPECT_TRUE(o["throughput_samples_per_s"].IsNull());
+    EXPECT_STREQ(o["straggler"]["not_applicable_reason"].GetString(), "1 rank");
+    ASSERT_EQ(o["buckets"].Size(), 1u);
+    EXPECT_DOUBLE_EQ(o["buckets"][0]["duration_ms"].GetDouble(), 10e-6);
+    EXPECT_TRUE(o["buckets"][0]["algbw_gbps"].IsNull());
+    EXPECT_TRUE(o["buckets"][0]["busbw_gbps"].IsNull());
+    EXPECT_TRUE(o["buckets"][0]["skew_ms"].IsNull());
+    EXPECT_TRUE(o["ranks"][0]["steps_as_straggler"].IsNull());
+    for (const auto& row : o["step_breakdown"].GetArray()) {
+        EXPECT_TRUE(row["late_rank"].IsNull());
+        EXPECT_DOUBLE_EQ(row["compute_only_ms"].GetDouble() + row["memory_only_ms"].GetDouble()
+                             + row["idle_ms"].GetDouble(),
+                         row["wall_ms"].GetDouble());
+    }
+    for (const auto& row : o["bucket_steps"].GetArray())
+        EXPECT_TRUE(row["skew_ms"].IsNull());
+    const std::string text = reportText(run, a);
+    for (const char* expected : {"batch per rank unknown", "— (samples per step unknown)", "— (1 rank: not applicable)"})
+        EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+}
+
+TEST(Report, CauseIsStatedOnlyForADelayThatMatters)
+{
+    StragglerEvidence e;
+    e.candidate = 1;
+    e.cause = StragglerCause::CpuTime;
+    e.delayFraction = 0.012; // 0.9 ms of a 75 ms step: no finding to explain
+    EXPECT_FALSE(e.causeWorthStating());
+    e.straggler = true;
+    EXPECT_TRUE(e.causeWorthStating());
+    e.straggler = false;
+    e.delayFraction = 0.05;
+    EXPECT_TRUE(e.causeWorthStating());
+    e.cause = StragglerCause::Unknown;
+    EXPECT_FALSE(e.causeWorthStating());
+}
+
 TEST(Report, JsonGolden)
 {
     const core::Run run = handRun();
@@ -383,7 +442,7 @@ TEST(Report, TextAndTable)
     const std::string text = reportText(run, a);
     for (const char* expected : {"hand-run", "world size 2", "1.00 MiB", "60.0%", "rank 1 is the straggler",
                                  "late in 6 of 6 steady steps", "0.100 ms per step = 10.0%", "0.700 ms",
-                                 "12.500", "32000.0 samples/s", "steps 1-6", "replica drift x3"})
+                                 "12.000", "32000.0 samples/s", "steps 1-6", "replica drift x3"})
         EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
 
     RunSummary other = a.summary;

@@ -189,7 +189,7 @@ struct BucketStat {
     TimeNs readyToLaunch = -1; // launch - ready; -1 if ready unknown
     TimeNs duration = 0;
     int64_t bytes = 0;
-    double algbwGBps = 0;      // bytes / duration (GB/s, 1e9)
+    double algbwGBps = 0;      // bytes / duration (GB/s, 1e9); NaN on 1 rank or without bytes
     double busbwGBps = 0;      // algbw * 2(N-1)/N
 };
 // Sorted by (rank, step, bucket).
@@ -266,7 +266,9 @@ const char* stragglerCauseName(StragglerCause cause); // "unknown", "cpu-wait", 
 const char* stragglerCauseText(StragglerCause cause); // the sentence the report and the app show; "" if unknown
 
 struct StragglerEvidence {
-    bool applicable = false;     // false on 1-rank runs and runs without bucket collectives
+    bool applicable = false;     // false on 1-rank runs, runs without bucket collectives and runs
+                                 // whose ranks' clocks are not comparable
+    std::string notApplicable;   // why not, when !applicable: "1 rank", ...
     int32_t candidate = -1;      // the rank that was the step straggler most often (-1: none)
     int steadySteps = 0;         // steady steps with collectives
     int stepsLate = 0;           // of which the candidate was the step straggler
@@ -295,6 +297,13 @@ struct StragglerEvidence {
     double runqMs = std::numeric_limits<double>::quiet_NaN();       // runnable, waiting for a CPU
     double othersRunqMs = std::numeric_limits<double>::quiet_NaN();
     StragglerCause cause = StragglerCause::Unknown;
+    // The cause explains a verdict and never makes one: it is stated for a straggler, or for a
+    // candidate whose systematic delay is of the size that matters (>= 5 % of the step) — not for
+    // a delay so small that any explanation of it would read as a finding.
+    bool causeWorthStating() const
+    {
+        return cause != StragglerCause::Unknown && candidate >= 0 && (straggler || delayFraction >= 0.05);
+    }
 };
 struct StragglerReport {
     std::vector<BucketSkew> skews;        // sorted by (step, bucket)
@@ -317,9 +326,9 @@ struct BucketSummary {
     std::vector<std::string> paramNames;
     double meanReadyToLaunchMs = 0; // NaN when no gradient-ready instant was recorded
     double meanDurationMs = 0;
-    double meanAlgbwGBps = 0;
-    double meanBusbwGBps = 0;
-    double meanSkewMs = 0;
+    double meanAlgbwGBps = 0;       // bytes / meanDurationMs; NaN on 1-rank runs or without bytes
+    double meanBusbwGBps = 0;       // algbw x 2(N-1)/N; NaN likewise
+    double meanSkewMs = 0;          // NaN on 1-rank runs
     double meanWaitCausedMs = 0;    // NaN on 1-rank runs
     int32_t lateRank = -1;          // the rank that launched it last most often (-1: none)
 };
@@ -368,7 +377,8 @@ struct RunSummary {
     double idleMs = 0;
     double overlapRatio = 0;    // sum overlapped / sum communication over steady steps; NaN if
                                 // no communication or a 1-rank run
-    double throughput = 0;      // samples/s = samples per step (all ranks) / mean step time
+    double throughput = 0;      // samples/s = samples per step (all ranks) / mean step time; NaN:
+                                // the samples are unknown (an imported trace)
     std::vector<int32_t> stragglers;
     std::vector<double> stragglerWaitMs; // parallel to stragglers: mean wait each caused per steady step
     StragglerEvidence straggler;
