@@ -567,6 +567,11 @@ RankUnions RunIndex::stepUnions(int32_t rank, int32_t step) const
 // that only has device communication kernels tagged with the bucket uses those. If a bucket's
 // collective was recorded as several spans (a chunked all-reduce), they are one collective:
 // earliest start, latest end, bytes summed. Spans without bytes take the bucket table's size.
+// A bucket whose spans lie on more than one lane of the rank is a call and the op that runs it
+// (an imported CPU trace: c10d::allreduce_ on the training thread, gloo:all_reduce on a worker
+// thread): launch = the earliest span's start (the call), completion = the latest end of the
+// spans on the other lanes (the run), even when the call returned later (its thread was
+// descheduled, say): DESIGN.md's "from launch to completion" of the collective.
 // Ready is the latest GradReady instant carrying the same (rank, step, bucket).
 std::vector<BucketStat> bucketStats(const Run& run)
 {
@@ -575,6 +580,7 @@ std::vector<BucketStat> bucketStats(const Run& run)
         bool host;
         TimeNs start, end;
         int64_t bytes;
+        uint32_t lane;
     };
     std::vector<Entry> entries;
     entries.reserve(1024);
@@ -582,7 +588,7 @@ std::vector<BucketStat> bucketStats(const Run& run)
         if (!isCommunication(s.kind) || s.bucket < 0 || s.step < 0 || s.lane.v >= run.lanes.size())
             continue;
         entries.push_back({run.lanes[s.lane.v].rank, s.step, s.bucket, s.kind == SpanKind::Comm, s.start, s.end,
-                           s.bytes});
+                           s.bytes, s.lane.v});
     }
     // Spans come in (lane, start) order, so on a normal run the entries already are in key
     // order (lanes by rank, collectives by time): checking is far cheaper than sorting 1 M.
@@ -612,15 +618,22 @@ std::vector<BucketStat> bucketStats(const Run& run)
         st.rank = entries[i].rank;
         st.step = entries[i].step;
         st.bucket = entries[i].bucket;
-        st.launch = std::numeric_limits<TimeNs>::max();
         st.completion = std::numeric_limits<TimeNs>::min();
+        size_t first = j; // the earliest span of the chosen family: the launch
         for (size_t k = i; k < j; ++k) {
             if (entries[k].host != anyHost)
                 continue;
-            st.launch = std::min(st.launch, entries[k].start);
-            st.completion = std::max(st.completion, entries[k].end);
+            if (first == j || std::tie(entries[k].start, entries[k].lane) < std::tie(entries[first].start, entries[first].lane))
+                first = k; // a tie goes to the lower lane (a trace's training thread comes first)
             st.bytes += entries[k].bytes;
         }
+        bool otherLane = false;
+        for (size_t k = i; k < j; ++k)
+            otherLane |= anyHost && entries[k].host && entries[k].lane != entries[first].lane;
+        st.launch = entries[first].start;
+        for (size_t k = i; k < j; ++k)
+            if (entries[k].host == anyHost && (!otherLane || entries[k].lane != entries[first].lane))
+                st.completion = std::max(st.completion, entries[k].end);
         if (st.bytes == 0) {
             auto it = tableBytes.find(st.bucket);
             st.bytes = it != tableBytes.end() ? it->second : 0;

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <tuple>
 
 using namespace lockstep::core;
 using namespace lockstep::testing;
@@ -511,18 +513,27 @@ TEST(KinetoImport, GlooCpuOnlyTrace)
     EXPECT_EQ(countKind(*run, SpanKind::Forward), 1);
     EXPECT_EQ(countKind(*run, SpanKind::Optimizer), 1);
     EXPECT_EQ(run->steps.size(), 2u);
-    // Buckets: the gloo worker spans (most all-reduce time) numbered in order; the first one
-    // borrows record_param_comms' 4000 bytes.
-    std::vector<const Span*> gloo;
-    for (const Span& s : run->spans)
-        if (run->strings.text(s.name) == "gloo:all_reduce")
-            gloo.push_back(&s);
+    // Buckets: each c10d::allreduce_ (the launch) with the gloo:all_reduce that runs it (until
+    // it completes), numbered in order; bucket 0's launch borrows record_param_comms' 4000
+    // bytes; record_param_comms itself is no bucket's.
+    auto named = [&](const std::string& name) {
+        std::vector<const Span*> out;
+        for (const Span& s : run->spans)
+            if (run->strings.text(s.name) == name)
+                out.push_back(&s);
+        std::sort(out.begin(), out.end(), [](auto a, auto b) { return a->start < b->start; });
+        return out;
+    };
+    const auto gloo = named("gloo:all_reduce"), c10d = named("c10d::allreduce_");
     ASSERT_EQ(gloo.size(), 2u);
-    std::sort(gloo.begin(), gloo.end(), [](auto a, auto b) { return a->start < b->start; });
+    ASSERT_EQ(c10d.size(), 2u);
+    EXPECT_EQ(c10d[0]->bucket, 0);
     EXPECT_EQ(gloo[0]->bucket, 0);
+    EXPECT_EQ(c10d[1]->bucket, 1);
     EXPECT_EQ(gloo[1]->bucket, 1);
-    EXPECT_EQ(gloo[0]->bytes, 4000);
-    EXPECT_EQ(findSpan(*run, "c10d::allreduce_")->bucket, kNoBucket);
+    EXPECT_EQ(c10d[0]->bytes, 4000);
+    EXPECT_EQ(gloo[0]->bytes, 0);
+    EXPECT_EQ(findSpan(*run, "record_param_comms")->bucket, kNoBucket);
     // Host rule: C = forward, mm, optimizer on thread 1 = [10,200] + [300,800] + [930,980];
     // M = [400,410]+[401,406]+[410,710]+[810,820]+[820,920] = [400,710] + [810,920].
     const auto b = stepBreakdown(*run);
@@ -531,9 +542,123 @@ TEST(KinetoImport, GlooCpuOnlyTrace)
     EXPECT_EQ(b[0].communication, (310 + 110) * 1000);
     EXPECT_EQ(b[0].overlapped, 310 * 1000); // [400,710] lies inside aten::mm
     EXPECT_NEAR(b[0].overlapRatio, 310.0 / 420.0, 1e-9);
+    // Bucket 0: launch 400, completion 710 (the gloo op's end): 310 µs; bucket 1: 810 -> 920.
     const auto buckets = bucketStats(*run);
     ASSERT_EQ(buckets.size(), 2u);
     EXPECT_EQ(buckets[0].bytes, 4000);
+    EXPECT_EQ(buckets[0].launch, 400'000);
+    EXPECT_EQ(buckets[0].duration, 310'000);
+    EXPECT_EQ(buckets[1].launch, 810'000);
+    EXPECT_EQ(buckets[1].duration, 110'000);
+}
+
+// Golden: the same rule on every rank for which spans are a bucket's all-reduce on a CPU (gloo)
+// trace. Each all-reduce shows up twice: c10d::allreduce_ on the training thread (tid 1) is the
+// call that launches it, gloo:all_reduce on a gloo worker thread runs it until it completes.
+// The bucket's all-reduce is both of them: launch = the c10d op's start, completion = the gloo
+// op's end, even where the call returned later (bucketStats: a bucket on two lanes is a call and
+// the op that runs it). Two ranks of one job,
+// legacy export (ts from each profiler's start, compared as if the profilers started together),
+// steps 0 = [0, 1000), 1 = [1000, 2000) µs, two buckets per step; step 1 = step 0 + 1000.
+//
+//   rank 0 (events in time order, workers tid 2 then 3; its training thread stays in the call
+//   after the collective is done, as the real rank 0 did):
+//     b0: c10d [100, 500)  gloo [300, 450)   -> launch 100, completion 450, duration 350
+//     b1: c10d [600, 900)  gloo [700, 850)   -> launch 600, completion 850, duration 250
+//   rank 1 (workers' events written first, workers tid 3 then 2; its gloo ops wait for rank 0):
+//     b0: c10d [200, 230)  gloo [210, 450)   -> launch 200, completion 450, duration 250
+//     b1: c10d [640, 660)  gloo [650, 850)   -> launch 640, completion 850, duration 210
+//   skew b0 = 200 - 100 = 100 µs, b1 = 640 - 600 = 40 µs, late rank 1, wait caused = skew (one
+//   other rank); per step the late rank's wait is its largest, 100 µs of a 1000 µs step.
+//
+// The old rule chose one span name per rank by its total time: rank 0's c10d ops total 1400 µs
+// against 600 for gloo (c10d chosen), rank 1's 100 against 880 (gloo chosen), so rank 1's
+// buckets were its worker spans: launches 210 and 650, durations 240 and 200, skews 110 and
+// 50 µs, comparing a training-thread call on rank 0 (durations 400 and 300: the call, not the
+// collective) with a worker's run on rank 1.
+std::vector<std::string> glooBucketRank(int rank)
+{
+    auto ev = [](const std::string& name, double ts, double dur, int tid) {
+        return xEvent("", name, ts, dur, "\"CPU functions\"", std::to_string(tid));
+    };
+    std::vector<std::string> steps, main, workers;
+    for (int s = 0; s < 2; ++s) {
+        const double t = 1000.0 * s;
+        steps.push_back(ev("ProfilerStep#" + std::to_string(s), t, 1000, 1));
+        main.push_back(ev("aten::mm", t + 10, 80, 1));
+        if (rank == 0) {
+            main.push_back(ev("c10d::allreduce_", t + 100, 400, 1));
+            main.push_back(ev("c10d::allreduce_", t + 600, 300, 1));
+            workers.push_back(ev("gloo:all_reduce", t + 300, 150, 2));
+            workers.push_back(ev("gloo:all_reduce", t + 700, 150, 3));
+        } else {
+            main.push_back(ev("c10d::allreduce_", t + 200, 30, 1));
+            main.push_back(ev("c10d::allreduce_", t + 640, 20, 1));
+            workers.push_back(ev("gloo:all_reduce", t + 210, 240, 3));
+            workers.push_back(ev("gloo:all_reduce", t + 650, 200, 2));
+        }
+    }
+    std::vector<std::string> out;
+    if (rank == 0) {
+        for (auto* part : {&steps, &main, &workers})
+            out.insert(out.end(), part->begin(), part->end());
+    } else {
+        // Another order: worker events first, newest first; then the training thread's.
+        out.assign(workers.rbegin(), workers.rend());
+        out.insert(out.end(), main.rbegin(), main.rend());
+        out.insert(out.end(), steps.begin(), steps.end());
+    }
+    return out;
+}
+
+TEST(KinetoImport, GoldenGlooBucketIsTheSameSpansOnEveryRank)
+{
+    TempDir dir;
+    for (int r = 0; r < 2; ++r)
+        writeFile(dir.file("r" + std::to_string(r) + ".json"),
+                  objectTrace(glooBucketRank(r), "\"distributedInfo\": {\"backend\": \"gloo\", \"rank\": "
+                                                     + std::to_string(r) + ", \"world_size\": 2}"));
+    ImportOptions options;
+    options.warmupSteps = 0;
+    for (const bool reversed : {false, true}) {
+        // File order must not matter either (names are interned in the order files are read;
+        // the ranks come from distributedInfo).
+        auto run = reversed ? importTracesToRun({dir.file("r1.json"), dir.file("r0.json")}, options)
+                            : importTracesToRun({dir.file("r0.json"), dir.file("r1.json")}, options);
+        ASSERT_TRUE(run.has_value()) << run.error().message;
+        // Which spans carry a bucket: one c10d op and one gloo op per (rank, step, bucket).
+        std::map<std::tuple<int, int, int>, std::vector<std::string>> names;
+        for (const Span& s : run->spans)
+            if (s.bucket >= 0)
+                names[{run->lanes[s.lane.v].rank, s.step, s.bucket}].push_back(std::string(run->strings.text(s.name)));
+        ASSERT_EQ(names.size(), 8u); // 2 ranks x 2 steps x 2 buckets
+        for (auto& [key, n] : names) {
+            std::sort(n.begin(), n.end());
+            EXPECT_EQ(n, (std::vector<std::string>{"c10d::allreduce_", "gloo:all_reduce"}))
+                << "rank " << std::get<0>(key) << " step " << std::get<1>(key) << " bucket " << std::get<2>(key);
+        }
+        const auto stats = bucketStats(*run);
+        ASSERT_EQ(stats.size(), 8u);
+        struct Want {
+            TimeNs launch, duration;
+        };
+        const Want want[2][2] = {{{100, 350}, {600, 250}}, {{200, 250}, {640, 210}}}; // [rank][bucket], µs
+        for (const BucketStat& b : stats) {
+            const Want& w = want[b.rank][b.bucket];
+            const TimeNs t0 = 1000'000LL * b.step;
+            EXPECT_EQ(b.launch - t0, w.launch * 1000) << "rank " << b.rank << " step " << b.step << " bucket " << b.bucket;
+            EXPECT_EQ(b.duration, w.duration * 1000) << "rank " << b.rank << " step " << b.step << " bucket " << b.bucket;
+        }
+        const auto rep = stragglers(*run);
+        ASSERT_EQ(rep.skews.size(), 4u);
+        for (const BucketSkew& sk : rep.skews) {
+            EXPECT_EQ(sk.skew, sk.bucket == 0 ? 100'000 : 40'000) << "step " << sk.step << " bucket " << sk.bucket;
+            EXPECT_EQ(sk.lateRank, 1);
+            EXPECT_EQ(sk.waitCaused, sk.skew);
+        }
+        EXPECT_EQ(rep.evidence.stepsLate, 2);
+        EXPECT_NEAR(rep.evidence.waitFraction, 100.0 / 1000.0, 1e-12);
+    }
 }
 
 TEST(KinetoImport, BeginEndPairs)

@@ -134,58 +134,149 @@ void assignSteps(std::vector<Span>& spans, std::vector<Step>& steps, size_t firs
 //
 // One all-reduce shows up several times in a trace: the c10d op that launches it, the
 // record_param_comms op that carries its metadata, the gloo/nccl op on the worker thread that
-// runs it, the NCCL kernel on the GPU. Giving each of them a bucket index would count every
-// bucket two or three times, so one family is chosen per rank: the communication kernels when
-// the rank has any, else the host spans of the name whose all-reduces take the most time in
-// total (the ones that run the collective, not the ones that only enqueue it). Within each step
-// those are numbered in start order. When the chosen spans carry no byte count, the k-th
-// all-reduce of the step that has collective metadata lends its bytes.
+// runs it, the NCCL kernel on the GPU. Which of them are "the bucket's all-reduce" must be the
+// same on every rank, or launch, duration, skew and the straggler evidence compare different
+// things across ranks; so the choice depends only on which kinds of span the rank has (its
+// names, the same on every rank of one job), never on their durations or on the order of the
+// events or threads in the file:
+//  - the communication kernels when the rank has any (device work, numbered by launching step);
+//  - else, on the host, DESIGN.md's "from launch to completion": the op the training thread
+//    calls (c10d::allreduce_, ...; record_param_comms where a trace has no c10d op) is the
+//    launch, and the op that runs it (gloo:all_reduce, nccl:all_reduce, ProcessGroup*::, often
+//    on a worker thread) lasts until the collective completes. Each launch is paired with the
+//    next runner to start, first in first out (a process group runs its work queue in order),
+//    within the same step; both get the bucket index, and bucketStats takes the launch from the
+//    earlier span (the call) and the completion from the span on the other lane (the run), even
+//    when the call returned later. A launch without a runner is the bucket alone; a rank with
+//    runners but no launch ops uses the runners alone;
+//  - else (neither family: custom names carrying collective metadata) the name with the most
+//    all-reduces, ties by name.
+// Within each step the launches are numbered in start order. When the chosen spans carry no byte
+// count, the k-th all-reduce of the step that has collective metadata lends its bytes; a paired
+// runner's bytes move to its launch, so that a bucket's bytes are counted once.
+namespace {
+
+bool isLaunchOpName(std::string_view n) { return n.starts_with("c10d::"); }
+
+bool isRunnerOpName(std::string_view n)
+{
+    return n.starts_with("gloo:") || n.starts_with("nccl:") || n.starts_with("ProcessGroupGloo::")
+        || n.starts_with("ProcessGroupNCCL::");
+}
+
+} // namespace
+
 void numberBuckets(std::vector<Span>& spans, size_t firstSpan, const std::unordered_map<size_t, StringId>& collective,
                    StringId allreduce, const StringTable& strings, std::map<int32_t, int64_t>& bucketBytes)
 {
-    std::vector<size_t> kernels;
-    std::map<uint32_t, std::vector<size_t>> hostByName; // name id -> spans
-    std::map<uint32_t, TimeNs> hostTime;
-    std::vector<size_t> withBytes;
+    std::vector<size_t> kernels, launches, paramComms, runners;
+    std::map<std::string_view, std::vector<size_t>> others; // by name: ordered, so ties go by name
     for (const auto& [localIndex, coll] : collective) {
         if (!(coll == allreduce))
             continue;
         const size_t i = firstSpan + localIndex;
-        if (i >= spans.size() || spans[i].step == kNoStep)
+        if (i >= spans.size())
             continue;
         if (spans[i].kind == SpanKind::CommKernel) {
-            kernels.push_back(i);
+            if (spans[i].step != kNoStep)
+                kernels.push_back(i);
         } else if (spans[i].kind == SpanKind::Comm) {
-            hostByName[spans[i].name.v].push_back(i);
-            hostTime[spans[i].name.v] += spans[i].duration();
-            if (spans[i].bytes > 0)
-                withBytes.push_back(i);
+            // Spans outside every step are kept here: a runner must not pair with a launch of
+            // another step because its own launch fell outside the steps.
+            const std::string_view name = strings.text(spans[i].name);
+            if (isLaunchOpName(name))
+                launches.push_back(i);
+            else if (isRunnerOpName(name))
+                runners.push_back(i);
+            else if (name == "record_param_comms")
+                paramComms.push_back(i);
+            else
+                others[name].push_back(i);
         }
     }
-    std::vector<size_t> chosen = std::move(kernels);
-    if (chosen.empty() && !hostByName.empty()) {
-        const auto best = std::max_element(hostTime.begin(), hostTime.end(),
-                                           [](const auto& a, const auto& b) { return a.second < b.second; });
-        chosen = hostByName[best->first];
-    }
-    (void)strings;
+    const auto byStart = [&](size_t a, size_t b) { return std::tie(spans[a].start, a) < std::tie(spans[b].start, b); };
     const auto byStepStart = [&](size_t a, size_t b) {
         return std::tie(spans[a].step, spans[a].start, a) < std::tie(spans[b].step, spans[b].start, b);
     };
-    std::sort(chosen.begin(), chosen.end(), byStepStart);
-    std::sort(withBytes.begin(), withBytes.end(), byStepStart);
+    std::vector<size_t> chosen;       // one span per all-reduce: the launch (or the only span)
+    std::vector<size_t> runnerOf;     // parallel to chosen: its paired runner, or SIZE_MAX
+    std::vector<size_t> lenders;      // spans that may lend their bytes
+    if (!kernels.empty()) {
+        chosen = std::move(kernels);
+    } else {
+        lenders = paramComms; // one per all-reduce, with its size
+        if (launches.empty())
+            launches = std::move(paramComms); // the call's metadata op stands for the call
+        if (!launches.empty()) {
+            // First in first out, within a step: merge both lists by start (a launch before a
+            // runner that starts at the same instant) and pair each runner with the oldest
+            // waiting launch of its step; launches of earlier steps left waiting have none.
+            std::sort(launches.begin(), launches.end(), byStart);
+            std::sort(runners.begin(), runners.end(), byStart);
+            std::map<size_t, size_t> pair; // launch -> runner
+            std::vector<size_t> queue;
+            size_t head = 0, l = 0;
+            for (size_t r : runners) {
+                while (l < launches.size() && spans[launches[l]].start <= spans[r].start)
+                    queue.push_back(launches[l++]);
+                while (head < queue.size() && spans[queue[head]].step < spans[r].step)
+                    ++head; // launches of earlier steps (or of none) that found no runner
+                if (spans[r].step == kNoStep || head == queue.size() || spans[queue[head]].step != spans[r].step)
+                    continue; // no launch of its step waiting: the runner is not a bucket's
+                pair.emplace(queue[head++], r);
+            }
+            for (size_t i : launches) {
+                if (spans[i].step == kNoStep)
+                    continue;
+                chosen.push_back(i);
+            }
+            std::sort(chosen.begin(), chosen.end(), byStepStart);
+            for (size_t i : chosen) {
+                auto it = pair.find(i);
+                runnerOf.push_back(it != pair.end() ? it->second : SIZE_MAX);
+            }
+        } else if (!runners.empty()) {
+            chosen = std::move(runners);
+        } else if (!others.empty()) {
+            auto best = others.begin();
+            for (auto it = others.begin(); it != others.end(); ++it)
+                if (it->second.size() > best->second.size())
+                    best = it;
+            chosen = best->second;
+        }
+        if (lenders.empty()) // no record_param_comms: any host all-reduce with a size
+            for (const auto& [localIndex, coll] : collective) {
+                const size_t i = firstSpan + localIndex;
+                if (coll == allreduce && i < spans.size() && spans[i].kind == SpanKind::Comm)
+                    lenders.push_back(i);
+            }
+        std::erase_if(chosen, [&](size_t i) { return spans[i].step == kNoStep; });
+    }
+    if (runnerOf.size() != chosen.size()) {
+        std::sort(chosen.begin(), chosen.end(), byStepStart);
+        runnerOf.assign(chosen.size(), SIZE_MAX);
+    }
+    std::erase_if(lenders, [&](size_t i) { return spans[i].step == kNoStep || spans[i].bytes <= 0; });
+    std::sort(lenders.begin(), lenders.end(), byStepStart);
     std::map<int32_t, std::vector<int64_t>> bytesByStep;
-    for (size_t i : withBytes)
+    for (size_t i : lenders)
         bytesByStep[spans[i].step].push_back(spans[i].bytes);
     int32_t step = kNoStep;
     int32_t next = 0;
-    for (size_t i : chosen) {
-        if (spans[i].step != step) {
-            step = spans[i].step;
+    for (size_t k = 0; k < chosen.size(); ++k) {
+        Span& s = spans[chosen[k]];
+        if (s.step != step) {
+            step = s.step;
             next = 0;
         }
-        Span& s = spans[i];
         s.bucket = next++;
+        if (runnerOf[k] != SIZE_MAX) {
+            Span& r = spans[runnerOf[k]];
+            r.bucket = s.bucket;
+            if (s.bytes == 0)
+                s.bytes = r.bytes;
+            r.bytes = 0;
+        }
         if (s.bytes == 0) {
             auto it = bytesByStep.find(step);
             if (it != bytesByStep.end() && static_cast<size_t>(s.bucket) < it->second.size())
