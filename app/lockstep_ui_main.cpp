@@ -7,6 +7,7 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QFileInfo>
 #include <QRegularExpression>
 
 #include <signal.h>
@@ -78,6 +79,10 @@ int main(int argc, char** argv)
 
     lockstep::ui::MainWindow::Options options;
     options.workspace = parser.value(wsOpt);
+    // Runs named on the command line: the run browser shows their folder (not ./runs, which
+    // may not exist and would list nothing beside the runs that are open).
+    if (options.workspace.isEmpty() && !parser.positionalArguments().isEmpty())
+        options.workspace = QFileInfo(parser.positionalArguments().first()).absolutePath();
     int page = -1;
     if (parser.isSet(viewOpt)) {
         page = lockstep::ui::viewPage(parser.value(viewOpt).toLower());

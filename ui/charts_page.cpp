@@ -224,6 +224,21 @@ QString leftOutText(const std::vector<const LoadedRun*>& runs, const std::vector
         .arg(displayText(QObject::tr("not on a curve: %1").arg(out.join(QStringLiteral("; "))), 160).toHtmlEscaped());
 }
 
+// Under a chart's title (a long first line would be elided with everything after it): how many
+// groups of like-for-like runs the curves are.
+QString groupsText(size_t groups)
+{
+    return groups < 2 ? QString()
+                      : QStringLiteral("<br><span style='font-size:8pt;color:#6b7280'>%1</span>")
+                            .arg(QObject::tr("%1 groups of like-for-like runs, one curve each").arg(groups));
+}
+
+// A caution under a chart's title, in the same small grey line as leftOutText.
+QString chartNote(const QString& text)
+{
+    return QStringLiteral("<br><span style='font-size:8pt;color:#9a3412'>%1</span>").arg(displayText(text, 200).toHtmlEscaped());
+}
+
 // Hover: the point's run and values, from the texts stored on the series.
 void attachHover(QXYSeries* series, QStringList texts, QWidget* tipParent)
 {
@@ -560,7 +575,32 @@ void ChartsPage::rebuildSweep()
     for (const auto& g : groups)
         for (size_t i : g)
             onCurve[i] = true;
-    QChart* chart = newChart((groups.size() == 1 ? title : title + tr(" — %1 groups of like-for-like runs").arg(groups.size()))
+    // Caps that give the same buckets (every cap below the model's largest tensors, say) are one
+    // configuration: whatever separates their points is the machine, not the cap.
+    QStringList sameLayout;
+    for (const auto& group : groups) {
+        std::map<std::vector<int64_t>, std::set<int64_t>> capsByLayout;
+        for (size_t i : group) {
+            std::vector<int64_t> layout;
+            for (const core::BucketSummary& b : summaries[i].buckets)
+                layout.push_back(b.bytes);
+            capsByLayout[layout].insert(summaries[i].bucketCapBytes);
+        }
+        for (const auto& [layout, caps] : capsByLayout) {
+            if (caps.size() < 2 || layout.empty())
+                continue;
+            QStringList c;
+            for (int64_t cap : caps)
+                c << formatBytes(double(cap));
+            sameLayout << tr("caps %1: the same buckets").arg(c.join(", "));
+        }
+    }
+    const QString layoutNote = sameLayout.isEmpty()
+        ? QString()
+        : chartNote(tr("%1 (their gap is noise, not the cap)").arg(sameLayout.join("; ")));
+    // Notes before the list of runs left out: a line too wide for the chart is elided with every
+    // line after it.
+    QChart* chart = newChart(title + groupsText(groups.size()) + layoutNote
                              + leftOutText(runs, summaries, onCurve, &summaries[groups.front().front()], true));
     auto* x = new QLogValueAxis;
     x->setBase(2);
@@ -672,7 +712,19 @@ void ChartsPage::rebuildScaling()
         for (const auto* p : list)
             onCurve[p->run] = true;
     const core::RunSummary* reference = &summaries[byGroup.begin()->second.front()->run];
-    QChart* chart = newChart((byGroup.size() == 1 ? title : title + tr(" — %1 groups of like-for-like runs").arg(byGroup.size()))
+    // Weak scaling above 100 % means N ranks did more than N times the smallest world size's
+    // work per second: superlinear (caches) or, far more often, a baseline run that ran slow
+    // (a loaded machine, warm-up left in): say so rather than draw it as good news.
+    QStringList superlinear;
+    for (const auto& [group, list] : byGroup)
+        for (const auto* p : list)
+            if (std::isfinite(p->efficiency) && p->efficiency > 1.1)
+                superlinear << tr("%1 at %2").arg(formatPercent(p->efficiency), formatRanks(p->worldSize));
+    const QString scalingNote = superlinear.isEmpty()
+        ? QString()
+        : chartNote(tr("efficiency above 100 % (%1): check the smallest world size's run — a slow baseline inflates "
+                       "every efficiency").arg(superlinear.join(", ")));
+    QChart* chart = newChart(title + groupsText(byGroup.size()) + scalingNote
                              + leftOutText(runs, summaries, onCurve, reference, false));
     auto* x = new QValueAxis;
     x->setTitleText(tr("world size (ranks)"));
@@ -717,16 +769,16 @@ void ChartsPage::rebuildScaling()
                 return t > 0 ? samplesPerStep / (t / 1000.0) : std::nan("");
             });
             throughput->append(p->worldSize, p->throughput);
-            thrTexts << tr("%1\n%2 ranks: %3 samples/s (± %4 over steady steps)")
+            thrTexts << tr("%1\n%2: %3 samples/s (± %4 over steady steps)")
                             .arg(r.label)
-                            .arg(p->worldSize)
+                            .arg(formatRanks(p->worldSize))
                             .arg(p->throughput, 0, 'f', 1)
                             .arg(thr.sd, 0, 'f', 1);
             bars.push_back({double(p->worldSize), p->throughput, thr.sd});
             maxThr = std::max(maxThr, p->throughput + thr.sd);
             if (std::isfinite(p->efficiency)) {
                 efficiency->append(p->worldSize, p->efficiency * 100.0);
-                effTexts << tr("%1\n%2 ranks: weak-scaling efficiency %3").arg(r.label).arg(p->worldSize).arg(formatPercent(p->efficiency));
+                effTexts << tr("%1\n%2: weak-scaling efficiency %3").arg(r.label).arg(formatRanks(p->worldSize)).arg(formatPercent(p->efficiency));
                 maxEff = std::max(maxEff, p->efficiency * 100.0);
             }
             minN = std::min(minN, p->worldSize);

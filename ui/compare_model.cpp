@@ -185,16 +185,22 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const
         return rel;
     if (role == Qt::DisplayRole) {
         if (metric == Stragglers) {
+            // A verdict, not a quantity: say how it differs in words (a count difference, "+1",
+            // reads like a measurement).
             if (!std::isfinite(rel))
                 return QStringLiteral("—");
-            if (rel != 0)
-                return QStringLiteral("%1%2").arg(rel > 0 ? "+" : "").arg(int(rel));
-            return s.stragglers == b.stragglers ? tr("same") : tr("other rank");
+            if (s.stragglers == b.stragglers)
+                return tr("same");
+            if (b.stragglers.empty())
+                return tr("named here");
+            if (s.stragglers.empty())
+                return tr("none here");
+            return tr("other rank");
         }
         if (!std::isfinite(value - base))
             return QStringLiteral("—");
         if (points)
-            return QStringLiteral("%1%2 pt").arg(rel > 0 ? "+" : "").arg(rel, 0, 'f', 1);
+            return QStringLiteral("%1%2 pp").arg(rel > 0 ? "+" : "").arg(rel, 0, 'f', 1);
         const QString pct = std::isfinite(rel) ? QStringLiteral("%1%2 %").arg(rel > 0 ? "+" : "").arg(rel * 100.0, 0, 'f', 1)
                                                : QStringLiteral("—");
         if (inMs(metric))

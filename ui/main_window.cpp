@@ -10,6 +10,7 @@
 #include "timeline_page.h"
 #include "whatif_panel.h"
 
+#include "timeline/timeline_palette.h"
 #include "timeline/timeline_widget.h"
 
 #include "lockstep/import/import.h"
@@ -37,6 +38,7 @@
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTableWidget>
 #include <QTimer>
 #include <QToolBar>
@@ -312,7 +314,7 @@ void MainWindow::buildMenus()
     cancelAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
-    QAction* shortcuts = help->addAction(tr("&Shortcuts"), this, &MainWindow::showShortcuts);
+    QAction* shortcuts = help->addAction(tr("&Shortcuts and Colours"), this, &MainWindow::showShortcuts);
     shortcuts->setShortcut(QKeySequence::HelpContents);
     help->addAction(tr("&About Lockstep"), this, &MainWindow::showAbout);
 }
@@ -354,15 +356,46 @@ QList<QPair<QString, QString>> MainWindow::shortcutList()
         {"Ctrl+Shift+R", tr("Launch: sweep over the bucket list")},
         {"Ctrl+.", tr("Launch: cancel")},
         {tr("↑ / ↓, Page Up / Down"), tr("What if: step the focused field; on the bucket slider a quarter / a whole octave")},
-        {"F1", tr("This list")},
+        {"F1", tr("This list, and what each colour means")},
         {"Ctrl+Q", tr("Quit")},
     };
+}
+
+QList<QPair<QColor, QString>> MainWindow::colourLegend()
+{
+    using core::SpanKind;
+    QList<QPair<QColor, QString>> out = {
+        {palette::spanKindColor(SpanKind::DataLoad), tr("data loading (not training work)")},
+        {palette::spanKindColor(SpanKind::Forward), tr("forward; also compute only in the breakdowns")},
+        {palette::spanKindColor(SpanKind::Backward), tr("backward")},
+        {palette::spanKindColor(SpanKind::Optimizer), tr("optimizer step")},
+        {palette::spanKindColor(SpanKind::Wait), tr("wait for buckets: the training thread blocked at the end of backward")},
+    };
+    for (int b = 0; b < palette::kBucketColorCount; ++b)
+        out.append({palette::bucketColor(b), tr("all-reduce of bucket %1 (the colours repeat every %2 buckets)")
+                                                 .arg(b)
+                                                 .arg(palette::kBucketColorCount)});
+    out += {
+        {palette::spanKindColor(SpanKind::Kernel), tr("GPU kernel (compute)")},
+        {palette::spanKindColor(SpanKind::Memcpy), tr("memcpy; also memory only in the breakdowns")},
+        {palette::spanKindColor(SpanKind::Memset), tr("memset")},
+        {palette::spanKindColor(SpanKind::Other), tr("other: neither compute, communication nor memory")},
+        {palette::overlappedColor(), tr("strip under the comm lane: communication hidden behind compute (overlapped)")},
+        {palette::exposedColor(), tr("strip under the comm lane: exposed communication (no compute beside it)")},
+        {palette::idleColor(), tr("idle in the breakdowns")},
+        {palette::stragglerFill(), tr("rank header: the step's late rank (\"late · others waited X\")")},
+        {palette::stragglerColor(), tr("the run's straggler, when the evidence names one")},
+        {palette::gradReadyTick(), tr("tick: a gradient became ready")},
+        {palette::measureEdge(), tr("Shift+drag: the measured range")},
+        {palette::searchMatch(), tr("search match")},
+    };
+    return out;
 }
 
 void MainWindow::showShortcuts()
 {
     QDialog dialog(this);
-    dialog.setWindowTitle(tr("Keyboard shortcuts"));
+    dialog.setWindowTitle(tr("Shortcuts and colours"));
     const auto list = shortcutList();
     auto* table = new QTableWidget(int(list.size()), 2, &dialog);
     table->setHorizontalHeaderLabels({tr("Keys"), tr("Action")});
@@ -374,12 +407,31 @@ void MainWindow::showShortcuts()
     table->horizontalHeader()->setStretchLastSection(true);
     table->setEditTriggers(QAbstractItemView::NoEditTriggers);
     table->resizeColumnsToContents();
+    // The colours: a swatch and its meaning (the timeline has no room for a legend of its own).
+    const auto legend = colourLegend();
+    auto* colours = new QTableWidget(int(legend.size()), 2, &dialog);
+    colours->setObjectName(QStringLiteral("colourLegend"));
+    colours->setHorizontalHeaderLabels({tr("Colour"), tr("Meaning")});
+    for (int i = 0; i < legend.size(); ++i) {
+        auto* swatch = new QTableWidgetItem;
+        swatch->setBackground(legend[i].first);
+        swatch->setToolTip(legend[i].first.name());
+        colours->setItem(i, 0, swatch);
+        colours->setItem(i, 1, new QTableWidgetItem(legend[i].second));
+    }
+    colours->verticalHeader()->hide();
+    colours->horizontalHeader()->setStretchLastSection(true);
+    colours->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    colours->setColumnWidth(0, 60);
+    auto* tabs = new QTabWidget(&dialog);
+    tabs->addTab(table, tr("Shortcuts"));
+    tabs->addTab(colours, tr("Colours"));
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, &dialog);
     connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
     auto* layout = new QVBoxLayout(&dialog);
-    layout->addWidget(table);
+    layout->addWidget(tabs);
     layout->addWidget(buttons);
-    dialog.resize(640, 640);
+    dialog.resize(680, 640);
     dialog.exec();
 }
 
@@ -490,9 +542,9 @@ void MainWindow::addRun(LoadedRunPtr run)
         m_open.push_back(run);
     m_current = run;
     addRecent(run->path);
-    statusBar()->showMessage(tr("Opened %1 (%2 ranks, %3 steps, %4 spans)")
+    statusBar()->showMessage(tr("Opened %1 (%2, %3 steps, %4 spans)")
                                  .arg(run->label)
-                                 .arg(run->summary().worldSize)
+                                 .arg(formatRanks(run->summary().worldSize))
                                  .arg(run->summary().steps)
                                  .arg(run->summary().spans),
                              6000);

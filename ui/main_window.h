@@ -9,6 +9,7 @@
 
 #include <QDateTime>
 #include <QHash>
+#include <QColor>
 #include <QMainWindow>
 #include <QStringList>
 
@@ -38,7 +39,8 @@ public:
 
     struct Options {
         bool persistent = true; // read and write QSettings (off for screenshots)
-        QString workspace;      // empty: from settings, else ./runs
+        QString workspace;      // empty: from settings, else ./runs (lockstep-ui RUN.db...: the
+                                //   first run's folder, app/lockstep_ui_main.cpp)
         bool scanWorkspace = true;
     };
     explicit MainWindow(const Options& options);
@@ -84,6 +86,8 @@ public:
     // The shortcut table shown by Help > Shortcuts: (keys or gesture, what). Every key and mouse
     // gesture of the app is in it.
     static QList<QPair<QString, QString>> shortcutList();
+    // Help > Shortcuts and colours: what each colour of the timeline and the breakdowns means.
+    static QList<QPair<QColor, QString>> colourLegend();
 
 signals:
     void runOpened(lockstep::ui::LoadedRunPtr run);

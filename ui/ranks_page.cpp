@@ -179,9 +179,9 @@ void RanksPage::setRun(LoadedRunPtr run)
     m_heatmap->setMetric(RankStepMatrix::Metric(metric));
     m_heatmap->setModel(m_run ? m_run->timeline : nullptr);
     m_model->setRun(m_run);
-    m_title->setText(m_run ? tr("%1 — %2 ranks (click a cell to show that rank and step in the timeline)")
+    m_title->setText(m_run ? tr("%1 — %2 (click a cell to show that rank and step in the timeline)")
                                  .arg(m_run->label)
-                                 .arg(m_run->analysis->ranks.size())
+                                 .arg(formatRanks(qint64(m_run->analysis->ranks.size())))
                            : tr("No run open"));
 }
 

@@ -111,8 +111,9 @@ QVariant BucketTableModel::headerData(int section, Qt::Orientation orientation, 
     if (role == Qt::ToolTipRole) {
         switch (section) {
         case ReadyToLaunch: return tr("From the bucket's last gradient-ready instant to its all-reduce's launch");
-        case Duration: return tr("All-reduce duration, launch to completion");
-        case Algbw: return tr("bytes / duration");
+        case Duration: return tr("All-reduce duration, from each rank's own launch to its completion: an early rank's "
+                                 "includes waiting for the late one (see Skew)");
+        case Algbw: return tr("bytes / mean duration; with a large skew it measures the waiting more than the link");
         case Busbw: return tr("algbw × 2(N−1)/N (the nccl-tests convention)");
         case Skew: return tr("Arrival skew: last rank's launch − first rank's launch");
         case WaitCaused: return tr("Mean over the other ranks of (late launch − their launch)");
@@ -236,10 +237,10 @@ void SummaryPanel::setRun(LoadedRunPtr run)
         return std::isfinite(v) && s.stepTimeMs > 0 ? QStringLiteral(" (%1 %)").arg(100.0 * v / s.stepTimeMs, 0, 'f', 1) : QString();
     };
     QString h = QStringLiteral("<h3 style='margin:0'>%1</h3>").arg(m_run->label.toHtmlEscaped());
-    h += tr("%1, %2 rank(s), %3 / %4, bucket cap %5<br>")
-             .arg(displayText(s.model, 40).toHtmlEscaped())
-             .arg(s.worldSize)
-             .arg(displayText(s.backend, 20).toHtmlEscaped(), displayText(s.device, 20).toHtmlEscaped(), formatBytes(double(s.bucketCapBytes)));
+    h += tr("%1, %2, %3 / %4, bucket cap %5<br>")
+             .arg(displayText(s.model, 40).toHtmlEscaped(), formatRanks(s.worldSize))
+             .arg(displayText(s.backend, 20).toHtmlEscaped(), displayText(s.device, 20).toHtmlEscaped(),
+                  s.bucketCapBytes > 0 ? formatBytes(double(s.bucketCapBytes)) : tr("unknown"));
     h += tr("Steady steps: %1<br>").arg(QString::fromStdString(s.steady.describe()).toHtmlEscaped());
     h += QStringLiteral("<table cellspacing='0' cellpadding='1'>");
     h += row(tr("step time"), QStringLiteral("<b>%1</b>").arg(ms(s.stepTimeMs)));
@@ -255,18 +256,17 @@ void SummaryPanel::setRun(LoadedRunPtr run)
 
     // The straggler verdict and the evidence behind it (core's StragglerEvidence).
     const core::StragglerEvidence& e = s.straggler;
+    // One number against one bar: its systematic delay against the most the run's jitter and the
+    // healthy ranks' spread explain, both in the same unit. Core tests the difference of median
+    // latenesses, which is the delay times N/(N-1) (stragglers.cpp, criterion 2), so the floors
+    // scale back by the same factor; the verdict is the same comparison (the report's text gives
+    // the test in its own units).
+    const double toDelay = s.worldSize > 1 ? double(s.worldSize - 1) / s.worldSize : 1.0;
+    const double explained = std::max(e.noiseFloorNs, e.rankFloorNs) * toDelay;
     h += QStringLiteral("<p style='margin-top:6px'><b>%1</b> ").arg(tr("Straggler:"));
     if (!s.multiRank || !e.applicable) {
-        h += tr("not applicable (%1)").arg(s.multiRank ? tr("no bucket all-reduces recorded") : tr("one rank"));
+        h += tr("not applicable (%1)").arg(s.multiRank ? QString::fromStdString(e.notApplicable) : tr("one rank"));
     } else if (e.straggler) {
-        // One number against one bar: its systematic delay against the most the run's jitter and
-        // the healthy ranks' spread explain, both in the same unit. Core tests the difference of
-        // median latenesses, which is the delay times N/(N-1) (stragglers.cpp, criterion 2), so
-        // the floors scale back by the same factor; the verdict is the same comparison (the
-        // report's text gives the test in its own units).
-        const double toDelay =
-            e.latenessAboveOthersNs > 0 ? e.systematicDelayNs / e.latenessAboveOthersNs : 1.0;
-        const double explained = std::max(e.noiseFloorNs, e.rankFloorNs) * toDelay;
         h += tr("<span style='color:%1'><b>rank %2</b></span> — late in %3 of %4 steady steps; the others waited %5 per step for it "
                 "(%6 of the step time). It typically launches %7 after them, where the run's own jitter explains at most "
                 "%8 (confidence %9)")
@@ -280,6 +280,7 @@ void SummaryPanel::setRun(LoadedRunPtr run)
                       e.chance < 0.0005 ? tr("> 99.9 %") : formatPercent(e.confidence()));
     } else if (e.candidate >= 0) {
         QStringList missing;
+        const double delay = std::max(0.0, e.systematicDelayNs);
         // Core's rule: late in most steady steps, and more often than noise alone would make
         // some rank late (chance <= 5 %).
         if (!e.mostSteps)
@@ -295,19 +296,22 @@ void SummaryPanel::setRun(LoadedRunPtr run)
                             : tr("its systematic delay, %1 (%2 of the step), is under 5 %; the rest of the wait it "
                                  "caused is jitter")
                                   .arg(formatDuration(e.systematicDelayNs), formatPercent(e.delayFraction)));
+        // In the straggler sentence's units: its systematic delay against what the run's jitter
+        // (noise floor) or the healthy ranks' spread (rank floor) explain.
         if (!e.clearsNoise)
             missing << (e.latenessAboveOthersNs >= e.noiseFloorNs && e.latenessAboveOthersNs > 0
-                            ? tr("its lateness (%1) is within the spread of the other ranks (rank floor %2)")
-                                  .arg(formatDuration(e.latenessAboveOthersNs), formatDuration(e.rankFloorNs))
-                            : tr("its lateness (%1) does not clear the noise floor (%2)")
-                                  .arg(formatDuration(e.latenessAboveOthersNs), formatDuration(e.noiseFloorNs)));
+                            ? tr("its delay (%1) is within how far the other ranks sit apart (%2)")
+                                  .arg(formatDuration(delay), formatDuration(e.rankFloorNs * toDelay))
+                            : tr("its delay (%1) is within what the run's own jitter explains (%2)")
+                                  .arg(formatDuration(delay), formatDuration(e.noiseFloorNs * toDelay)));
         h += tr("none. Rank %1 was late most often, but %2.").arg(e.candidate).arg(missing.join(tr("; ")));
     } else {
         h += tr("none");
     }
     // Why it is late, from the kernel's scheduler statistics of the training threads.
-    if (s.multiRank && e.applicable && e.candidate >= 0 && std::isfinite(e.cpuMs)) {
-        const QString why = QString::fromUtf8(core::stragglerCauseText(e.cause));
+    if (s.multiRank && e.applicable && e.candidate >= 0 && std::isfinite(e.cpuMs)
+        && (e.straggler || e.delayFraction >= 0.05)) {
+        const QString why = e.causeWorthStating() ? QString::fromUtf8(core::stragglerCauseText(e.cause)) : QString();
         h += tr("<br>Rank %1's training thread per step: %2 on a CPU (others %3), %4 waiting for one (others %5)%6")
                  .arg(e.candidate)
                  .arg(ms(e.cpuMs), ms(e.othersCpuMs), ms(e.runqMs), ms(e.othersRunqMs),

@@ -228,9 +228,9 @@ void TimelinePage::setRun(LoadedRunPtr run)
     m_timeline->setRankOrder(RankOrder(m_order->currentData().toInt()));
     m_timeline->fitAll();
     const auto& s = m_run->summary();
-    static_cast<ElidedLabel*>(m_title)->setFullText(tr("%1 — %2, %3 ranks, bucket %4, step %5, overlap %6")
+    static_cast<ElidedLabel*>(m_title)->setFullText(tr("%1 — %2, %3, bucket %4, step %5, overlap %6")
                                                         .arg(m_run->label, displayText(s.model, 40))
-                                                        .arg(s.worldSize)
+                                                        .arg(formatRanks(s.worldSize))
                                                         .arg(formatBytes(double(s.bucketCapBytes)), formatMs(s.stepTimeMs),
                                                              s.multiRank ? formatPercent(s.overlapRatio) : tr("n/a (one rank)")));
     {
@@ -295,28 +295,37 @@ void TimelinePage::focusStep(int step, double replayFraction)
         return;
     m_step->setValue(step);
     m_timeline->zoomToStep(step);
-    // Rank 0's largest all-reduce of the step: the bucket whose cost is most worth seeing.
+    selectLargestCollective(0, step);
+    if (m_replay->setStep(step))
+        m_replay->setFraction(replayFraction);
+    showSelection();
+}
+
+// The rank's largest all-reduce of the step: the bucket whose cost is most worth seeing.
+void TimelinePage::selectLargestCollective(int rank, int step)
+{
     const core::Run& run = *m_run->run;
     qint64 best = -1;
     for (size_t i = 0; i < run.spans.size(); ++i) {
         const core::Span& s = run.spans[i];
-        if (s.step != step || !core::isCommunication(s.kind) || run.lanes[s.lane.v].rank != 0)
+        if (s.step != step || !core::isCommunication(s.kind) || run.lanes[s.lane.v].rank != rank)
             continue;
         if (best < 0 || s.bytes > run.spans[size_t(best)].bytes)
             best = qint64(i);
     }
     if (best >= 0)
         m_timeline->select(SpanRef{0, best});
-    if (m_replay->setStep(step))
-        m_replay->setFraction(replayFraction);
-    showSelection();
 }
 
 void TimelinePage::jumpTo(int rank, int step)
 {
-    if (step >= 0) {
+    if (step >= 0 && m_run) {
         m_step->setValue(step);
         m_timeline->zoomToStep(step);
+        // The details panel and the replay follow the jump (they showed the old step).
+        selectLargestCollective(rank, step);
+        m_replay->setStep(step);
+        showSelection();
     }
     m_timeline->revealRank(0, rank);
 }

@@ -71,6 +71,7 @@ protected:
 
 private:
     void showSelection();
+    void selectLargestCollective(int rank, int step);
     void runSearch();
     void updateSearchCount();
 

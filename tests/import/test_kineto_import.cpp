@@ -656,8 +656,11 @@ TEST(KinetoImport, GoldenGlooBucketIsTheSameSpansOnEveryRank)
             EXPECT_EQ(sk.lateRank, 1);
             EXPECT_EQ(sk.waitCaused, sk.skew);
         }
-        EXPECT_EQ(rep.evidence.stepsLate, 2);
-        EXPECT_NEAR(rep.evidence.waitFraction, 100.0 / 1000.0, 1e-12);
+        // The skews are what the trace says; but its timestamps count from each profiler's start,
+        // so no straggler verdict rests on them (stragglers.cpp), and the evidence says why.
+        EXPECT_FALSE(rep.evidence.applicable);
+        EXPECT_NE(rep.evidence.notApplicable.find("clocks are not comparable"), std::string::npos);
+        EXPECT_TRUE(rep.stragglers.empty());
     }
 }
 

@@ -264,6 +264,23 @@ void TestUiApp::shortcutsAndPages()
         QTest::keyClick(&w, Qt::Key(Qt::Key_1 + page), Qt::ControlModifier);
         QCOMPARE(w.currentPage(), page);
     }
+    // The colour legend names every span kind the timeline paints and both overlap strips, each
+    // with its own colour where they mean different things.
+    const auto legend = MainWindow::colourLegend();
+    QStringList meanings;
+    for (const auto& [colour, meaning] : legend)
+        meanings << meaning;
+    for (const char* m : {"forward", "backward", "optimizer", "wait for buckets", "all-reduce of bucket 0", "exposed",
+                          "overlapped", "late rank", "memcpy", "gradient became ready"})
+        QVERIFY2(meanings.filter(QString::fromUtf8(m)).size() >= 1, m);
+    const auto colourOf = [&](const char* m) {
+        for (const auto& [colour, meaning] : legend)
+            if (meaning.contains(QString::fromUtf8(m)))
+                return colour;
+        return QColor();
+    };
+    QVERIFY(colourOf("strip under the comm lane: exposed") != colourOf("strip under the comm lane: communication hidden"));
+    QVERIFY(colourOf("wait for buckets") != colourOf("backward"));
     // Every listed shortcut names a key and an action; the menus carry the same keys.
     const auto list = MainWindow::shortcutList();
     QVERIFY(list.size() >= 10);

@@ -133,4 +133,9 @@ QString formatStepLabel(int32_t step, bool warmup)
     return warmup ? QStringLiteral("(%1)").arg(step) : QString::number(step);
 }
 
+QString formatRanks(qint64 n)
+{
+    return n == 1 ? QStringLiteral("1 rank") : QStringLiteral("%1 ranks").arg(n);
+}
+
 } // namespace lockstep::ui

@@ -36,5 +36,7 @@ QString formatSignedMs(double ms);
 // A step on a chart axis: "12", or "(2)" for a warm-up step (drawn, but left out of the run's
 // numbers; the Charts page and the Ranks heatmap say so in their axis titles).
 QString formatStepLabel(int32_t step, bool warmup);
+// "1 rank", "4 ranks": every heading that counts ranks.
+QString formatRanks(qint64 n);
 
 } // namespace lockstep::ui

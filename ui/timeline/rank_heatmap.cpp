@@ -293,7 +293,8 @@ void RankHeatmap::paintEvent(QPaintEvent*)
     bold.setBold(true);
     p.setFont(bold);
     p.setPen(palette::headerText());
-    const QString title = tr("%1 per rank and step (ms)").arg(QString::fromUtf8(RankStepMatrix::metricName(m_metric)));
+    // The scale's ends carry their own units (formatMs: "830 µs", "17.4 s").
+    const QString title = tr("%1 per rank and step").arg(QString::fromUtf8(RankStepMatrix::metricName(m_metric)));
     p.drawText(QRect(plot.left(), 0, plot.width() / 2, kTop - 6), Qt::AlignVCenter | Qt::AlignLeft, title);
     p.setFont(small);
     const int rampW = std::min(220, plot.width() / 3);
