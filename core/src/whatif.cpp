@@ -830,8 +830,16 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
             for (const LinkProbePoint& p : *probe)
                 probePoints.emplace_back(static_cast<double>(p.bytes) * factor, static_cast<double>(p.ns));
         const Line fromProbe = fitLine(probePoints);
+        // A larger message that took less time says the probe was disturbed (a rank descheduled
+        // for longer than the transfer): its line would be noise.
+        std::sort(probePoints.begin(), probePoints.end());
+        bool monotone = true;
+        for (size_t i = 1; i < probePoints.size(); ++i)
+            monotone = monotone && probePoints[i].second >= probePoints[i - 1].second;
         if (!probe) {
             probeNote = "the startup probe is unreadable (" + probe.error().message + ") and was not used";
+        } else if (!monotone) {
+            probeNote = "the startup probe was disturbed (a larger message took less time) and was not used";
         } else if (fromProbe.separable) {
             d.link.probeLatencyNs = fromProbe.intercept / rounds;
             if (!line.separable) {

@@ -114,7 +114,7 @@ public:
     // The link at a few bucket sizes (float32 bytes), before training: each size `repeats`
     // times through the path a bucket of that size takes (the pairwise exchange and its sum, the
     // ring all-reduce, the bf16 all-gather), timed on this rank from a barrier's release to the
-    // completion; the median per size (whatif.h, kLinkProbeKey). Collective: every rank calls it
+    // completion; the fastest per size (whatif.h, kLinkProbeKey). Collective: every rank calls it
     // with the same sizes. Empty on a world of one.
     std::vector<std::pair<int64_t, TimeNs>> probeLink(const std::vector<int64_t>& bucketBytes, int repeats);
     // Before each backward: `sync` = this backward's gradients are averaged (the last micro-batch).

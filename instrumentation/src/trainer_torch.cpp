@@ -414,8 +414,8 @@ void Trainer::setup()
     m_rankInfo.clockSyncStartNs = at;
 
     m_reducer->broadcastParameters();
-    // The link at three small sizes (whatif.h, kLinkProbeKey), nine times each (~30 ms on
-    // 127.0.0.1): lets `lockstep predict` tell the link's latency from its bandwidth when the
+    // The link at three small sizes (whatif.h, kLinkProbeKey), the fastest of nine each (~30 ms
+    // on 127.0.0.1): lets `lockstep predict` tell the link's latency from its bandwidth when the
     // run's own buckets all have one size.
     std::vector<core::LinkProbePoint> probe;
     if (m_o.record && m_env.world > 1) {

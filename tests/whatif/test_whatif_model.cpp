@@ -119,6 +119,12 @@ TEST(WhatIfFit, StartupProbeGivesTheLatencyOneBucketSizeCannot)
     EXPECT_TRUE(hasNote(slow.notes(), "exceeds this run's own transfer times"));
     EXPECT_TRUE(hasNote(slow.notes(), "latency cannot be told apart"));
 
+    // A disturbed probe (4 KiB slower than 64 KiB) is not used.
+    run.config.extra[kLinkProbeKey] = "1024:30000,4096:18000";
+    const WhatIfModel disturbed = modelOf(run);
+    EXPECT_FALSE(disturbed.link().latencyFromProbe);
+    EXPECT_TRUE(hasNote(disturbed.notes(), "startup probe was disturbed"));
+
     // An unreadable probe is named, never a failure to model.
     run.config.extra[kLinkProbeKey] = "1024:12000,x";
     const WhatIfModel bad = modelOf(run);
