@@ -14,6 +14,8 @@
 
 #include <filesystem>
 
+#include <sys/stat.h>
+
 using namespace lockstep::core;
 using namespace dbtest;
 namespace test = lockstep::test;
@@ -216,4 +218,75 @@ TEST_F(CliCore, aFullDiskLeavesNoPartialOutput)
     EXPECT_EQ(cli({"export", big, "--chrome", m_dir.file("big.json")}).exitCode, 0);
     std::filesystem::remove(m_dir.file("big.json"));
     expectOnly({"big.db", "run.db"});
+}
+
+// Audit #3: `export --chrome /dev/full --force` replaced the device node by a file. An output that
+// exists and is not a regular file (a device, a FIFO) is refused by every command; a symbolic
+// link to a regular file gets the new contents in the file it points to and stays a link.
+TEST_F(CliCore, outputsThatAreNotRegularFilesAreRefused)
+{
+    const std::string run = m_dir.file("run.db");
+    const std::string fifo = m_dir.file("pipe");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    // A FIFO stands for every special file (a device such as /dev/full: a test must not risk one).
+    for (const std::string& out : {fifo}) {
+        SCOPED_TRACE(out);
+        for (const std::vector<std::string>& args :
+             {std::vector<std::string>{"export", run, "--chrome", out, "--force"}, {"merge", run, "--out", out, "--force"},
+              {"import", m_dir.file("trace.json"), "--out", out, "--force"}}) {
+            if (args[0] == "import" && !exists(m_dir.file("trace.json")))
+                ASSERT_EQ(cli({"export", run, "--chrome", m_dir.file("trace.json")}).exitCode, 0);
+            const test::Outcome o = cli(args);
+            EXPECT_EQ(o.exitCode, 1) << args[0] << ": " << o.describe();
+            EXPECT_TRUE(contains(o.err, "is not a regular file")) << o.err;
+        }
+    }
+    EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+    // A link to a regular file: the file behind it is replaced, the link kept.
+    test::writeFile(m_dir.file("target.json"), "old");
+    std::filesystem::create_symlink("target.json", m_dir.file("link.json"));
+    const test::Outcome o = cli({"export", run, "--chrome", m_dir.file("link.json"), "--force"});
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    EXPECT_TRUE(std::filesystem::is_symlink(m_dir.file("link.json")));
+    EXPECT_TRUE(test::readFile(m_dir.file("target.json")).starts_with("{")) << "the target was not replaced";
+    // '-' (standard output elsewhere) is refused, not written as a file named '-' (audit #14g).
+    const test::Outcome dash =
+        test::run("/bin/sh", {"-c", "cd \"$1\" && exec \"$0\" export run.db --chrome -", test::cliPath(), m_dir.path()});
+    EXPECT_EQ(dash.exitCode, 1) << dash.describe();
+    EXPECT_TRUE(contains(dash.err, "standard output")) << dash.err;
+    expectOnly({"link.json", "pipe", "run.db", "target.json", "trace.json"});
+}
+
+// Audit #5: Ctrl-C or SIGTERM while export, merge or import writes left their hidden temporary
+// folders behind. Interrupted once the temporary folder exists (mid-write): exit 128+signal, the
+// output absent and nothing else left.
+TEST_F(CliCore, aSignalLeavesNoTemporaries)
+{
+    const std::string big = m_dir.file("big.db");
+    ASSERT_TRUE(saveRun(makeRun(4, 1500), big).has_value());
+    ASSERT_EQ(cli({"export", big, "--chrome", m_dir.file("big.json")}).exitCode, 0);
+    // A shell starts the CLI, waits for its temporary folder to appear, sends the signal and
+    // prints the CLI's exit status.
+    struct Case {
+        std::vector<std::string> args;
+        std::string out;
+    };
+    const std::vector<Case> cases{{{"export", big, "--chrome", m_dir.file("e.json")}, "e.json"},
+                                  {{"merge", big, "--out", m_dir.file("m.db")}, "m.db"},
+                                  {{"import", m_dir.file("big.json"), "--out", m_dir.file("i.db"), "-q"}, "i.db"}};
+    for (const Case& c : cases) {
+        for (const char* sig : {"INT", "TERM"}) {
+            SCOPED_TRACE(c.args[0] + std::string(" SIG") + sig);
+            std::vector<std::string> sh{"-c",
+                                        "d=\"$1\"; s=\"$2\"; shift 2; \"$@\" & pid=$!; "
+                                        "while kill -0 $pid 2>/dev/null; do ls -a \"$d\" | grep -q '[.]tmp-' && break; done; "
+                                        "kill -$s $pid; wait $pid; echo status=$?",
+                                        "sh", m_dir.path(), sig, test::cliPath()};
+            sh.insert(sh.end(), c.args.begin(), c.args.end());
+            const test::Outcome o = test::run("/bin/sh", sh, 60'000);
+            EXPECT_TRUE(contains(o.out, std::string("status=") + (std::string(sig) == "INT" ? "130" : "143")))
+                << o.describe();
+            expectOnly({"big.db", "big.json", "run.db"});
+        }
+    }
 }
