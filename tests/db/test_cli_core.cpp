@@ -290,3 +290,24 @@ TEST_F(CliCore, aSignalLeavesNoTemporaries)
         }
     }
 }
+
+// Audit #6, #7: merge made a chimera of shards from different runs, and a "completed" run of one
+// shard of a world of 2. Both refused, naming the field or the missing ranks; nothing written.
+TEST_F(CliCore, mergeRefusesShardsThatAreNotOneWholeRun)
+{
+    const std::string a = m_dir.file("rank0.db");
+    const std::string b = m_dir.file("rank1.db");
+    ASSERT_TRUE(saveRun(makeRun(1, 4, 0, 2), a).has_value());
+    lockstep::core::Run other = makeRun(1, 4, 1, 2);
+    other.config.modelArgs = "layers=24 width=32";
+    ASSERT_TRUE(saveRun(other, b).has_value());
+    const std::string out = m_dir.file("merged.db");
+    test::Outcome o = cli({"merge", a, b, "--out", out});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "come from different runs")) << o.err;
+    EXPECT_TRUE(contains(o.err, "model arguments")) << o.err;
+    o = cli({"merge", b, "--out", out});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "missing: rank 0")) << o.err;
+    expectOnly({"rank0.db", "rank1.db", "run.db"});
+}
