@@ -311,3 +311,37 @@ TEST_F(CliCore, mergeRefusesShardsThatAreNotOneWholeRun)
     EXPECT_TRUE(contains(o.err, "missing: rank 0")) << o.err;
     expectOnly({"rank0.db", "rank1.db", "run.db"});
 }
+
+// Audit #10, #11, #14b: a damaged trace imported "completed" with rc 0; --world-size below the
+// traces' ranks and --rank outside the world were accepted; a missing file was a usage error with
+// CLI11's words.
+TEST_F(CliCore, importRefusesDamagedTracesAndContradictoryFlags)
+{
+    const std::string trace = m_dir.file("trace.json");
+    ASSERT_EQ(cli({"export", m_dir.file("run.db"), "--chrome", trace}).exitCode, 0);
+    const std::string full = test::readFile(trace);
+    test::writeFile(m_dir.file("cut.json"), full.substr(0, full.size() / 2));
+    test::Outcome o = cli({"import", m_dir.file("cut.json"), "--out", m_dir.file("cut.db"), "-q"});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "damaged")) << o.err;
+    EXPECT_FALSE(exists(m_dir.file("cut.db")));
+    // The trace holds ranks 0 and 1 (an export of a 2-rank run).
+    o = cli({"import", trace, "--world-size", "1", "--out", m_dir.file("w.db"), "-q"});
+    EXPECT_EQ(o.exitCode, 2) << o.describe();
+    EXPECT_TRUE(contains(o.err, "--world-size")) << o.err;
+    o = cli({"import", trace, "--rank", "5", "--world-size", "2", "--out", m_dir.file("w.db"), "-q"});
+    EXPECT_EQ(o.exitCode, 2) << o.describe();
+    o = cli({"import", m_dir.file("missing.json"), "--out", m_dir.file("w.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "missing.json: no such file")) << o.err;
+    // The output is checked before the import starts.
+    o = cli({"import", trace, "--out", m_dir.file("nofolder/w.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "does not exist")) << o.err;
+    EXPECT_FALSE(contains(o.err, "importing")) << o.err;
+    // Range errors read like run's, not CLI11's 300-digit bounds (audit #14a).
+    o = cli({"import", trace, "--world-size", "0", "--out", m_dir.file("w.db")});
+    EXPECT_EQ(o.exitCode, 2);
+    EXPECT_TRUE(contains(o.err, "--world-size: 0 is out of range (1 to 1000000)")) << o.err;
+    expectOnly({"cut.json", "run.db", "trace.json"});
+}
