@@ -345,3 +345,43 @@ TEST_F(CliCore, importRefusesDamagedTracesAndContradictoryFlags)
     EXPECT_TRUE(contains(o.err, "--world-size: 0 is out of range (1 to 1000000)")) << o.err;
     expectOnly({"cut.json", "run.db", "trace.json"});
 }
+
+// Audit #12, #13, #14a, #14e: predict printed a negative step time for --compute-scale 1e300,
+// took gigabytes for --nproc 1048576, and with several outputs wrote some before failing on one
+// that existed.
+TEST_F(CliCore, predictChecksRangesAndEveryOutputFirst)
+{
+    const std::string run = m_dir.file("run.db");
+    const std::pair<std::vector<std::string>, std::string> cases[] = {
+        {{"--compute-scale", "1e300"}, "--compute-scale: 1e300 is out of range (0.01 to 100)"},
+        {{"--compute-scale", "0"}, "out of range (0.01 to 100)"},
+        {{"--link-gbps", "1e-12"}, "--link-gbps: 1e-12 is out of range (0.001 to 100000; 0 = not emulated)"},
+        {{"--link-gbps", "-1"}, "out of range"},
+        {{"--bucket-mb", "1e308"}, "--bucket-mb: 1e308 is out of range"},
+        {{"--bucket-mb", "0"}, "--bucket-mb: 0 is out of range"},
+        {{"--nproc", "1048576"}, "--nproc: 1048576 is out of range (1 to 4096)"},
+    };
+    for (const auto& [flags, message] : cases) {
+        std::vector<std::string> args{"predict", run};
+        args.insert(args.end(), flags.begin(), flags.end());
+        const test::Outcome o = cli(args);
+        EXPECT_EQ(o.exitCode, 2) << o.describe();
+        EXPECT_TRUE(contains(o.err, message)) << o.err;
+        EXPECT_LT(o.err.size(), 200u) << o.err;
+    }
+    EXPECT_EQ(cli({"advise", run, "--bucket-mb", "0"}).exitCode, 2);
+    // Every output checked before the first is written.
+    const std::string dir = m_dir.file("whatif");
+    test::Outcome o = cli({"predict", run, "--bucket-mb", "1,2", "--out-dir", dir});
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    const std::vector<std::string> written = test::listDir(dir);
+    ASSERT_EQ(written.size(), 2u);
+    std::filesystem::remove(dir + "/" + written[0]);
+    const std::string kept = test::readFile(dir + "/" + written[1]);
+    o = cli({"predict", run, "--bucket-mb", "1,2", "--out-dir", dir});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "already exists; pass --force to replace it\n")) << o.err;
+    EXPECT_FALSE(contains(o.err, "(--force overwrites)")) << o.err;
+    EXPECT_EQ(test::listDir(dir), std::vector<std::string>{written[1]}); // the first point was not written
+    EXPECT_TRUE(test::readFile(dir + "/" + written[1]) == kept);
+}
