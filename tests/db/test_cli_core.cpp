@@ -385,3 +385,34 @@ TEST_F(CliCore, predictChecksRangesAndEveryOutputFirst)
     EXPECT_EQ(test::listDir(dir), std::vector<std::string>{written[1]}); // the first point was not written
     EXPECT_TRUE(test::readFile(dir + "/" + written[1]) == kept);
 }
+
+// Audit #1, #8, #9, #14c, #14d: worker arguments after `--` are checked before anything starts
+// (launcher-owned flags, unknown flags, bad values, a flag given twice), the run file is never the
+// script `record` runs, an unknown command is named. Usage errors: exit 2, nothing written.
+TEST_F(CliCore, launchArgumentsAreCheckedBeforeAnythingStarts)
+{
+    const std::string out = m_dir.file("v.db");
+    const std::pair<std::vector<std::string>, std::string> cases[] = {
+        {{"run", "--nproc", "2", "--out", out, "--", "--out-dir", m_dir.file("elsewhere")}, "--out-dir is set by the launcher"},
+        {{"run", "--nproc", "2", "--out", out, "--", "--steps", "0"}, "--steps: 0 is out of range"},
+        {{"run", "--nproc", "2", "--out", out, "--", "--garbage"}, "'--garbage' is not a worker flag"},
+        {{"run", "--nproc", "2", "--out", out, "--steps", "3", "--", "--steps", "5"}, "--steps given twice"},
+        {{"run", "--nproc", "2", "--out", out, "--steps", "5", "--steps", "6"}, "--steps given twice"},
+        {{"sweep", "--nproc", "1,1", "--out-dir", m_dir.file("sw")}, "given twice"},
+        {{"bogus"}, "unknown command 'bogus'"},
+    };
+    for (const auto& [args, message] : cases) {
+        const test::Outcome o = cli(args);
+        EXPECT_EQ(o.exitCode, 2) << o.describe();
+        EXPECT_TRUE(contains(o.err, message)) << o.err;
+    }
+    const std::string script = m_dir.file("s.py");
+    test::writeFile(script, "print('hello')\n");
+    test::Outcome o = cli({"record", "--nproc", "2", "--out", script, "--force", "--", script});
+    EXPECT_EQ(o.exitCode, 2) << o.describe();
+    if (!contains(o.err, "unknown command 'record'")) { // a build without the Python recorder
+        EXPECT_TRUE(contains(o.err, "is also an input")) << o.err;
+    }
+    EXPECT_EQ(test::readFile(script), "print('hello')\n");
+    expectOnly({"run.db", "s.py"});
+}
