@@ -132,7 +132,8 @@ struct SweepCommand {
 // as lockstep-worker's): known flags with valid values, none the launcher sets for each rank
 // (--out-dir, --run-name, --quiet) and none given before `--` as well. Returns the training
 // options with them applied, for the checks between flags and the progress display.
-core::Result<job::TrainingOptions> withWorkerArgs(const TrainingFlags& given, const std::vector<std::string>& extra)
+core::Result<job::TrainingOptions> withWorkerArgs(const TrainingFlags& given, const std::vector<std::string>& extra,
+                                                  std::vector<std::string_view> commandOwns = {})
 {
     job::TrainingOptions o = given.options();
     std::vector<std::string_view> seen;
@@ -151,6 +152,8 @@ core::Result<job::TrainingOptions> withWorkerArgs(const TrainingFlags& given, co
             return core::fail("after --: " + std::string(flag->name)
                               + " is set by the launcher for every rank; leave it out"
                               + (flag->name == "--run-name" ? " (use --run-name before --)" : ""));
+        if (std::find(commandOwns.begin(), commandOwns.end(), flag->name) != commandOwns.end())
+            return core::fail("after --: " + std::string(flag->name) + " is this command's own flag; give it before --");
         if (given.given(flag->name) || std::find(seen.begin(), seen.end(), flag->name) != seen.end())
             return core::fail(std::string(flag->name) + " given twice (before and after --, or twice after --)");
         seen.push_back(flag->name);
@@ -249,7 +252,7 @@ int runMain(const RunCommand& cmd)
 int sweepMain(const SweepCommand& cmd)
 {
     const job::TrainingOptions base = cmd.training->options();
-    auto all = withWorkerArgs(*cmd.training, cmd.launcher.extra);
+    auto all = withWorkerArgs(*cmd.training, cmd.launcher.extra, {"--bucket-mb"});
     if (!all) {
         std::fprintf(stderr, "lockstep sweep: %s\n", all.error().message.c_str());
         return 2;

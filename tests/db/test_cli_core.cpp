@@ -399,6 +399,7 @@ TEST_F(CliCore, launchArgumentsAreCheckedBeforeAnythingStarts)
         {{"run", "--nproc", "2", "--out", out, "--steps", "3", "--", "--steps", "5"}, "--steps given twice"},
         {{"run", "--nproc", "2", "--out", out, "--steps", "5", "--steps", "6"}, "--steps given twice"},
         {{"sweep", "--nproc", "1,1", "--out-dir", m_dir.file("sw")}, "given twice"},
+        {{"sweep", "--nproc", "1", "--out-dir", m_dir.file("sw"), "--", "--bucket-mb", "4"}, "give it before --"},
         {{"bogus"}, "unknown command 'bogus'"},
     };
     for (const auto& [args, message] : cases) {
@@ -406,6 +407,14 @@ TEST_F(CliCore, launchArgumentsAreCheckedBeforeAnythingStarts)
         EXPECT_EQ(o.exitCode, 2) << o.describe();
         EXPECT_TRUE(contains(o.err, message)) << o.err;
     }
+    // Sweep: the run file of a later point that exists is found before the first point runs.
+    std::filesystem::create_directory(m_dir.file("sw"));
+    test::writeFile(m_dir.file("sw/mlp-n2-b25.db"), "an earlier sweep");
+    test::Outcome sw = cli({"sweep", "--nproc", "1,2", "--out-dir", m_dir.file("sw")});
+    EXPECT_EQ(sw.exitCode, 2) << sw.describe();
+    EXPECT_TRUE(contains(sw.err, "mlp-n2-b25.db already exists")) << sw.err;
+    EXPECT_EQ(test::listDir(m_dir.file("sw")), std::vector<std::string>{"mlp-n2-b25.db"});
+    std::filesystem::remove_all(m_dir.file("sw"));
     const std::string script = m_dir.file("s.py");
     test::writeFile(script, "print('hello')\n");
     test::Outcome o = cli({"record", "--nproc", "2", "--out", script, "--force", "--", script});
