@@ -665,7 +665,15 @@ int Trainer::run()
     }
     if (!m_envRead) {
         // No rank yet (RANK=5 with WORLD_SIZE=2, a bad MASTER_PORT): not "rank 0 failed"; a usage error.
-        std::printf("%s\n", job::failedLine(-1, cause).c_str());
+        // The protocol line names the rank the launcher gave (RANK), if it is a number at all.
+        int rank = -1;
+        if (const char* r = std::getenv("RANK"); r && *r) {
+            char* end = nullptr;
+            const long v = std::strtol(r, &end, 10);
+            if (*end == '\0' && v >= 0 && v <= 1'000'000)
+                rank = static_cast<int>(v);
+        }
+        std::printf("%s\n", job::failedLine(rank, cause).c_str());
         std::fflush(stdout);
         std::fprintf(stderr, "lockstep worker: cannot start: %s\n", cause.c_str());
         return 2;
