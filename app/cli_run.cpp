@@ -174,6 +174,15 @@ core::Result<job::TrainingOptions> withWorkerArgs(const TrainingFlags& given, co
     return o;
 }
 
+// What this build's lockstep-worker cannot do, known before it starts (it would fail at setup,
+// after the launch, with exit 1): its trainer runs on the CPU only.
+core::Status checkWorkerCanRun(const job::TrainingOptions& o)
+{
+    if (o.device != "cpu")
+        return core::fail("--device " + o.device + ": lockstep-worker trains on the CPU only in this build");
+    return {};
+}
+
 // The launch of one run: the worker (lockstep-worker beside this executable) with the options
 // as arguments. A usage error (exit 2) when the worker is missing.
 core::Result<job::LaunchOptions> launchOptions(const job::TrainingOptions& training, int nproc, const std::string& out,
@@ -211,6 +220,10 @@ int runMain(const RunCommand& cmd)
         return 2;
     }
     if (auto s = job::checkOptions(*all, cmd.nproc); !s) {
+        std::fprintf(stderr, "lockstep run: %s\n", s.error().message.c_str());
+        return 2;
+    }
+    if (auto s = checkWorkerCanRun(*all); !s) {
         std::fprintf(stderr, "lockstep run: %s\n", s.error().message.c_str());
         return 2;
     }
@@ -265,6 +278,10 @@ int sweepMain(const SweepCommand& cmd)
             t.bucketMb = mb;
             if (auto s = job::checkOptions(t, n); !s) {
                 std::fprintf(stderr, "lockstep sweep: %s (--nproc %d)\n", s.error().message.c_str(), n);
+                return 2;
+            }
+            if (auto s = checkWorkerCanRun(t); !s) {
+                std::fprintf(stderr, "lockstep sweep: %s\n", s.error().message.c_str());
                 return 2;
             }
             // The same point twice would write one run file twice; an existing run file (without

@@ -401,6 +401,8 @@ TEST_F(CliCore, launchArgumentsAreCheckedBeforeAnythingStarts)
         {{"sweep", "--nproc", "1,1", "--out-dir", m_dir.file("sw")}, "given twice"},
         {{"sweep", "--nproc", "1", "--out-dir", m_dir.file("sw"), "--", "--bucket-mb", "4"}, "give it before --"},
         {{"bogus"}, "unknown command 'bogus'"},
+        {{"run", "--nproc", "2", "--out", out, "--device", "cuda"}, "trains on the CPU only"},
+        {{"sweep", "--nproc", "1", "--out-dir", m_dir.file("sw"), "--device", "cuda"}, "trains on the CPU only"},
     };
     for (const auto& [args, message] : cases) {
         const test::Outcome o = cli(args);
