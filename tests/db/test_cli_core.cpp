@@ -334,6 +334,14 @@ TEST_F(CliCore, importRefusesDamagedTracesAndContradictoryFlags)
     o = cli({"import", m_dir.file("missing.json"), "--out", m_dir.file("w.db")});
     EXPECT_EQ(o.exitCode, 1) << o.describe();
     EXPECT_TRUE(contains(o.err, "missing.json: no such file")) << o.err;
+    // Not a trace: the path is named once ("X: X is not a trace" before).
+    const std::string notes = m_dir.file("notes.txt");
+    test::writeFile(notes, "hello\n");
+    o = cli({"import", notes, "--out", m_dir.file("w.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "is not a trace")) << o.err;
+    EXPECT_EQ(o.err.find(notes), o.err.rfind(notes)) << o.err;
+    std::filesystem::remove(notes);
     // The output is checked before the import starts.
     o = cli({"import", trace, "--out", m_dir.file("nofolder/w.db")});
     EXPECT_EQ(o.exitCode, 1) << o.describe();
