@@ -54,6 +54,7 @@ int runExport(const CoreArgs& a)
     auto output = core::OutputFile::create(a.chromeOut, a.exportForce, {a.run});
     if (!output)
         return fail(output.error().message);
+    core::removeOutputsOnSignal();
     auto run = core::loadRun(a.run);
     if (!run)
         return fail(run.error().message);
@@ -68,6 +69,7 @@ int runExport(const CoreArgs& a)
 
 int runMerge(const CoreArgs& a)
 {
+    core::removeOutputsOnSignal();
     core::MergeOptions options;
     options.overwrite = a.force;
     auto stats = core::mergeRunFiles(a.shards, a.mergeOut, options);

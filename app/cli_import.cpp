@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <unistd.h>
@@ -31,11 +32,35 @@ struct ImportArgs {
 
 int runImport(const ImportArgs& a)
 {
-    // The run database is written whole or not at all (saveRun); refuse an output that is a trace.
+    // Flags that contradict each other: usage errors, before anything is read.
+    if (a.rank >= 0 && a.worldSize > 0 && int64_t(a.rank) + int64_t(a.files.size()) > a.worldSize) {
+        std::cerr << "lockstep import: --rank " << a.rank << " with " << a.files.size() << " file(s) needs ranks up to "
+                  << (int64_t(a.rank) + int64_t(a.files.size()) - 1) << ", outside --world-size " << a.worldSize << "\n";
+        return 2;
+    }
+    for (const std::string& f : a.files) {
+        std::error_code ec;
+        const auto st = std::filesystem::status(f, ec);
+        if (!std::filesystem::exists(st)) {
+            std::cerr << "lockstep import: " << f << ": no such file\n";
+            return 1;
+        }
+        if (std::filesystem::is_directory(st)) {
+            std::cerr << "lockstep import: " << f << ": is a folder; give the trace files in it\n";
+            return 1;
+        }
+    }
+    // The run database is written whole or not at all (saveRun); refuse an output that is a trace,
+    // a folder, a device, or an existing file without --force before the import starts.
     if (auto s = core::refuseOutputIsInput(a.out, a.files); !s) {
         std::cerr << "lockstep import: " << s.error().message << "\n";
         return 1;
     }
+    if (auto s = core::checkOutputPath(a.out, a.force); !s) {
+        std::cerr << "lockstep import: " << s.error().message << "\n";
+        return 1;
+    }
+    core::removeOutputsOnSignal();
     core::ImportOptions options;
     if (a.rank >= 0)
         options.rank = a.rank;
@@ -73,7 +98,8 @@ int runImport(const ImportArgs& a)
         if (tty && lastShown >= 0 && lastShown < 100)
             std::fputc('\n', stderr);
         std::cerr << "lockstep import: " << stats.error().message << "\n";
-        return 1;
+        // --rank / --world-size that do not fit the traces: a usage error.
+        return stats.error().message.starts_with("--") ? 2 : 1;
     }
     std::cout << "imported " << stats->files << " file(s) into " << a.out << ": " << stats->ranks << " rank(s), world size "
               << stats->worldSize << ", " << stats->steps << " step rows, " << stats->lanes << " lanes, " << stats->spans
@@ -96,15 +122,13 @@ void registerImportCommands(CLI::App& app)
         "run database. GPU kernels, copies and memsets belong to the step that launched them (correlation "
         "ids); device work without a launch record is counted in the diagnostics. Names longer than "
         + std::to_string(core::kImportNameLimit) + " bytes are cut (counted as \"name truncated\")");
-    cmd->add_option("files", args->files, "trace files, one per rank (format detected from content)")
-        ->required()
-        ->check(CLI::ExistingFile);
+    cmd->add_option("files", args->files, "trace files, one per rank (format detected from content)")->required();
     cmd->add_option("-o,--out", args->out, "run database to write")->required();
     cmd->add_option("--rank", args->rank, "rank of the first file; the next files get the following ranks "
                                           "(default: distributedInfo in the trace, else file order)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(integerCheck(0, 1'000'000));
     cmd->add_option("--world-size", args->worldSize, "world size of the run (default: from the traces)")
-        ->check(CLI::PositiveNumber);
+        ->check(integerCheck(1, 1'000'000));
     cmd->add_option("--warmup", args->warmup,
                     "the first N steps of the trace (its N lowest step numbers, wherever the profiler's "
                     "schedule started counting) are warm-up and left out of run-level numbers; default "
@@ -112,7 +136,7 @@ void registerImportCommands(CLI::App& app)
                     + " (the first profiled step carries the profiler's start-up). A trace with no more than "
                       "N steps has no steady step: its report says so and uses every step. A trace written "
                       "by `lockstep export --chrome` keeps its own warm-up unless this is given")
-        ->check(CLI::NonNegativeNumber);
+        ->check(integerCheck(0, 1'000'000));
     cmd->add_option("--name", args->name, "run name (default: the output file's stem)");
     cmd->add_flag("--python-functions", args->pythonFunctions, "also import python_function events");
     cmd->add_flag("-f,--force", args->force, "replace the output file if it exists");

@@ -1,8 +1,10 @@
 // `lockstep predict RUN.db --bucket-mb 1,4,25,100 [--first-bucket-mb X] [--nproc 2,4,8]
 // [--link-gbps X] [--compress fp16] [--compute-scale X] [--json] [--out-dir DIR]` and `lockstep advise RUN.db`: the
 // what-if model of core (whatif.h) on the command line. Needs only core: starts in milliseconds.
+#include "cli_flags.h"
 #include "commands.h"
 
+#include "lockstep/core/output_file.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/core/whatif.h"
 
@@ -29,6 +31,9 @@ struct WhatIfArgs {
     std::string outDir;
     bool force = false;
 };
+
+// The largest world size predicted: the model's replay grows with the ranks (a million took 6.7 GB).
+constexpr int kMaxPredictRanks = 4096;
 
 int fail(const std::string& message)
 {
@@ -112,14 +117,21 @@ int runPredict(const WhatIfArgs& a)
     auto model = loadModel(a.run);
     if (!model)
         return fail(model.error().message);
+    const std::vector<core::WhatIfConfig> grid = configurations(a, model->recorded());
     if (!a.outDir.empty()) {
         std::error_code ec;
         std::filesystem::create_directories(a.outDir, ec);
         if (ec)
             return fail("cannot create " + a.outDir + ": " + ec.message());
+        // Every output is checked before the first is written: none or all of them.
+        for (const core::WhatIfConfig& c : grid)
+            if (auto t = core::checkOutputPath((std::filesystem::path(a.outDir) / outFileName(a.run, c)).string(), a.force);
+                !t)
+                return fail(t.error().message);
     }
+    core::removeOutputsOnSignal();
     std::vector<core::Prediction> predictions;
-    for (const core::WhatIfConfig& c : configurations(a, model->recorded())) {
+    for (const core::WhatIfConfig& c : grid) {
         auto p = model->predict(c, core::PredictOptions{.keepTimeline = !a.outDir.empty()});
         if (!p)
             return fail(describe(c) + ": " + p.error().message);
@@ -127,7 +139,7 @@ int runPredict(const WhatIfArgs& a)
             const std::string path = (std::filesystem::path(a.outDir) / outFileName(a.run, c)).string();
             const auto mode = a.force ? core::RunWriter::Mode::Overwrite : core::RunWriter::Mode::CreateNew;
             if (auto s = core::saveRun(p->run, path, mode); !s)
-                return fail(s.error().message + (a.force ? "" : " (--force overwrites)"));
+                return fail(s.error().message);
             std::cerr << "wrote " << path << '\n';
             p->run = core::Run{};
         }
@@ -161,7 +173,24 @@ int runAdvise(const WhatIfArgs& a)
 void registerWhatIfCommands(CLI::App& app)
 {
     auto args = std::make_shared<WhatIfArgs>();
-    const auto positive = CLI::PositiveNumber;
+    // The ranges the model means something in (the same checks and messages as `lockstep run`'s
+    // flags): a bucket cap from 1 KiB to 1 TiB, a compute scale from 100x faster to 100x slower,
+    // a link from 1 Mbit/s to 100 Tbit/s (0 = not emulated), up to 4096 ranks.
+    const CLI::Validator bucketMib = numberCheck(1.0 / 1024, 1 << 20);
+    const CLI::Validator computeScale = numberCheck(0.01, 100);
+    const CLI::Validator link = CLI::Validator(
+        [](std::string& v) {
+            if (auto zero = job::parseNumber("", v, 0, 0); zero)
+                return std::string();
+            auto r = job::parseNumber("", v, 0.001, 100000);
+            if (r)
+                return std::string();
+            std::string m = r.error().message;
+            if (m.starts_with(": "))
+                m.erase(0, 2);
+            return m.ends_with(")") ? m.substr(0, m.size() - 1) + "; 0 = not emulated)" : m;
+        },
+        "");
 
     CLI::App* predict = app.add_subcommand(
         "predict", "Predict step time, overlap, exposed communication and throughput of other configurations "
@@ -169,19 +198,19 @@ void registerWhatIfCommands(CLI::App& app)
     predict->add_option("RUN", args->run, "recorded run database (.db)")->required();
     predict->add_option("--bucket-mb", args->bucketMb, "bucket caps in MiB, comma-separated (default: the recorded)")
         ->delimiter(',')
-        ->check(positive);
+        ->check(bucketMib);
     predict->add_option("--first-bucket-mb", args->firstBucketMb,
                         "first-bucket caps in MiB, comma-separated (default: the recorded)")
         ->delimiter(',')
-        ->check(positive);
+        ->check(bucketMib);
     predict->add_option("--nproc", args->nproc, "world sizes, comma-separated (default: the recorded)")
         ->delimiter(',')
-        ->check(CLI::Range(1, 1 << 20));
+        ->check(integerCheck(1, kMaxPredictRanks));
     predict->add_option("--link-gbps", args->linkGbps,
                         "emulated link speeds in Gbit/s as `lockstep run --link-gbps`, comma-separated; "
                         "0 = not emulated (default: the recorded)")
         ->delimiter(',')
-        ->check(CLI::NonNegativeNumber);
+        ->check(link);
     predict->add_option("--compress", args->compress, "gradient compression: none, fp16, bf16 (default: the recorded)")
         ->delimiter(',')
         ->check(CLI::IsMember({"none", "fp16", "bf16"}));
@@ -189,7 +218,7 @@ void registerWhatIfCommands(CLI::App& app)
                         "the training thread's work (forward, backward, optimizer, data) takes this many times "
                         "its recorded time: 0.5 = a device twice as fast; comma-separated (default 1)")
         ->delimiter(',')
-        ->check(positive);
+        ->check(computeScale);
     predict->add_flag("--json", args->json, "print the predictions as JSON (schema lockstep.whatif/1)");
     predict->add_option("--out-dir", args->outDir,
                         "write each predicted timeline as a run file marked \"predicted\" into this folder");
@@ -214,11 +243,11 @@ void registerWhatIfCommands(CLI::App& app)
     advise->add_option("--bucket-mb", args->bucketMb,
                        "candidate bucket caps in MiB, comma-separated (default: 0.25 to 256 MiB)")
         ->delimiter(',')
-        ->check(positive);
+        ->check(bucketMib);
     advise->add_option("--first-bucket-mb", args->firstBucketMb,
                        "candidate first-bucket caps in MiB, comma-separated (default: 0.25 to 8 MiB)")
         ->delimiter(',')
-        ->check(positive);
+        ->check(bucketMib);
     advise->add_flag("--json", args->json, "print the advice as JSON (schema lockstep.whatif/1)");
     advise->footer("The gain is the model's prediction for the advised caps against its own replay of the\n"
                    "recorded caps; \"how sure\" compares it with the model's error on the recorded run itself.\n\n"

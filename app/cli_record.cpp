@@ -141,6 +141,8 @@ int recordMain(const RecordCommand& cmd)
     for (const auto& a : cmd.script)
         commandLine += " " + a;
     o.commandLine = commandLine;
+    // The run file never replaces the script or a file among its arguments.
+    o.inputs = cmd.script;
     if (auto s = job::checkLaunchOptions(o); !s) {
         std::fprintf(stderr, "%s: %s\n", me, s.error().message.c_str());
         return 2;

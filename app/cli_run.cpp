@@ -6,6 +6,7 @@
 #include "commands.h"
 
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/output_file.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_files.h"
 #include "lockstep/job/flags.h"
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,6 +128,61 @@ struct SweepCommand {
     LauncherFlags launcher;
 };
 
+// The worker arguments after `--`, checked before anything starts with the table's rules (the same
+// as lockstep-worker's): known flags with valid values, none the launcher sets for each rank
+// (--out-dir, --run-name, --quiet) and none given before `--` as well. Returns the training
+// options with them applied, for the checks between flags and the progress display.
+core::Result<job::TrainingOptions> withWorkerArgs(const TrainingFlags& given, const std::vector<std::string>& extra,
+                                                  std::vector<std::string_view> commandOwns = {})
+{
+    job::TrainingOptions o = given.options();
+    std::vector<std::string_view> seen;
+    for (size_t i = 0; i < extra.size(); ++i) {
+        std::string_view arg = extra[i];
+        std::string_view name = arg;
+        std::optional<std::string_view> inlineValue;
+        if (const size_t eq = arg.find('='); arg.starts_with("--") && eq != std::string_view::npos) {
+            name = arg.substr(0, eq);
+            inlineValue = arg.substr(eq + 1);
+        }
+        const job::Flag* flag = arg.starts_with("--") ? job::findFlag(name) : nullptr;
+        if (!flag)
+            return core::fail("after --: '" + std::string(arg) + "' is not a worker flag (see lockstep worker --help)");
+        if (flag->scope == job::FlagScope::Worker && flag->name != "--dump-params")
+            return core::fail("after --: " + std::string(flag->name)
+                              + " is set by the launcher for every rank; leave it out"
+                              + (flag->name == "--run-name" ? " (use --run-name before --)" : ""));
+        if (std::find(commandOwns.begin(), commandOwns.end(), flag->name) != commandOwns.end())
+            return core::fail("after --: " + std::string(flag->name) + " is this command's own flag; give it before --");
+        if (given.given(flag->name) || std::find(seen.begin(), seen.end(), flag->name) != seen.end())
+            return core::fail(std::string(flag->name) + " given twice (before and after --, or twice after --)");
+        seen.push_back(flag->name);
+        std::string_view value = "true";
+        if (flag->type != job::FlagType::Switch) {
+            if (inlineValue)
+                value = *inlineValue;
+            else if (i + 1 < extra.size())
+                value = extra[++i];
+            else
+                return core::fail("after --: " + std::string(flag->name) + " needs a value");
+        } else if (inlineValue) {
+            return core::fail("after --: " + std::string(flag->name) + " takes no value");
+        }
+        if (auto s = job::setFlag(o, *flag, value); !s)
+            return std::unexpected(s.error());
+    }
+    return o;
+}
+
+// What this build's lockstep-worker cannot do, known before it starts (it would fail at setup,
+// after the launch, with exit 1): its trainer runs on the CPU only.
+core::Status checkWorkerCanRun(const job::TrainingOptions& o)
+{
+    if (o.device != "cpu")
+        return core::fail("--device " + o.device + ": lockstep-worker trains on the CPU only in this build");
+    return {};
+}
+
 // The launch of one run: the worker (lockstep-worker beside this executable) with the options
 // as arguments. A usage error (exit 2) when the worker is missing.
 core::Result<job::LaunchOptions> launchOptions(const job::TrainingOptions& training, int nproc, const std::string& out,
@@ -157,11 +214,22 @@ core::Result<job::LaunchOptions> launchOptions(const job::TrainingOptions& train
 int runMain(const RunCommand& cmd)
 {
     const job::TrainingOptions training = cmd.training->options();
-    if (auto s = job::checkOptions(training, cmd.nproc); !s) {
+    auto all = withWorkerArgs(*cmd.training, cmd.launcher.extra);
+    if (!all) {
+        std::fprintf(stderr, "lockstep run: %s\n", all.error().message.c_str());
+        return 2;
+    }
+    if (auto s = job::checkOptions(*all, cmd.nproc); !s) {
+        std::fprintf(stderr, "lockstep run: %s\n", s.error().message.c_str());
+        return 2;
+    }
+    if (auto s = checkWorkerCanRun(*all); !s) {
         std::fprintf(stderr, "lockstep run: %s\n", s.error().message.c_str());
         return 2;
     }
     auto o = launchOptions(training, cmd.nproc, cmd.out, cmd.launcher);
+    if (o)
+        o->stepsPlanned = all->steps;
     if (!o) {
         std::fprintf(stderr, "lockstep run: %s\n", o.error().message.c_str());
         return 2;
@@ -197,15 +265,40 @@ int runMain(const RunCommand& cmd)
 int sweepMain(const SweepCommand& cmd)
 {
     const job::TrainingOptions base = cmd.training->options();
+    auto all = withWorkerArgs(*cmd.training, cmd.launcher.extra, {"--bucket-mb"});
+    if (!all) {
+        std::fprintf(stderr, "lockstep sweep: %s\n", all.error().message.c_str());
+        return 2;
+    }
     // Every point is checked before the first one starts: a typo must not cost the points before it.
+    std::vector<std::string> names;
     for (int n : cmd.nprocs) {
         for (double mb : cmd.bucketMbs) {
-            job::TrainingOptions t = base;
+            job::TrainingOptions t = *all;
             t.bucketMb = mb;
             if (auto s = job::checkOptions(t, n); !s) {
                 std::fprintf(stderr, "lockstep sweep: %s (--nproc %d)\n", s.error().message.c_str(), n);
                 return 2;
             }
+            if (auto s = checkWorkerCanRun(t); !s) {
+                std::fprintf(stderr, "lockstep sweep: %s\n", s.error().message.c_str());
+                return 2;
+            }
+            // The same point twice would write one run file twice; an existing run file (without
+            // --force) or one that cannot be replaced is found now, not after the points before it.
+            const std::string name = t.model + "-n" + std::to_string(n) + "-b" + job::formatNumber(mb);
+            if (std::find(names.begin(), names.end(), name) != names.end()) {
+                std::fprintf(stderr, "lockstep sweep: the point --nproc %d --bucket-mb %s is given twice\n", n,
+                             job::formatNumber(mb).c_str());
+                return 2;
+            }
+            names.push_back(name);
+            std::error_code ec;
+            if (fs::is_directory(cmd.outDir, ec))
+                if (auto p = core::checkOutputPath((fs::path(cmd.outDir) / (name + ".db")).string(), cmd.launcher.force); !p) {
+                    std::fprintf(stderr, "lockstep sweep: %s\n", p.error().message.c_str());
+                    return 2;
+                }
         }
     }
     std::error_code ec;

@@ -7,6 +7,9 @@
 
 #include <signal.h>
 
+#include <cstdio>
+#include <cstring>
+#include <string>
 #include <string_view>
 
 namespace lockstep::app {
@@ -36,9 +39,26 @@ int main(int argc, char** argv)
     lockstep::app::registerRecordCommand(app);
 #endif
     lockstep::app::registerWorkerCommand(app);
+    // A first word that is no command: say so and list them (CLI11 would only say that one is required).
+    if (argc >= 2 && argv[1][0] != '-' && app.get_subcommands([&](CLI::App* c) { return c->check_name(argv[1]); }).empty()) {
+        std::string names;
+        for (const CLI::App* c : app.get_subcommands({}))
+            names += (names.empty() ? "" : ", ") + c->get_name();
+        std::fprintf(stderr, "lockstep: unknown command '%s'; the commands are: %s (lockstep --help)\n", argv[1],
+                     names.c_str());
+        return 2;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
+        // A flag given more than once: "--steps given twice" rather than CLI11's count.
+        const std::string what = e.what();
+        if (const size_t at = what.find(": At Most 1 required but received "); at != std::string::npos) {
+            const std::string count = what.substr(at + std::strlen(": At Most 1 required but received "));
+            std::fprintf(stderr, "lockstep: %s given %s\n", what.substr(0, at).c_str(),
+                         count == "2" ? "twice" : (count + " times").c_str());
+            return 2;
+        }
         // --help and --version exit 0; every usage error exits 2, as the help says.
         return app.exit(e) == 0 ? 0 : 2;
     }

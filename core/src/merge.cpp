@@ -11,6 +11,7 @@
 #include "lockstep/core/run_db.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <set>
@@ -27,7 +28,8 @@ struct ShardHead {
 
 // Reads every shard's configuration and ranks, refuses a rank in two shards, orders the shards.
 // With skipUnreadable (a live view), a shard that cannot be opened yet is left out.
-Result<std::vector<ShardHead>> readHeads(const std::vector<std::string>& paths, bool skipUnreadable, int* ranks)
+Result<std::vector<ShardHead>> readHeads(const std::vector<std::string>& paths, bool skipUnreadable, int* ranks,
+                                         std::set<int32_t>* rankSet = nullptr)
 {
     std::vector<ShardHead> heads;
     std::map<int32_t, std::string> owner;
@@ -58,7 +60,56 @@ Result<std::vector<ShardHead>> readHeads(const std::vector<std::string>& paths, 
     std::stable_sort(heads.begin(), heads.end(),
                      [](const ShardHead& a, const ShardHead& b) { return a.lowestRank < b.lowestRank; });
     *ranks = static_cast<int>(owner.size());
+    if (rankSet)
+        for (const auto& [rank, path] : owner)
+            rankSet->insert(rank);
     return heads;
+}
+
+// Shards of one run share its configuration: the first field that differs between two shards
+// names them (a merge of shards from different runs would be a chimera).
+Status refuseDifferentRuns(const std::vector<ShardHead>& heads)
+{
+    const ShardHead& a = heads.front();
+    for (const ShardHead& b : heads) {
+        const RunConfig& x = a.config;
+        const RunConfig& y = b.config;
+        const std::pair<const char*, std::pair<std::string, std::string>> fields[] = {
+            {"source", {x.source, y.source}},
+            {"model", {x.model, y.model}},
+            {"model arguments", {x.modelArgs, y.modelArgs}},
+            {"world size", {std::to_string(x.worldSize), std::to_string(y.worldSize)}},
+            {"backend", {x.backend, y.backend}},
+            {"device", {x.device, y.device}},
+            {"bucket cap (bytes)", {std::to_string(x.bucketCapBytes), std::to_string(y.bucketCapBytes)}},
+            {"steps planned", {std::to_string(x.stepsPlanned), std::to_string(y.stepsPlanned)}},
+        };
+        for (const auto& [field, values] : fields)
+            if (values.first != values.second)
+                return fail("merge: " + a.path + " and " + b.path + " come from different runs: they differ in " + field
+                            + " (" + values.first + " vs " + values.second + ")");
+    }
+    return {};
+}
+
+// Every rank of the world: "ranks 0, 2 missing" when the shards do not hold them all.
+Status refuseMissingRanks(const std::set<int32_t>& ranks, int32_t worldSize)
+{
+    std::string missing;
+    int count = 0;
+    for (int32_t r = 0; r < worldSize; ++r) {
+        if (ranks.contains(r))
+            continue;
+        if (++count <= 16)
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (count > 16)
+        missing += ", ... (" + std::to_string(count) + " in all)";
+    if (count > 0)
+        return fail("merge: the shards hold " + std::to_string(ranks.size()) + " of the " + std::to_string(worldSize)
+                    + " ranks of their run; missing: rank" + (count == 1 ? " " : "s ") + missing
+                    + "; give every rank's shard");
+    return {};
 }
 
 RunConfig mergedConfig(const std::vector<ShardHead>& heads, int ranks)
@@ -243,10 +294,16 @@ Result<MergeStats> mergeRunFiles(const std::vector<std::string>& shards, const s
     if (shards.empty())
         return fail("merge: no shards given");
     int ranks = 0;
-    auto heads = readHeads(shards, false, &ranks);
+    std::set<int32_t> rankSet;
+    auto heads = readHeads(shards, false, &ranks, &rankSet);
     if (!heads)
         return std::unexpected(heads.error());
+    if (auto s = refuseDifferentRuns(*heads); !s)
+        return std::unexpected(s.error());
     RunConfig config = mergedConfig(*heads, ranks);
+    if (!options.allowMissingRanks)
+        if (auto s = refuseMissingRanks(rankSet, config.worldSize); !s)
+            return std::unexpected(s.error());
     if (options.status) {
         config.status = *options.status;
         config.failureCause = options.failureCause;
@@ -279,6 +336,12 @@ Result<MergeStats> mergeRunFiles(const std::vector<std::string>& shards, const s
     auto stats = write();
     if (!stats)
         return std::unexpected(output->explain(stats.error()));
+    std::error_code ec;
+    if (options.keepExistingWithoutSteps && stats->steps == 0
+        && std::filesystem::exists(std::filesystem::symlink_status(out, ec))) {
+        stats->written = false; // the private folder goes with `output`
+        return stats;
+    }
     if (auto s = output->commit(); !s)
         return std::unexpected(s.error());
     return stats;

@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <signal.h>
+#include <thread>
+#include <vector>
 
 namespace lockstep::core {
 
@@ -25,7 +29,66 @@ void syncPath(const std::string& path, int flags)
     }
 }
 
+// The private folders of the outputs being written, for the signal thread (removeOutputsOnSignal).
+std::mutex& tempFoldersMutex()
+{
+    static std::mutex m;
+    return m;
+}
+
+std::vector<std::string>& tempFolders()
+{
+    static std::vector<std::string> folders;
+    return folders;
+}
+
+void registerTempFolder(const std::string& folder)
+{
+    std::lock_guard lock(tempFoldersMutex());
+    tempFolders().push_back(folder);
+}
+
+void unregisterTempFolder(const std::string& folder)
+{
+    std::lock_guard lock(tempFoldersMutex());
+    auto& v = tempFolders();
+    std::erase(v, folder);
+}
+
 } // namespace
+
+void removeOutputsOnSignal()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGHUP);
+        // Blocked here and in every thread started later; the thread below takes them instead, so
+        // the cleanup runs in an ordinary thread, not in a signal handler.
+        if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0)
+            return;
+        std::thread([set] {
+            int sig = 0;
+            while (sigwait(&set, &sig) != 0) {
+            }
+            {
+                // Held to the end: no output is created or committed after this point.
+                std::lock_guard lock(tempFoldersMutex());
+                for (const std::string& folder : tempFolders()) {
+                    std::error_code ec;
+                    fs::remove_all(folder, ec);
+                }
+                const char msg[] = "lockstep: interrupted; the unfinished output was removed\n";
+                if (!tempFolders().empty())
+                    (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+                ::_exit(128 + sig);
+            }
+        }).detach();
+    });
+}
 
 Status refuseOutputIsInput(const std::string& out, const std::vector<std::string>& inputs)
 {
@@ -37,21 +100,46 @@ Status refuseOutputIsInput(const std::string& out, const std::vector<std::string
     return {};
 }
 
+Result<std::string> checkOutputPath(const std::string& destination, bool overwrite)
+{
+    if (destination.empty())
+        return fail("no output file given");
+    if (destination == "-")
+        return fail("'-' (standard output) is not supported here; give a file name");
+    std::error_code ec;
+    fs::path target(destination);
+    const fs::file_status link = fs::symlink_status(target, ec);
+    if (fs::is_symlink(link)) {
+        // A link to a regular file: the file it points to is replaced, the link stays.
+        const fs::path resolved = fs::canonical(target, ec);
+        if (ec)
+            return fail(destination + " is a symbolic link to a missing file; give a file name");
+        target = resolved;
+    }
+    const fs::file_status st = fs::status(target, ec);
+    if (fs::is_directory(st))
+        return fail(destination + " is a folder; give a file name");
+    if (fs::exists(st) && !fs::is_regular_file(st))
+        return fail(destination + " is not a regular file (a device, pipe or socket); write to a file");
+    if (fs::exists(st) && !overwrite)
+        return fail(destination + " already exists; pass --force to replace it");
+    const fs::path parent = target.has_parent_path() ? target.parent_path() : fs::path(".");
+    if (!fs::is_directory(parent, ec))
+        return fail("the folder of " + destination + " does not exist");
+    return target.string();
+}
+
 Result<OutputFile> OutputFile::create(const std::string& destination, bool overwrite, const std::vector<std::string>& inputs)
 {
     if (destination.empty())
         return fail("no output file given");
     if (auto s = refuseOutputIsInput(destination, inputs); !s)
         return std::unexpected(s.error());
-    std::error_code ec;
-    const fs::path dest(destination);
-    if (fs::is_directory(dest, ec))
-        return fail(destination + " is a folder; give a file name");
-    if (fs::exists(fs::symlink_status(dest, ec)) && !overwrite)
-        return fail(destination + " already exists; pass --force to replace it");
+    auto target = checkOutputPath(destination, overwrite);
+    if (!target)
+        return std::unexpected(target.error());
+    const fs::path dest(*target);
     const fs::path parent = dest.has_parent_path() ? dest.parent_path() : fs::path(".");
-    if (!fs::is_directory(parent, ec))
-        return fail("the folder of " + destination + " does not exist");
     std::string tmpl = (parent / ("." + dest.filename().string() + ".tmp-XXXXXX")).string();
     if (!::mkdtemp(tmpl.data()))
         return fail("cannot write into " + parent.string() + ": " + std::strerror(errno));
@@ -59,7 +147,9 @@ Result<OutputFile> OutputFile::create(const std::string& destination, bool overw
     out.m_folder = tmpl;
     out.m_temp = (fs::path(tmpl) / dest.filename()).string();
     out.m_destination = destination;
+    out.m_target = *target;
     out.m_overwrite = overwrite;
+    registerTempFolder(out.m_folder);
     return out;
 }
 
@@ -67,6 +157,7 @@ OutputFile::OutputFile(OutputFile&& other) noexcept
     : m_folder(std::move(other.m_folder))
     , m_temp(std::move(other.m_temp))
     , m_destination(std::move(other.m_destination))
+    , m_target(std::move(other.m_target))
     , m_overwrite(other.m_overwrite)
     , m_committed(other.m_committed)
 {
@@ -78,6 +169,7 @@ OutputFile::~OutputFile()
     if (!m_folder.empty()) {
         std::error_code ec;
         fs::remove_all(m_folder, ec);
+        unregisterTempFolder(m_folder);
     }
 }
 
@@ -93,12 +185,17 @@ Status OutputFile::commit()
         return fail(m_destination + " was not finished: its write-ahead log was not folded into it");
     syncPath(m_temp, O_RDONLY);
     // An old destination's side files would be taken for the new file's: gone before it arrives.
+    // The destination is checked again: something that is not a regular file may have appeared.
+    if (auto target = checkOutputPath(m_destination, true); !target)
+        return std::unexpected(target.error());
+    else if (*target != m_target)
+        return fail(m_destination + " changed while it was being written; nothing was replaced");
     for (const char* suffix : {"-wal", "-shm", "-journal"})
-        fs::remove(m_destination + suffix, ec);
-    int rc = ::renameat2(AT_FDCWD, m_temp.c_str(), AT_FDCWD, m_destination.c_str(), m_overwrite ? 0 : RENAME_NOREPLACE);
+        fs::remove(m_target + suffix, ec);
+    int rc = ::renameat2(AT_FDCWD, m_temp.c_str(), AT_FDCWD, m_target.c_str(), m_overwrite ? 0 : RENAME_NOREPLACE);
     if (rc != 0 && errno == EINVAL && !m_overwrite) {
         // A filesystem without RENAME_NOREPLACE: link() refuses an existing name just as atomically.
-        rc = ::link(m_temp.c_str(), m_destination.c_str());
+        rc = ::link(m_temp.c_str(), m_target.c_str());
         if (rc == 0)
             ::unlink(m_temp.c_str());
     }
@@ -108,10 +205,11 @@ Status OutputFile::commit()
             return fail(m_destination + " appeared while it was being written; pass --force to replace it");
         return fail("cannot move the output to " + m_destination + ": " + std::strerror(err));
     }
-    const fs::path parent = fs::path(m_destination).has_parent_path() ? fs::path(m_destination).parent_path() : fs::path(".");
+    const fs::path parent = fs::path(m_target).has_parent_path() ? fs::path(m_target).parent_path() : fs::path(".");
     syncPath(parent.string(), O_RDONLY | O_DIRECTORY);
     m_committed = true;
     fs::remove_all(m_folder, ec);
+    unregisterTempFolder(m_folder);
     m_folder.clear();
     return {};
 }

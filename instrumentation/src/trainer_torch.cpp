@@ -335,11 +335,15 @@ private:
     std::unique_ptr<StepRecord> m_scratch; // used when not recording
     int m_completedSteps = 0;
     std::string m_phase = "setup: "; // prefix of a failure cause: where it happened
+    bool m_envRead = false;          // m_env holds this rank's rank and world size
 };
 
 void Trainer::setup()
 {
+    m_phase = "environment: ";
     m_env = readEnv();
+    m_envRead = true;
+    m_phase = "setup: ";
     m_timeout = std::chrono::milliseconds(static_cast<int64_t>(m_o.timeoutS * 1000.0));
     // The rules that need the world size (a rank that exists, a dataset of a global batch):
     // `lockstep run` checked them before starting; a worker started by hand learns the world here.
@@ -494,6 +498,9 @@ void Trainer::setup()
         std::error_code ec;
         std::filesystem::create_directories(dir, ec);
         const std::string path = job::shardFile(dir, m_env.rank);
+        // Another run's shard is not replaced without --force (a launcher's shard folder is new).
+        if (!m_o.force && std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
+            throw std::runtime_error(path + " already exists; pass --force to replace it");
         auto rec = Recorder::open(path, c, m_rankInfo, layout);
         if (!rec)
             throw std::runtime_error("cannot record into " + path + ": " + rec.error().message);
@@ -667,6 +674,21 @@ int Trainer::run()
     if (m_recorder) {
         (void)m_recorder->finish(core::RunStatus::Failed, cause);
         m_recorder.reset();
+    }
+    if (!m_envRead) {
+        // No rank yet (RANK=5 with WORLD_SIZE=2, a bad MASTER_PORT): not "rank 0 failed"; a usage error.
+        // The protocol line names the rank the launcher gave (RANK), if it is a number at all.
+        int rank = -1;
+        if (const char* r = std::getenv("RANK"); r && *r) {
+            char* end = nullptr;
+            const long v = std::strtol(r, &end, 10);
+            if (*end == '\0' && v >= 0 && v <= 1'000'000)
+                rank = static_cast<int>(v);
+        }
+        std::printf("%s\n", job::failedLine(rank, cause).c_str());
+        std::fflush(stdout);
+        std::fprintf(stderr, "lockstep worker: cannot start: %s\n", cause.c_str());
+        return 2;
     }
     std::printf("%s\n", job::failedLine(m_env.rank, cause).c_str());
     std::fflush(stdout);

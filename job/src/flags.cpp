@@ -232,6 +232,9 @@ std::vector<Flag> makeTable()
                                       "write the final parameters as raw float32 ({rank} expands)"}));
     t.push_back(toggle<&O::quiet, true>({"--quiet", "Quiet", kOutput, "", "no per-step progress lines"},
                                         FlagScope::Worker));
+    t.push_back(toggle<&O::force, true>({"--force", "Replace shard", kOutput, "",
+                                         "replace an existing shard rank-<r>.db in the shard folder"},
+                                        FlagScope::Worker));
     return t;
 }
 

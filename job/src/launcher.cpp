@@ -17,6 +17,7 @@
 //    with the launcher's verdict in it, so a reader never sees a half-merged run file.
 #include "lockstep/job/launcher.h"
 
+#include "lockstep/core/output_file.h"
 #include "lockstep/core/types.h"
 #include "lockstep/job/failure.h"
 #include "lockstep/job/flags.h"
@@ -530,16 +531,36 @@ core::Status Job::mergeShards(LaunchResult& result)
     }
     const core::RunStatus verdict = result.success ? core::RunStatus::Completed : core::RunStatus::Failed;
     const std::string cause = result.success ? std::string() : result.cause;
+    // --force replaces an existing run file only with a run that recorded something: a job that
+    // failed before its first step (a bad flag, no device, Ctrl-C at start-up) keeps the old one.
+    std::error_code ec;
+    const bool replacing = m_opt.force && fs::exists(fs::symlink_status(m_out, ec));
+    const auto keepOld = [&] {
+        message("no step was recorded; " + m_out.string() + " was not replaced");
+        if (!result.success)
+            result.cause += "; no step recorded, the existing run file was kept";
+        else {
+            result.success = false;
+            result.cause = "no step recorded; the existing run file was kept";
+        }
+        return core::Status{};
+    };
     if (!shards.empty()) {
         core::MergeOptions options;
         options.overwrite = m_opt.force;
+        options.keepExistingWithoutSteps = replacing;
+        options.allowMissingRanks = true; // a failed job's ranks may have died before their shards
         options.status = verdict;
         options.failureCause = cause;
         options.endedNs = result.success ? 0 : realtimeNs();
         auto stats = core::mergeRunFiles(shards, m_out.string(), options);
         if (!stats)
             return core::fail("writing the run file failed: " + stats.error().message);
+        if (!stats->written)
+            return keepOld();
         result.merge = *stats;
+    } else if (replacing) {
+        return keepOld();
     } else {
         // No rank got as far as its shard: still leave a run file that says why.
         core::Run run;
@@ -647,11 +668,14 @@ core::Status checkLaunchOptions(const LaunchOptions& o)
         return core::fail("cannot resolve " + o.out + ": " + ec.message());
     if (fs::is_directory(out, ec))
         return core::fail(out.string() + " is a folder; give a file name such as run.db");
-    if (fs::exists(fs::symlink_status(out, ec)) && !o.force)
-        return core::fail(out.string() + " already exists; pass --force to replace it");
-    const fs::path parent = out.parent_path();
-    if (!fs::is_directory(parent, ec))
-        return core::fail("the folder of " + out.string() + " does not exist");
+    // The script, its data: never replaced by the run file.
+    if (auto s = core::refuseOutputIsInput(out.string(), o.inputs); !s)
+        return s;
+    // The checks of the merge's OutputFile, before any rank starts (not a device, ...).
+    auto target = core::checkOutputPath(out.string(), o.force);
+    if (!target)
+        return std::unexpected(target.error());
+    const fs::path parent = fs::path(*target).parent_path();
     if (access(parent.c_str(), W_OK) != 0)
         return core::fail("cannot write into " + parent.string() + ": " + std::strerror(errno));
     return {};

@@ -119,6 +119,47 @@ TEST_F(MergeExport, mergeRefusesBadInput)
     ASSERT_TRUE(missing.error().message.find("no such file") != std::string::npos);
 }
 
+// Audit #6, #7, #2 at the API: shards of different runs and a set missing ranks are refused
+// (a launcher merging what a failed job left may allow the missing ranks); with
+// keepExistingWithoutSteps a merged run without a step does not replace an existing file.
+TEST_F(MergeExport, mergeTakesOneWholeRun)
+{
+    const std::string a = file("r0.db");
+    const std::string b = file("r1.db");
+    ASSERT_TRUE(saveRun(makeRun(1, 3, 0, 2), a).has_value());
+    core::Run other = makeRun(1, 3, 1, 2);
+    other.config.stepsPlanned = 800;
+    ASSERT_TRUE(saveRun(other, b).has_value());
+    auto mixed = mergeRunFiles({a, b}, file("mixed.db"));
+    ASSERT_FALSE(mixed.has_value());
+    EXPECT_NE(mixed.error().message.find("different runs: they differ in steps planned (3 vs 800)"), std::string::npos)
+        << mixed.error().message;
+    auto partial = mergeRunFiles({a}, file("partial.db"));
+    ASSERT_FALSE(partial.has_value());
+    EXPECT_NE(partial.error().message.find("missing: rank 1"), std::string::npos) << partial.error().message;
+    EXPECT_FALSE(std::filesystem::exists(file("partial.db")));
+    MergeOptions allow;
+    allow.allowMissingRanks = true;
+    auto launcher = mergeRunFiles({a}, file("partial.db"), allow);
+    ASSERT_TRUE(launcher.has_value()) << launcher.error().message;
+    EXPECT_EQ(launcher->ranks, 1);
+
+    core::Run empty = makeRun(1, 0, 0, 1);
+    ASSERT_TRUE(saveRun(empty, file("empty.db")).has_value());
+    const std::string before = fileBytes(file("partial.db"));
+    MergeOptions keep;
+    keep.overwrite = true;
+    keep.keepExistingWithoutSteps = true;
+    auto kept = mergeRunFiles({file("empty.db")}, file("partial.db"), keep);
+    ASSERT_TRUE(kept.has_value()) << kept.error().message;
+    EXPECT_FALSE(kept->written);
+    EXPECT_TRUE(fileBytes(file("partial.db")) == before);
+    auto fresh = mergeRunFiles({file("empty.db")}, file("fresh.db"), keep); // nothing to keep: written
+    ASSERT_TRUE(fresh.has_value());
+    EXPECT_TRUE(fresh->written);
+    EXPECT_TRUE(std::filesystem::exists(file("fresh.db")));
+}
+
 TEST_F(MergeExport, chromeTraceParsesBack)
 {
     const core::Run run = makeRun(2, 2);

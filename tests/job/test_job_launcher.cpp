@@ -8,7 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 
@@ -173,4 +176,63 @@ TEST(JobLauncher, ForceReplacesTheRunOnlyAtTheEnd)
     ASSERT_TRUE(run);
     EXPECT_EQ(run->config.name, "run");
     EXPECT_EQ(run->steps.size(), 4u);
+}
+
+// Audit #2: with --force, a job that failed before its first step replaced a good run with an
+// empty failed one. The old run stays until a run with at least one step replaces it; a run that
+// recorded steps and then failed still replaces it (marked failed).
+TEST(JobLauncher, ForceKeepsTheOldRunWhenNoStepWasRecorded)
+{
+    test::TempDir dir;
+    const std::string out = dir.file("run.db");
+    core::Run old;
+    old.config.name = "old";
+    ASSERT_TRUE(core::saveRun(old, out));
+    const std::string before = test::readFile(out);
+    auto o = options(out, 2, {"--steps", "5", "--fail", "0:0", "--fail", "1:0"});
+    o.force = true;
+    auto r = job::launchRun(o);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_FALSE(r->success);
+    EXPECT_FALSE(r->haveRunFile);
+    EXPECT_TRUE(contains(r->cause, "the existing run file was kept")) << r->cause;
+    EXPECT_TRUE(test::readFile(out) == before) << "the old run was replaced";
+    EXPECT_EQ(test::listDir(dir.path()), std::vector<std::string>{"run.db"});
+
+    o = options(out, 2, {"--steps", "50", "--fail", "1:2"});
+    o.force = true;
+    r = job::launchRun(o);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_FALSE(r->success);
+    EXPECT_TRUE(r->haveRunFile);
+    auto run = core::loadRun(out);
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->config.status, core::RunStatus::Failed);
+    EXPECT_GE(run->steps.size(), 2u);
+}
+
+// Audit #1 and #3: `record --out s.py --force -- s.py` replaced the script with a run database;
+// an output that is a device was replaced by a file. Both refused before anything starts.
+TEST(JobLauncher, TheRunFileIsNeverAnInputOrADevice)
+{
+    test::TempDir dir;
+    const std::string script = dir.file("s.py");
+    test::writeFile(script, "print('hello')\n");
+    auto o = options(script, 2, {});
+    o.force = true;
+    o.inputs = {script, "--lr", "0.1"};
+    auto r = job::launchRun(o);
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(contains(r.error().message, "is also an input")) << r.error().message;
+    EXPECT_EQ(test::readFile(script), "print('hello')\n");
+    // A FIFO stands for every special file (a device such as /dev/full: a test must not risk one).
+    const std::string fifo = dir.file("pipe");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    o = options(fifo, 2, {});
+    o.force = true;
+    r = job::launchRun(o);
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(contains(r.error().message, "not a regular file")) << r.error().message;
+    EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+    EXPECT_EQ(test::listDir(dir.path()), (std::vector<std::string>{"pipe", "s.py"}));
 }

@@ -491,3 +491,34 @@ TEST_F(Launcher, FlagsAreCheckedBeforeAnythingStarts)
     for (const std::string& name : test::listDir(m_dir.path()))
         EXPECT_FALSE(name.starts_with(".bad.db")) << name; // no shard folder was made
 }
+
+// Audit #4: `lockstep worker --out-dir DIR` replaced a rank-0.db already in DIR without a word.
+// Refused without --force (exit 1, the shard byte for byte as it was); --force replaces it.
+TEST_F(Launcher, AWorkerKeepsAnExistingShardWithoutForce)
+{
+    const std::string dir = path("shards");
+    std::filesystem::create_directory(dir);
+    const std::string shard = dir + "/rank-0.db";
+    test::writeFile(shard, "an earlier run's shard");
+    const std::vector<std::string> model{"--model", "mlp", "--layers", "4", "--width", "256", "--batch", "32", "--steps", "2"};
+    test::Outcome o = test::lockstep(cat({"worker", "--out-dir", dir}, model));
+    EXPECT_NE(o.exitCode, 0) << o.describe();
+    EXPECT_TRUE(contains(o.out + o.err, "already exists; pass --force")) << o.describe();
+    EXPECT_EQ(test::readFile(shard), "an earlier run's shard");
+    o = test::lockstep(cat({"worker", "--out-dir", dir, "--force"}, model));
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    auto run = core::loadRun(shard);
+    ASSERT_TRUE(run.has_value());
+    EXPECT_EQ(run->steps.size(), 2u);
+}
+
+// Audit #14g: a worker whose environment names no valid rank (RANK=5 in a world of 2) said
+// "rank 0 failed"; it says it cannot start, naming the variables, and exits 2.
+TEST_F(Launcher, AWorkerWithABadEnvironmentNamesIt)
+{
+    const test::Outcome o = test::lockstep({"worker", "--out-dir", path("shards"), "--steps", "1"}, 90'000,
+                                           test::environment({"RANK=5", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"}));
+    EXPECT_EQ(o.exitCode, 2) << o.describe();
+    EXPECT_TRUE(contains(o.err, "cannot start: environment: RANK 5 is not below WORLD_SIZE 2")) << o.describe();
+    EXPECT_FALSE(contains(o.err, "rank 0")) << o.describe();
+}

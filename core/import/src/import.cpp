@@ -2,6 +2,7 @@
 // assembles the ranks into one Run (global lanes, steps, bucket numbering, diagnostics) and
 // saves it through core's writer.
 #include "import_internal.h"
+#include "lockstep/core/output_file.h"
 #include "lockstep/core/run_db.h"
 
 #include <algorithm>
@@ -315,6 +316,9 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
     int nextOptionRank = options.rank.value_or(0);
     for (size_t i = 0; i < traces.size(); ++i) {
         if (traces[i].lockstep) {
+            if (options.rank)
+                return fail("--rank: " + names[i] + " was written by lockstep export and names its own ranks; "
+                            "leave --rank out");
             std::set<int> own;
             for (const RankInfo& r : traces[i].lockstep->ranks)
                 own.insert(r.rank);
@@ -339,6 +343,10 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
     int worldSize = static_cast<int>(owner.size());
     if (options.worldSize) {
         worldSize = *options.worldSize;
+        if (worldSize < static_cast<int>(owner.size()) || worldSize <= maxRank)
+            return fail("--world-size: " + std::to_string(worldSize) + " is too small: the traces hold "
+                        + std::to_string(owner.size()) + " rank(s), up to rank " + std::to_string(maxRank)
+                        + " (a world of at least " + std::to_string(std::max<int>(maxRank + 1, owner.size())) + ")");
     } else {
         for (const auto& t : traces) {
             if (t.worldSize)
@@ -530,7 +538,7 @@ Result<Run> importTracesToRun(const std::vector<std::string>& files, const Impor
                 progress(total > 0 ? std::min(1.0, double(done + consumed) / double(total)) * 0.85 : 0.0);
             };
         if (auto s = parseFile(files[i], options, strings, traces[i], fileProgress); !s)
-            return fail(files[i] + ": " + s.error().message);
+            return fail(s.error().message.starts_with(files[i]) ? s.error().message : files[i] + ": " + s.error().message);
         done += sizes[i];
         if (progress)
             progress(total > 0 ? 0.85 * double(done) / double(total) : 0.85);
@@ -541,18 +549,32 @@ Result<Run> importTracesToRun(const std::vector<std::string>& files, const Impor
 Result<ImportStats> importTraces(const std::vector<std::string>& files, const std::string& outDb,
                                  const ImportOptions& options, std::function<void(double)> progress)
 {
-    std::error_code ec;
-    if (outDb.empty())
-        return fail("no output file given");
-    if (std::filesystem::exists(outDb, ec) && !options.overwrite)
-        return fail(outDb + " already exists (use --force to replace it)");
-    for (const auto& f : files)
-        if (std::filesystem::exists(f, ec) && std::filesystem::equivalent(f, outDb, ec))
-            return fail("the output file " + outDb + " is also one of the inputs");
+    // The output is checked before the (possibly long) import: not an input, not a folder or a
+    // device, its folder there, not existing without overwrite.
+    if (auto s = refuseOutputIsInput(outDb, files); !s)
+        return std::unexpected(s.error());
+    if (auto s = checkOutputPath(outDb, options.overwrite); !s)
+        return std::unexpected(s.error());
     ImportStats stats;
     auto run = importTracesToRun(files, options, progress, &stats);
     if (!run)
         return std::unexpected(run.error());
+    // A trace whose JSON broke or ended early was not imported whole: no run file is written
+    // (outputs whole or absent). The in-memory import (importTraceBytes) keeps the part before.
+    for (const Diagnostic& d : stats.diagnostics)
+        if (const auto kind = diagnosticKindFromName(d.kind);
+            kind == DiagnosticKind::MalformedJson || kind == DiagnosticKind::TruncatedInput) {
+            // The message is the kind's description, then the detail in parentheses: the detail
+            // says where (the description's "events before the break were imported" is not so here).
+            std::string detail = d.message;
+            const std::string description = diagnosticInfo(*kind).description;
+            if (detail.starts_with(description + " (") && detail.ends_with(")"))
+                detail = detail.substr(description.size() + 2, detail.size() - description.size() - 3);
+            else
+                detail.clear();
+            return fail("the trace is damaged: " + std::string(kind == DiagnosticKind::MalformedJson ? "malformed JSON" : "truncated input")
+                        + (detail.empty() ? "" : ": " + detail) + "; nothing was written");
+        }
     run->config.name = !options.runName.empty() ? options.runName : std::filesystem::path(outDb).stem().string();
     if (auto s = saveRun(*run, outDb, options.overwrite ? RunWriter::Mode::Overwrite : RunWriter::Mode::CreateNew); !s)
         return fail("cannot write " + outDb + ": " + s.error().message);

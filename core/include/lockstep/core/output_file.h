@@ -24,10 +24,23 @@ namespace lockstep::core {
 // Refuses `out` if it is one of `inputs` (by identity). Inputs that do not exist are ignored.
 Status refuseOutputIsInput(const std::string& out, const std::vector<std::string>& inputs);
 
+// Checks a destination before anything is written: not a folder, not something other than a
+// regular file (a device, FIFO or socket is never replaced: /dev/full stays a device), not a
+// dangling symbolic link, its folder exists, and it does not exist unless `overwrite`. Returns the
+// path the output will be moved onto: the destination, or for a symbolic link to a regular file the
+// file it points to (the link is kept).
+Result<std::string> checkOutputPath(const std::string& destination, bool overwrite);
+
+// For commands that write outputs and start no processes (export, merge, import, predict): on
+// SIGINT, SIGTERM or SIGHUP, removes the private folders of the outputs being written and exits
+// 128+signal (130 for Ctrl-C), instead of leaving them behind. Blocks those signals in the calling
+// thread and every thread it starts later, and waits for them in a thread of its own. Once.
+void removeOutputsOnSignal();
+
 class OutputFile {
 public:
-    // Checks the destination (not an input, not a folder, its folder exists, it does not exist
-    // unless `overwrite`) and creates the private folder beside it.
+    // Checks the destination (not an input, then checkOutputPath) and creates the private folder
+    // beside the file it will replace (beside a symbolic link's target).
     static Result<OutputFile> create(const std::string& destination, bool overwrite,
                                      const std::vector<std::string>& inputs = {});
     OutputFile(OutputFile&& other) noexcept;
@@ -54,6 +67,7 @@ private:
     std::string m_folder;
     std::string m_temp;
     std::string m_destination;
+    std::string m_target; // where the output goes: the destination, or the file its symlink points to
     bool m_overwrite = false;
     bool m_committed = false;
 };

@@ -140,10 +140,18 @@ struct MergeStats {
     int64_t spans = 0;
     int64_t instants = 0;
     int steps = 0;
+    bool written = true; // false: keepExistingWithoutSteps kept the existing output
 };
 
 struct MergeOptions {
     bool overwrite = false; // replace an existing output (only once the merge succeeded)
+    // With overwrite: a merged run without a single step does not replace an existing output
+    // (the launcher's --force: a job that failed at start-up keeps the old run); the stats say
+    // written == false.
+    bool keepExistingWithoutSteps = false;
+    // The shards must hold every rank of their world size (ranks 0..N-1): merge refuses a set with
+    // ranks missing, naming them. A launcher merging what a failed job left sets this.
+    bool allowMissingRanks = false;
     // A launcher's verdict, when it has one (it saw every rank's exit): replaces the status the
     // shards say. endedNs 0 keeps the shards' end time.
     std::optional<RunStatus> status;

@@ -72,6 +72,7 @@ struct LaunchOptions {
     double termS = 2;               // after SIGTERM, how long before SIGKILL
     ProgressStyle progress = ProgressStyle::Auto;
     bool echoWorkerOutput = false;  // copy workers' free text to stderr, prefixed by rank
+    std::vector<std::string> inputs; // files `out` must not be (the script and its arguments)
     std::string commandLine;        // recorded in the run's configuration when no shard has one
     std::string messagePrefix = "lockstep run"; // how the launcher's own messages start
 };

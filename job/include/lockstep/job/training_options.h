@@ -51,6 +51,7 @@ struct TrainingOptions {
     std::string runName;           // "" = $LOCKSTEP_RUN_NAME
     std::string dumpParams;        // raw float32 of all parameters at the end ("{rank}" expands)
     bool quiet = false;            // no per-step progress lines
+    bool force = false;            // replace an existing shard rank-<r>.db in the shard folder
 };
 
 // SGD's momentum: fixed, not a flag (recorded in the run's configuration all the same).
