@@ -234,8 +234,9 @@ TEST_F(CliCore, outputsThatAreNotRegularFilesAreRefused)
         for (const std::vector<std::string>& args :
              {std::vector<std::string>{"export", run, "--chrome", out, "--force"}, {"merge", run, "--out", out, "--force"},
               {"import", m_dir.file("trace.json"), "--out", out, "--force"}}) {
-            if (args[0] == "import" && !exists(m_dir.file("trace.json")))
+            if (args[0] == "import" && !exists(m_dir.file("trace.json"))) {
                 ASSERT_EQ(cli({"export", run, "--chrome", m_dir.file("trace.json")}).exitCode, 0);
+            }
             const test::Outcome o = cli(args);
             EXPECT_EQ(o.exitCode, 1) << args[0] << ": " << o.describe();
             EXPECT_TRUE(contains(o.err, "is not a regular file")) << o.err;
