@@ -31,6 +31,8 @@ def _parse(argv):
                    help="folder for the rank shards (default: $LOCKSTEP_SHARD_DIR, else lockstep-shards)")
     p.add_argument("--run-name", help="name of the run shown in the app (default: the script's name)")
     p.add_argument("--warmup", type=int, default=3, help="steps left out of run-level numbers (default 3)")
+    p.add_argument("--force", action="store_true",
+                   help="replace this rank's shard if OUT_DIR already holds one (refused without it)")
     p.add_argument("-m", dest="module", action="store_true", help="SCRIPT is a module name, run like python -m")
     p.add_argument("script", help="the training script (or module with -m)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
@@ -80,6 +82,12 @@ def main(argv=None):
     stem = opts.script if opts.module else os.path.splitext(os.path.basename(opts.script))[0]
     run_name = opts.run_name or os.environ.get("LOCKSTEP_RUN_NAME") or stem
     rank = int(os.environ.get("RANK", "0"))
+    # A shard from an earlier run is somebody's data: refused before the script starts, as
+    # lockstep-worker refuses its own (`lockstep record` gives every run a fresh folder).
+    shard = _recorder.shard_path(opts.out_dir, rank)
+    if os.path.lexists(shard) and not opts.force:
+        print("python -m lockstep.record: %s already exists; pass --force to replace it" % shard, file=sys.stderr)
+        return 2
     recorded = []
     ignored = []
 

@@ -419,6 +419,23 @@ class Scripts(unittest.TestCase):
             self.assertNotIn("never created", err)
             self.assertEqual(os.listdir(d), [])
 
+    def test_an_existing_shard_is_kept_without_force(self):
+        # A shard from an earlier run (torchrun -m lockstep.record --out-dir DIR, run twice) is
+        # refused before the script starts; --force replaces it with this run's.
+        with tempfile.TemporaryDirectory() as d:
+            shard = os.path.join(d, "rank-0.db")
+            with open(shard, "wb") as f:
+                f.write(b"an earlier run")
+            rc, out, err = self.run_one(["-m", "lockstep.record", "--out-dir", d, JOB] + MODEL + ["--steps", "2"])
+            self.assertEqual(rc, 2, err)
+            self.assertIn(shard + " already exists; pass --force to replace it", err)
+            with open(shard, "rb") as f:
+                self.assertEqual(f.read(), b"an earlier run")
+            rc, out, err = self.run_one(["-m", "lockstep.record", "--out-dir", d, "--force", JOB] + MODEL + ["--steps", "2"])
+            self.assertEqual(rc, 0, err)
+            with open(shard, "rb") as f:
+                self.assertTrue(f.read(16).startswith(b"SQLite format 3"))
+
     def test_failing_script_keeps_completed_steps(self):
         with tempfile.TemporaryDirectory() as d:
             rc, out, err = self.run_one(["-m", "lockstep.record", "--out-dir", d, JOB] + MODEL + ["--fail-at", "3"])
