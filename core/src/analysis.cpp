@@ -602,7 +602,7 @@ std::vector<BucketStat> bucketStats(const Run& run)
     for (const Bucket& b : run.buckets)
         tableBytes[b.index] = b.bytes;
     const int32_t n = worldSizeOf(run);
-    const double busFactor = n > 1 ? 2.0 * (n - 1) / n : 0.0;
+    const double busFactor = detail::busBandwidthFactor(n);
 
     std::vector<BucketStat> out;
     out.reserve(entries.size());

@@ -5,6 +5,7 @@
 #include "lockstep/core/analysis.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 namespace lockstep::core::detail {
@@ -22,6 +23,11 @@ struct RankIndex {
 RankIndex indexRanks(const Run& run);
 // config.worldSize when set, else the number of ranks that recorded anything.
 int32_t worldSizeOf(const Run& run);
+// busbw = algbw x 2(N-1)/N (the nccl-tests convention); NaN on one rank, where nothing crosses a link.
+inline double busBandwidthFactor(int32_t worldSize)
+{
+    return worldSize > 1 ? 2.0 * (worldSize - 1) / worldSize : std::numeric_limits<double>::quiet_NaN();
+}
 
 std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& steady);
 StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& stats,

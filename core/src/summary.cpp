@@ -176,7 +176,7 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         a.ranks.push_back(r);
     }
 
-    const double busFactor = s.multiRank ? 2.0 * (s.worldSize - 1) / s.worldSize : kNaN;
+    const double busFactor = detail::busBandwidthFactor(s.worldSize);
     // Per bucket: the table's buckets in index order, plus any bucket only seen in spans.
     struct Acc {
         int64_t bytes = 0;

@@ -323,7 +323,9 @@ std::vector<std::pair<int64_t, TimeNs>> Reducer::probeLink(const std::vector<int
         // The fastest: on a shared machine noise only ever adds (a rank descheduled between the
         // barrier and its send), and under load even the median of nine was seen at 3.7 ms for
         // 4 KiB that takes 0.16 ms undisturbed.
-        out.emplace_back(numel * 4, *std::min_element(times.begin(), times.end()));
+        // Bytes on the wire, as the bucket table's (bucketBytes): float32, or the fp16/bf16 copy.
+        out.emplace_back(wire.numel() * static_cast<int64_t>(wire.element_size()),
+                         *std::min_element(times.begin(), times.end()));
     }
     return out;
 }

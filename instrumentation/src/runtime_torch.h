@@ -111,7 +111,8 @@ public:
 
     // Rank 0's parameters to every rank.
     void broadcastParameters();
-    // The link at a few bucket sizes (float32 bytes), before training: each size `repeats`
+    // The link at a few bucket sizes (float32 bytes asked; the bytes on the wire returned, as
+    // bucketBytes), before training: each size `repeats`
     // times through the path a bucket of that size takes (the pairwise exchange and its sum, the
     // ring all-reduce, the bf16 all-gather), timed on this rank from a barrier's release to the
     // completion; the fastest per size (whatif.h, kLinkProbeKey). Collective: every rank calls it

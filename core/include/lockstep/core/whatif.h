@@ -36,7 +36,8 @@ Result<std::vector<std::vector<int64_t>>> parseParamNumel(std::string_view text,
 // training, its own all-reduce path timed at a few small bucket sizes while nothing else runs.
 // A recording whose transfers after backward all have one size (the usual one big bucket)
 // cannot tell the link's latency from its bandwidth; the probe can. Stored under this key as
-// "bytes:ns,bytes:ns,...": a bucket's float32 size and the fastest time, over a few repetitions,
+// "bytes:ns,bytes:ns,...": a bucket's bytes on the wire (as the bucket table's) and the fastest
+// time, over a few repetitions,
 // from a barrier's release to the completion on the recording rank (noise only ever adds). Lockstep's runtime writes it;
 // the Python recorder does not (it must not add collectives to the user's job).
 inline constexpr const char* kLinkProbeKey = "link_probe";
