@@ -1294,8 +1294,18 @@ void TestTimeline::heatmapEveryPixelIsItsCellsMaximum()
             int wrong = 0;
             for (int y = inside.top(); y <= inside.bottom(); ++y)
                 for (int x = inside.left(); x <= inside.right(); ++x)
-                    wrong += img.pixel(x, y) != h.colorFor(h.cellAt(QPoint(x, y)).value).rgb();
+                    wrong += img.pixel(x, y) != h.colorAt(QPoint(x, y)).rgb();
             QCOMPARE(wrong, 0);
+            // Nine steps over 700 pixels: the first columns are step 0, a warm-up step (off the
+            // colour scale), drawn in grey, never in the ramp's colour for its value.
+            const QPoint first(inside.left() + 1, inside.top() + 1);
+            const float v = h.cellAt(first).value;
+            if (model == fewRanks && std::isfinite(v)) {
+                QVERIFY(model->run().config.warmupSteps > 0);
+                const QColor c(img.pixel(first));
+                QVERIFY(c.red() == c.green() && c.green() == c.blue());
+                QVERIFY(c.rgb() != h.colorFor(v).rgb());
+            }
         }
     }
 }

@@ -108,6 +108,32 @@ std::pair<size_t, size_t> RankHeatmap::ranksOfPixel(int y) const
     return {std::min(a, n), std::min(b, n)};
 }
 
+namespace {
+// Warm-up cells in grey, lighter for less.
+QRgb muted(QRgb c)
+{
+    const int g = 0xf0 - (0xf0 - qGray(c)) / 2;
+    return qRgb(g, g, g);
+}
+} // namespace
+
+bool RankHeatmap::warmupOnly(size_t s0, size_t s1) const
+{
+    if (!m_model || s0 >= s1)
+        return false;
+    const auto& steps = m_model->rankStepMatrix().steps;
+    const int32_t warmup = m_model->run().config.warmupSteps;
+    return !steps.empty() && steps.back() >= warmup && s1 <= steps.size() && steps[s1 - 1] < warmup;
+}
+
+QColor RankHeatmap::colorAt(QPoint p) const
+{
+    const Cell c = cellAt(p);
+    const QColor colour = colorFor(c.value);
+    const auto [s0, s1] = stepsOfPixel(p.x() - plotRect().left());
+    return std::isfinite(c.value) && warmupOnly(s0, s1) ? QColor(muted(colour.rgb())) : colour;
+}
+
 std::pair<size_t, size_t> RankHeatmap::stepsOfPixel(int x) const
 {
     const size_t n = m_model ? m_model->rankStepMatrix().steps.size() : 0;
@@ -167,6 +193,12 @@ void RankHeatmap::rebuildImage()
     const RankStepMatrix& mx = m_model->rankStepMatrix();
     const size_t nSteps = mx.steps.size();
     const std::vector<float>& values = mx.values[m_metric];
+    // Warm-up steps are off the colour scale (rescale): drawn in grey, lighter for less, so they
+    // never read as values on the blue ramp (strips of warm-up steps only; a run with no steady
+    // step keeps its colours).
+    std::vector<char> warmStrip(size_t(nStrips), 0);
+    for (int j = 0; j < nStrips; ++j)
+        warmStrip[size_t(j)] = warmupOnly(stripSteps[size_t(j)].first, stripSteps[size_t(j)].second);
     std::vector<float> rowMax(nSteps);
     std::pair<size_t, size_t> ranksAbove;
     for (int y = 0; y < h; ++y) {
@@ -187,7 +219,7 @@ void RankHeatmap::rebuildImage()
             float v = std::numeric_limits<float>::quiet_NaN();
             for (size_t si = stripSteps[size_t(j)].first; si < stripSteps[size_t(j)].second; ++si)
                 v = maxOf(v, rowMax[si]);
-            line[j] = rgbOf(v);
+            line[j] = warmStrip[size_t(j)] && std::isfinite(v) ? muted(rgbOf(v)) : rgbOf(v);
         }
     }
 }
@@ -286,7 +318,7 @@ void RankHeatmap::paintEvent(QPaintEvent*)
         p.drawText(QRectF(x - labelW / 2.0, plot.bottom() + 3, labelW, fm.height()), Qt::AlignCenter, stepLabel(mx.steps[si]));
     }
     p.drawText(QRectF(plot.left(), plot.bottom() + 3 + fm.height(), plot.width(), fm.height()), Qt::AlignCenter,
-               markWarmup ? tr("step   ((n): warm-up, left out of the colour scale and the run's numbers)") : tr("step"));
+               markWarmup ? tr("step   ((n): warm-up, in grey: left out of the colour scale and the run's numbers)") : tr("step"));
 
     // Title and colour scale.
     QFont bold = font();

@@ -41,6 +41,9 @@ public:
     std::pair<float, float> scale() const { return {m_lo, m_hi}; }
     // The colour a value gets.
     QColor colorFor(float value) const;
+    // The colour the picture shows at a point of the plot: the colour of cellAt's value, in grey
+    // where every step under the point is a warm-up step (off the colour scale; rescale()).
+    QColor colorAt(QPoint p) const;
     QSize sizeHint() const override { return QSize(700, 420); }
 
 signals:
@@ -57,6 +60,8 @@ private:
     // Ranges of matrix rows / columns that pixel row y / column x of the plot covers.
     std::pair<size_t, size_t> ranksOfPixel(int y) const;
     std::pair<size_t, size_t> stepsOfPixel(int x) const;
+    // Steps [s0, s1) of the matrix are all warm-up steps of a run that has steady ones.
+    bool warmupOnly(size_t s0, size_t s1) const;
 
     std::shared_ptr<const TimelineRunModel> m_model;
     RankStepMatrix::Metric m_metric = RankStepMatrix::StepTime;
