@@ -338,6 +338,13 @@ void TimelinePage::showSelection()
     }
     const SpanRef ref = m_timeline->selection();
     if (ref.valid()) {
+        // The step box follows the selection (a click, the arrow keys, a search match).
+        const core::Run& run = *m_run->run;
+        if (size_t(ref.span) < run.spans.size()) {
+            const int32_t step = run.spans[size_t(ref.span)].step;
+            if (step >= 0 && step <= m_step->maximum() && step != m_step->value())
+                m_step->setValue(step);
+        }
         m_details->setSelection(*m_run->timeline, ref.span);
         showSideTab(DetailsTab);
     } else if (const auto range = m_timeline->measureRange()) {

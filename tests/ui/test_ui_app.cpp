@@ -521,6 +521,9 @@ void TestUiApp::timelinePageSearchSummaryAndRanks()
     QVERIFY(matches > 0);
     QCOMPARE(page->searchCount()->text(), QStringLiteral("1 of %1").arg(matches));
     QCOMPARE(page->timeline()->selection(), page->timeline()->searchMatches().front());
+    // The step box follows the selection.
+    const core::Run& runB = *w.currentRun()->run;
+    QCOMPARE(page->stepBox()->value(), runB.spans[size_t(page->timeline()->selection().span)].step);
     QTest::keyClick(page->searchEdit(), Qt::Key_Escape);
     QVERIFY(page->searchEdit()->text().isEmpty());
     // Elsewhere Ctrl+F filters the runs.
@@ -555,6 +558,10 @@ void TestUiApp::timelinePageSearchSummaryAndRanks()
     QTest::mouseClick(heat, Qt::LeftButton, Qt::NoModifier, cell);
     QCOMPARE(w.currentPage(), int(MainWindow::TimelinePageIndex));
     QCOMPARE(page->stepBox()->value(), 3);
+    // ... and the selection, which Details shows, is that rank's collective of that step.
+    const core::Span& picked = runB.spans[size_t(page->timeline()->selection().span)];
+    QCOMPARE(picked.step, 3);
+    QCOMPARE(runB.lanes[picked.lane.v].rank, 1);
     const auto r3 = *page->timeline()->stepRange(3);
     const auto [t0, t1] = page->timeline()->viewRange();
     QVERIFY(t0 <= r3.first && r3.second <= t1);
