@@ -27,7 +27,12 @@ Robust on a shared machine (2 cores, other engineers' builds beside it):
   - the noise floor: the "25 MiB, 2 ranks" target is the base's own configuration, so its pairs
     measure the same configuration twice in a row; whatif_same_config_diff_pct is the median of
     |second - first| / first over those pairs. No prediction can be trusted to be closer to a
-    measurement than two measurements of one configuration are to each other;
+    measurement than two measurements of one configuration are to each other. The tail of that
+    noise is measured on more pairs: every two runs of one configuration (the base runs of
+    consecutive targets, a 25 MiB target and the base after it) at most one run apart, in the
+    order they ran; whatif_noise_p90_pct is the 90th percentile of their |difference|, to be read
+    beside whatif_pair_err_p90_pct, the same percentile of every single pair's |error| (a
+    prediction pair is two adjacent runs as well);
   - the load average before and after is printed;
   - the machine's drift, controlled: this VM runs the same work at different speeds from one run
     to the next (forward included). Data loading and forward are the same work whatever the
@@ -105,6 +110,9 @@ class Config:
 
     def predict_flags(self):
         return ["--nproc", str(self.nproc), "--bucket-mb", num(self.cap), "--link-gbps", num(self.link)]
+
+    def key(self):
+        return (self.nproc, self.cap, self.link)
 
     def predicted_name(self, base_path, scale=1.0):
         stem = os.path.splitext(os.path.basename(base_path))[0]
@@ -242,14 +250,18 @@ def main():
     # pairs[(model, key)] = [(predicted ms, measured ms, base ms)]; advised[model] = [cap MiB]
     # adjusted[(model, key)] = [(predicted at the target run's compute scale ms, measured ms, scale)]
     # runs_of_cap[(model, cap)] = [(measured ms, forward ms, layout)] of the cap targets' runs
-    pairs, advised, waits, adjusted, runs_of_cap = {}, {}, {}, {}, {}
+    # ran[(model, r)] = [(configuration key, step ms)] in the order the runs ran (the noise floor)
+    pairs, advised, waits, adjusted, runs_of_cap, ran = {}, {}, {}, {}, {}, {}
     for r in range(REPEATS):
         for model in MODELS:
             for key, _, _, base_cfg, target_cfg in targets(model):
                 base = os.path.join(work, "%s-%s-base-r%d.db" % (model, key, r))
                 target = os.path.join(work, "%s-%s-r%d.db" % (model, key, r))
                 if not (record(model, base_cfg, base) and record(model, target_cfg, target)):
+                    ran.setdefault((model, r), []).append(None)  # a gap: no pair across it
                     continue
+                ran.setdefault((model, r), []).extend([(base_cfg.key(), step_stat_ms(base)),
+                                                       (target_cfg.key(), step_stat_ms(target))])
                 predicted_file = predict(base, target_cfg, pred_dir)
                 predicted = step_stat_ms(predicted_file)
                 measured, base_ms = step_stat_ms(target), step_stat_ms(base)
@@ -272,6 +284,16 @@ def main():
                     advised.setdefault(model, []).append(a["best"]["bucket_cap_bytes"] / 2**20)
 
     errors, by_kind, noise, wait_errors, adj_errors, adj_by_kind = [], {}, [], [], [], {}
+    pair_errors = [abs(p - m) / m * 100 for ps in pairs.values() for p, m, _ in ps]
+    # Two runs of one configuration at most one run apart (docstring: the noise floor's tail).
+    noise_tail = []
+    for seq in ran.values():
+        for i, a in enumerate(seq):
+            for b in seq[i + 1:i + 3]:
+                if a is None or b is None:
+                    break
+                if a[0] == b[0]:
+                    noise_tail.append(abs(b[1] - a[1]) / a[1] * 100)
     advised_best = 0
     for model in MODELS:
         print("\n# %s: target, predicted / measured (medians of the pairs), median error of the pairs" % model)
@@ -359,6 +381,13 @@ def main():
     if noise:
         print("whatif_same_config_diff_pct: %.1f %% (median of %d back-to-back pairs of one configuration)"
               % (statistics.median(noise), len(noise)))
+    if pair_errors:
+        print("whatif_pair_err_p90_pct: %.1f %% (90th percentile of |error| over %d single pairs)"
+              % (percentile(pair_errors, 0.9), len(pair_errors)))
+    if noise_tail:
+        print("whatif_noise_p90_pct: %.1f %% (90th percentile of |difference| over %d pairs of runs of one "
+              "configuration at most one run apart; median %.1f %%)"
+              % (percentile(noise_tail, 0.9), len(noise_tail), statistics.median(noise_tail)))
     print("load_avg_end: %.2f" % os.getloadavg()[0])
     if not keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -82,6 +82,8 @@ constexpr std::array kKinds = {
                        "no optimizer step of this model was seen; steps end at the next forward"},
     DiagnosticKindInfo{K::SecondDdpNotRecorded, "second DDP not recorded", kWarn,
                        "the script created more than one DistributedDataParallel; only the first is recorded"},
+    DiagnosticKindInfo{K::LinkNotProbed, "link probe", kInfo,
+                       "the link was not probed at attach: predictions take its latency from the run alone"},
     DiagnosticKindInfo{K::LegacyTraceEventsNotArray, "traceEvents is not an array", kError,
                        "the traceEvents member is not an array; no events in it (written by earlier versions)"},
     DiagnosticKindInfo{K::LegacyEmptyTrace, "empty trace", kWarn, "the trace holds no events (written by earlier versions)"},

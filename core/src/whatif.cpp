@@ -817,7 +817,7 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
     d.link.fitted = true;
     const bool haveIdle = !idlePoints.empty();
     Line line = fitLine(haveIdle ? idlePoints : allPoints);
-    // The runtime's startup probe (whatif.h, kLinkProbeKey): the same path timed at a few sizes
+    // The startup probe (whatif.h, kLinkProbeKey): the same path timed at a few sizes
     // with nothing else running. Its intercept stands in for the latency when the run's own
     // transfers cannot give one (one bucket size); the run's rate is then what its transfers
     // took beyond that latency. A probe whose latency exceeds the run's own transfer times
@@ -853,7 +853,7 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
                     line.separable = true;
                     d.link.latencyFromProbe = true;
                     probeNote = "the link's latency (" + microseconds(d.link.probeLatencyNs)
-                        + " per round) is the runtime's startup probe's (" + std::to_string(probe->size())
+                        + " per round) is the startup probe's (" + std::to_string(probe->size())
                         + " sizes): this run's transfers after backward had one size";
                 } else {
                     probeNote = "the startup probe's latency (" + microseconds(d.link.probeLatencyNs)

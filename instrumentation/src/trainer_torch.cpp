@@ -418,13 +418,13 @@ void Trainer::setup()
     m_rankInfo.clockSyncStartNs = at;
 
     m_reducer->broadcastParameters();
-    // The link at three small sizes (whatif.h, kLinkProbeKey), the fastest of nine each (~30 ms
-    // on 127.0.0.1): lets `lockstep predict` tell the link's latency from its bandwidth when the
-    // run's own buckets all have one size.
+    // The link at three small sizes (whatif.h, kLinkProbeKey: kLinkProbeBytes, the fastest of
+    // kLinkProbeRepeats each; ~30 ms on 127.0.0.1): lets `lockstep predict` tell the link's
+    // latency from its bandwidth when the run's own buckets all have one size.
     std::vector<core::LinkProbePoint> probe;
     if (m_o.record && m_env.world > 1) {
         m_phase = "probing the link: ";
-        for (const auto& [bytes, ns] : m_reducer->probeLink({4 << 10, 64 << 10, 512 << 10}, 9))
+        for (const auto& [bytes, ns] : m_reducer->probeLink({core::kLinkProbeBytes.begin(), core::kLinkProbeBytes.end()}, core::kLinkProbeRepeats))
             probe.push_back({bytes, ns});
         m_phase = "setup: ";
     }

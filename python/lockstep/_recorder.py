@@ -37,6 +37,7 @@ import socket
 import sys
 import types
 import weakref
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -201,13 +202,17 @@ class Recorder:
             clock_sync_start_ns=start.at_ns if start else 0)
 
         hook_name = self._slot_hook_name(_patches.comm_slot(ddp, create=False))
+        compress = _COMPRESS_OF_HOOK.get(hook_name, hook_name)
+        # The link at a few small sizes, before training (_probe_link says why and how).
+        probe, probe_note = self._probe_link(named, compress, start is not None,
+                                             torch.device("cuda", device_index) if self._cuda else torch.device("cpu"))
         self._config = dict(
             name=run_name or os.environ.get("LOCKSTEP_RUN_NAME") or "pytorch-ddp",
             source="pytorch", model=type(ddp.module).__name__,
             model_args=f"params={len(named)} param_bytes={sum(p.numel() * p.element_size() for _, p in named)}",
             world_size=self.world, backend=str(dist.get_backend(self._pg)), device=ddp.device_type,
             bucket_cap_bytes=int(ddp.bucket_bytes_cap), first_bucket_cap_bytes=int(dist._DEFAULT_FIRST_BUCKET_BYTES),
-            warmup_steps=int(warmup), compress=_COMPRESS_OF_HOOK.get(hook_name, hook_name),
+            warmup_steps=int(warmup), compress=compress,
             command_line=_command_line(), host=self._rank_info["host"], created_ns=_core.now_ns(), status="running",
             extra={
                 "recorder": "lockstep python (DDP hooks)",
@@ -218,6 +223,8 @@ class Recorder:
                 "grad_ready": "gradient accumulator post-hooks",
                 "local_rank": os.environ.get("LOCAL_RANK", ""),
             })
+        if probe:
+            self._config["extra"][_core.LINK_PROBE_KEY] = ",".join(f"{b}:{ns}" for b, ns in probe)
         os.makedirs(out, exist_ok=True)
         self.path = shard_path(out, self.rank)
         self._core = _core.ShardRecorder(
@@ -227,6 +234,8 @@ class Recorder:
             on_backward=self._on_backward_started)
         if clock_note:
             self._core.add_diagnostic("clock offset", 1, clock_note)
+        if probe_note:
+            self._core.add_diagnostic("link probe", 1, probe_note)
 
         self._device = None
         if self._cuda:
@@ -282,6 +291,73 @@ class Recorder:
         ddp.__dict__["_lockstep_recorder"] = self
         _patches.recorders.append(self)
         _register_exit_handler()
+
+    # ---- the link probe ----
+
+    def _probe_link(self, named, compress, clock_ok, device):
+        """Times the job's own all-reduce at the probe's sizes, the fastest of its turns (whatif.h,
+        kLinkProbeKey; the same as the runtime's, from _core).
+
+        Why: a recording whose transfers after backward all have one size (DDP's default 25 MiB
+        cap usually leaves one) cannot tell the link's latency from its bandwidth, and without a
+        latency `lockstep advise` takes many small buckets to be free. The runtime probes before
+        training; a user's job is probed here, at attach: once, before the first step, ~30 ms.
+
+        It adds collectives to the user's process group, so every rank must make the same ones
+        in the same order. Every rank attaches at the same point of its sequence (right after
+        DDP's own collective construction), and whether to probe is rank 0's decision, posted in
+        the store: rank 0 says yes only when its clock exchange saw every rank arrive (so every
+        rank is here) and LOCKSTEP_LINK_PROBE is not 0 on rank 0; the others wait for that word
+        (longer than rank 0 can wait for the slowest rank) and skip when it does not come. The
+        probed tensors are the probe's own: no parameter, gradient or random state is touched.
+
+        Returns ([(bytes on the wire, fastest ns)], note): the list is empty (and the note says
+        why, for the diagnostics) when the probe was not made."""
+        if self.world < 2:
+            return [], None
+        if compress not in ("none", "fp16"):
+            return [], f"link not probed: the communication hook ({compress}) is not one the what-if model replays"
+        store, key = self._store(), self._clock_prefix + "/probe"
+        try:
+            if self.rank == 0:
+                agreed = clock_ok and os.environ.get("LOCKSTEP_LINK_PROBE", "1") != "0"
+                store.set(key, "1" if agreed else "0")
+            else:
+                old_timeout = store.timeout
+                store.set_timeout(timedelta(seconds=_CLOCK_START_TIMEOUT_S * self.world + 10))
+                try:
+                    agreed = store.get(key) == b"1"
+                finally:
+                    store.set_timeout(old_timeout)
+        except Exception as e:
+            return [], f"link not probed: rank 0's word did not come over the store ({e})"
+        if not agreed:
+            return [], ("link not probed: LOCKSTEP_LINK_PROBE=0 on rank 0" if clock_ok and self.rank == 0
+                        else "link not probed (switched off on rank 0, or not every rank reached attach in time)")
+        dtype = torch.float16 if compress == "fp16" else (named[0][1].dtype if named else torch.float32)
+        cuda = device.type == "cuda"
+        gate = torch.zeros(1, dtype=torch.float32, device=device)
+        # The sizes are float32 gradient bytes, as the caps count them; what travels is the
+        # hook's type (fp16: half the bytes), and the bytes on the wire are recorded.
+        tensors = [torch.ones(max(1, nbytes // 4), dtype=dtype, device=device) for nbytes in _core.LINK_PROBE_BYTES]
+        best = [None] * len(tensors)
+        with torch.no_grad():
+            # The sizes take turns, so that a burst of load beside the job hits each of them
+            # alike rather than all the repetitions of one.
+            for _ in range(_core.LINK_PROBE_REPEATS):
+                for i, t in enumerate(tensors):
+                    # A one-element all-reduce as the barrier: every rank has joined when it returns.
+                    dist.all_reduce(gate, group=self._pg)
+                    if cuda:
+                        torch.cuda.synchronize(device)
+                    t0 = _core.now_ns()
+                    dist.all_reduce(t, group=self._pg)
+                    if cuda:
+                        torch.cuda.synchronize(device)
+                    dt = _core.now_ns() - t0
+                    best[i] = dt if best[i] is None else min(best[i], dt)
+        out = [(t.numel() * t.element_size(), max(1, b)) for t, b in zip(tensors, best)]
+        return out, None
 
     # ---- forward ----
 

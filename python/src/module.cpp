@@ -12,6 +12,7 @@
 #include "lockstep/core/diagnostics.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/whatif.h"
 #include "lockstep/job/progress.h"
 #include "lockstep/job/shard_layout.h"
 
@@ -336,6 +337,10 @@ PYBIND11_MODULE(_core, m)
 
     m.def("now_ns", &lockstep::record::nowNs, "CLOCK_REALTIME in nanoseconds (the clock of every Lockstep timestamp)");
     m.attr("SCHEMA_VERSION") = core::kSchemaVersion;
+    // The startup link probe's sizes and turns (whatif.h, kLinkProbeKey), for Recorder._probe_link.
+    m.attr("LINK_PROBE_KEY") = core::kLinkProbeKey;
+    m.attr("LINK_PROBE_BYTES") = pb::tuple(pb::cast(std::vector<int64_t>(core::kLinkProbeBytes.begin(), core::kLinkProbeBytes.end())));
+    m.attr("LINK_PROBE_REPEATS") = core::kLinkProbeRepeats;
 
     pb::enum_<Ev>(m, "Ev", "Kinds of recorder events (see python/src/shard_recorder.h)")
         .value("StepStart", Ev::StepStart)

@@ -108,6 +108,14 @@ def tearDownModule():
     shutil.rmtree(Jobs.root, ignore_errors=True)
 
 
+def probe_of(run):
+    """[(bytes on the wire, ns)] of a run's startup link probe (a loaded run or its file)."""
+    if isinstance(run, str):
+        run = lockstep.load_run(run)
+    return [tuple(int(v) for v in item.split(":"))
+            for item in run["config"]["extra"][lockstep._core.LINK_PROBE_KEY].split(",")]
+
+
 def ddp_buckets(info):
     """DDP's own rebuilt buckets: [(bytes, [parameter indices])] from _get_ddp_logging_data()."""
     sizes = [int(s) for s in info["rebuilt_bucket_sizes"].split(",")]
@@ -191,6 +199,38 @@ class RecordsWhatDdpDoes(unittest.TestCase):
             losses = [s["loss"] for s in run["steps"]]
             self.assertTrue(all(0 < v < 10 for v in losses), losses)
             self.assertTrue(any(d["kind"] == "bucket layout rebuilt" for d in run["diagnostics"]))
+
+    def test_link_probed_at_attach(self):
+        # The startup link probe (whatif.h, kLinkProbeKey; Recorder._probe_link): the job's own
+        # all-reduce timed at the probe's sizes, float32 on the wire here, the fastest of its turns.
+        for r in range(2):
+            probe = probe_of(self.runs[r])
+            self.assertEqual([b for b, _ in probe], list(lockstep._core.LINK_PROBE_BYTES))
+            # An all-reduce over 127.0.0.1 takes microseconds to milliseconds, never nothing.
+            self.assertTrue(all(1_000 < ns < 1_000_000_000 for _, ns in probe), probe)
+        if not CLI:
+            return
+        merged = os.path.join(self.rec["dir"], "probe.db")
+        shards = [os.path.join(self.rec["shards"], f"rank-{r}.db") for r in range(2)]
+        subprocess.run([CLI, "merge"] + shards + ["--out", merged], check=True, capture_output=True)
+        fit = json.loads(subprocess.run([CLI, "predict", merged, "--bucket-mb", "1", "--json"], check=True,
+                                        capture_output=True, text=True).stdout)["link"]
+        # The model reads it (rank 0's): a probe whose times grow with the size gives a latency per
+        # round (gloo's all-reduce on 2 ranks: 2 rounds), one that a burst of load disturbed is
+        # refused and says so.
+        times = [ns for _, ns in probe_of(merged)]
+        if times == sorted(times):
+            self.assertGreater(fit["probe_latency_ns_per_round"], 0)
+
+    def test_link_probe_can_be_switched_off(self):
+        job = Jobs.get("mlp-noprobe", "attach", env={"LOCKSTEP_LINK_PROBE": "0"})
+        for r in range(2):
+            self.assertTrue(same_tensors(self.plain["dumps"][r]["params"], job["dumps"][r]["params"]))
+            run = lockstep.load_run(os.path.join(job["shards"], f"rank-{r}.db"))
+            self.assertNotIn(lockstep._core.LINK_PROBE_KEY, run["config"]["extra"])
+            notes = [d["message"] for d in run["diagnostics"] if d["kind"] == "link probe"]
+            self.assertEqual(len(notes), 1, run["diagnostics"])
+            self.assertIn("LOCKSTEP_LINK_PROBE=0" if r == 0 else "switched off on rank 0", notes[0])
 
     def test_clock_offset_measured_over_the_store(self):
         r1 = self.runs[1]["ranks"][0]
@@ -284,6 +324,10 @@ class UserCommHook(unittest.TestCase):
         for job in (self.before, self.after):
             run = lockstep.load_run(os.path.join(job["shards"], "rank-0.db"))
             self.assertEqual(run["config"]["compress"], "fp16")
+            # The link probe sends what the hook sends at attach, and records the bytes on the
+            # wire: half of the float32 sizes when the hook came first, float32 when it came after.
+            self.assertEqual([b for b, _ in probe_of(os.path.join(job["shards"], "rank-0.db"))],
+                             [b // (2 if job is self.before else 1) for b in lockstep._core.LINK_PROBE_BYTES])
             names = {s["name"] for s in run["spans"] if s["kind"] == "comm" and s["step"] >= 1}
             self.assertEqual(names, {f"fp16_compress_hook bucket {b}" for b in range(4)})
             self.assertEqual(len([s for s in run["spans"] if s["kind"] == "comm"]), 1 + 4 * (STEPS - 1))

@@ -88,7 +88,7 @@ TEST(WhatIfFit, BusyAndIdleLinkRatesFromTheRunsOwnAllReduces)
     EXPECT_TRUE(hasNote(m.notes(), "latency cannot be told apart"));
 }
 
-// The same run with the runtime's startup probe (whatif.h, kLinkProbeKey): (1024 B, 12 µs) and
+// The same run with the startup probe (whatif.h, kLinkProbeKey): (1024 B, 12 µs) and
 // (4096 B, 18 µs) make a line of 6 µs per 3072 B through 10 µs at 0 B. The run's one idle size
 // then gives the rate beyond that latency: (40 µs - 10 µs) / 2048 B; the busy rate b0's 60 µs less
 // the latency over its 1024 B.

@@ -62,6 +62,7 @@ enum class DiagnosticKind : uint16_t {
     IncompleteStep,
     NoOptimizerStep,
     SecondDdpNotRecorded,
+    LinkNotProbed,
     // Written by earlier versions only (kept so their runs can be copied and merged).
     LegacyTraceEventsNotArray,
     LegacyEmptyTrace,

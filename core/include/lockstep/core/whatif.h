@@ -13,6 +13,7 @@
 #include "lockstep/core/result.h"
 #include "lockstep/core/types.h"
 
+#include <array>
 #include <limits>
 #include <memory>
 #include <string>
@@ -32,15 +33,18 @@ std::string formatParamNumel(const std::vector<std::vector<int64_t>>& numelPerBu
 // Checks the list against the bucket table (one number per parameter, positive).
 Result<std::vector<std::vector<int64_t>>> parseParamNumel(std::string_view text, const std::vector<Bucket>& buckets);
 
-// The runtime's startup probe of its link (instrumentation/src/trainer_torch.cpp): before
-// training, its own all-reduce path timed at a few small bucket sizes while nothing else runs.
-// A recording whose transfers after backward all have one size (the usual one big bucket)
-// cannot tell the link's latency from its bandwidth; the probe can. Stored under this key as
-// "bytes:ns,bytes:ns,...": a bucket's bytes on the wire (as the bucket table's) and the fastest
-// time, over a few repetitions,
-// from a barrier's release to the completion on the recording rank (noise only ever adds). Lockstep's runtime writes it;
-// the Python recorder does not (it must not add collectives to the user's job).
+// The startup probe of the link: before training, the job's own all-reduce path timed at a few
+// small bucket sizes while nothing else runs. A recording whose transfers after backward all have
+// one size (the usual one big bucket) cannot tell the link's latency from its bandwidth; the
+// probe can. Stored under this key as "bytes:ns,bytes:ns,...": a bucket's bytes on the wire (as
+// the bucket table's) and the fastest time over kLinkProbeRepeats turns (the sizes take turns, so
+// a burst of load hits each alike), from a barrier's release to the completion on the recording
+// rank (noise only ever adds). Both recorders make it with these sizes: Lockstep's runtime
+// (instrumentation/src/trainer_torch.cpp) through its own exchange path, the Python recorder
+// (python/lockstep/_recorder.py, Recorder._probe_link) through the user's process group at attach.
 inline constexpr const char* kLinkProbeKey = "link_probe";
+inline constexpr std::array<int64_t, 3> kLinkProbeBytes{4 << 10, 64 << 10, 512 << 10};
+inline constexpr int kLinkProbeRepeats = 15;
 struct LinkProbePoint {
     int64_t bytes = 0;
     int64_t ns = 0;
