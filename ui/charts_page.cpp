@@ -13,9 +13,13 @@
 #include <QComboBox>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFontMetricsF>
+#include <QGraphicsItem>
+#include <QGraphicsLayout>
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLegend>
 #include <QLegendMarker>
 #include <QLineSeries>
 #include <QListWidget>
@@ -23,7 +27,9 @@
 #include <QMessageBox>
 #include <QPainter>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScatterSeries>
+#include <QScrollArea>
 #include <QSet>
 #include <QSplitter>
 #include <QStackedBarSeries>
@@ -45,6 +51,12 @@ namespace {
 constexpr int kMaxBarSteps = 60;
 // A legend entry names the runs of its curve, cut to this many characters.
 constexpr int kMaxLegendChars = 70;
+// A plot shorter than this shows its axes' ticks as "...".
+constexpr int kMinPlotHeight = 150;
+// The views' minimum height before a chart is laid out (the grid's old minimum).
+constexpr int kMinChartHeight = 220;
+// Chart or series property: not in the legend (a placeholder chart, an error bar).
+constexpr const char* kNoLegend = "lockstepNoLegend";
 // Series property holding one tooltip text per point.
 constexpr const char* kPointTexts = "lockstepPointTexts";
 
@@ -77,10 +89,220 @@ QChart* newChart(const QString& title)
     return chart;
 }
 
+// A legend that wraps (see charts_page.h): the chart's visible legend markers (their names,
+// colours and order; error bars are left out), flowed left to right into centred rows as wide as
+// the chart, under the plot. The chart's bottom margin grows by the rows' height, so the plot and
+// the axis titles make room instead of being drawn over. Relaid out whenever the chart is resized.
+class FlowLegend : public QGraphicsItem {
+public:
+    static constexpr int kType = UserType + 71;
+    explicit FlowLegend(QChart* chart)
+        : QGraphicsItem(chart)
+        , m_chart(chart)
+        , m_font(chart->legend()->font())
+        , m_labelColor(chart->legend()->labelColor())
+    {
+        // (QLegendMarker::isVisible() is false for every marker until the chart is on screen.)
+        for (QLegendMarker* m : chart->legend()->markers())
+            if (!m->series()->property(kNoLegend).toBool())
+                m_entries.push_back({m->label(), m->label(), m->brush(), m->pen(), {}});
+        m_baseMargins = chart->margins();
+        chart->legend()->hide();
+        QObject::connect(chart, &QGraphicsWidget::geometryChanged, chart, [this] { relayout(); });
+        relayout();
+    }
+    int type() const override { return kType; }
+    QRectF boundingRect() const override { return m_bounds; }
+    const auto& entries() const { return m_entries; }
+
+    void paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) override
+    {
+        painter->setFont(m_font);
+        const QFontMetricsF fm(m_font);
+        for (const Entry& e : m_entries) {
+            const QRectF marker(e.rect.left(), e.rect.center().y() - kMarker / 2, kMarker, kMarker);
+            painter->setPen(e.pen.style() == Qt::NoPen ? QPen(e.brush.color().darker(115)) : QPen(e.pen.color(), 1));
+            painter->setBrush(e.brush);
+            painter->drawRect(marker);
+            painter->setPen(m_labelColor);
+            painter->drawText(QRectF(marker.right() + kGap, e.rect.top(), e.rect.width() - kMarker - kGap, e.rect.height()),
+                              Qt::AlignLeft | Qt::AlignVCenter, e.shown);
+        }
+    }
+
+    void relayout()
+    {
+        qreal left = 0, top = 0, right = 0, bottom = 0;
+        if (QGraphicsLayout* l = m_chart->layout())
+            l->getContentsMargins(&left, &top, &right, &bottom);
+        const QRectF area = m_chart->rect().adjusted(left, top, -right, -bottom);
+        const qreal width = std::max<qreal>(40, area.width() - 2 * kSide);
+        const QFontMetricsF fm(m_font);
+        const qreal rowHeight = std::max<qreal>(fm.height(), kMarker) + 4;
+        prepareGeometryChange();
+        // Rows: entries in order, a new row when the next does not fit.
+        std::vector<std::pair<size_t, size_t>> rows; // [first, last)
+        qreal x = 0;
+        QStringList full;
+        bool elided = false;
+        for (size_t i = 0; i < m_entries.size(); ++i) {
+            Entry& e = m_entries[i];
+            full << e.name;
+            e.shown = e.name;
+            qreal w = kMarker + kGap + fm.horizontalAdvance(e.name) + 1;
+            if (w > width) { // alone wider than the chart: the one case that elides
+                e.shown = fm.elidedText(e.name, Qt::ElideMiddle, width - kMarker - kGap - 1);
+                w = kMarker + kGap + fm.horizontalAdvance(e.shown) + 1;
+                elided = true;
+            }
+            if (rows.empty() || x + w > width) {
+                rows.push_back({i, i});
+                x = 0;
+            }
+            e.rect = QRectF(x, qreal(rows.size() - 1) * rowHeight, w, rowHeight);
+            rows.back().second = i + 1;
+            x += w + kSpacing;
+        }
+        for (const auto& [first, last] : rows) { // centre each row, as Qt's legend does
+            const qreal used = m_entries[last - 1].rect.right() - m_entries[first].rect.left();
+            for (size_t i = first; i < last; ++i)
+                m_entries[i].rect.translate((width - used) / 2, 0);
+        }
+        const qreal height = qreal(rows.size()) * rowHeight;
+        m_bounds = QRectF(0, 0, width, height);
+        setPos(area.left() + kSide, area.bottom() - height - kBelow);
+        setToolTip(elided ? full.join(QLatin1Char('\n')) : QString());
+        QMargins margins = m_baseMargins;
+        margins.setBottom(m_baseMargins.bottom() + int(std::ceil(height + kBelow + kAbove)));
+        if (margins != m_chart->margins())
+            m_chart->setMargins(margins);
+        update();
+    }
+
+private:
+    static constexpr qreal kMarker = 12;  // Qt's legend draws 12-pixel squares too
+    static constexpr qreal kGap = 5;      // marker to its text
+    static constexpr qreal kSpacing = 14; // between entries of a row
+    static constexpr qreal kSide = 6;     // from the chart's edges
+    static constexpr qreal kBelow = 4;    // under the last row
+    static constexpr qreal kAbove = 4;    // between the axis title and the first row
+    struct Entry {
+        QString name, shown;
+        QBrush brush;
+        QPen pen;
+        QRectF rect; // in the legend's coordinates
+    };
+    QChart* m_chart;
+    QFont m_font;
+    QColor m_labelColor;
+    std::vector<Entry> m_entries;
+    QMargins m_baseMargins;
+    QRectF m_bounds;
+};
+
+FlowLegend* flowLegend(QChart* chart)
+{
+    if (!chart)
+        return nullptr;
+    for (QGraphicsItem* item : chart->childItems())
+        if (item->type() == FlowLegend::kType)
+            return static_cast<FlowLegend*>(item);
+    return nullptr;
+}
+
+// Titles wrap too. A chart's title is its name and, one per "<br>", small grey or orange lines
+// under it (the groups, a caution, the runs left out; see chartNote). Qt Charts cuts every line
+// wider than the chart with "...", and at 1024 pixels a chart is 350 wide: each line is wrapped
+// at spaces to the chart's width instead, up to kTitleLines rows, the last elided only if the
+// text goes on; then the whole title is the chart's tooltip. Redone when the chart is resized.
+constexpr int kTitleLines = 3;
+constexpr const char* kFullTitle = "lockstepFullTitle";
+
+QStringList wrapWords(const QString& text, const QFontMetricsF& fm, qreal width, int maxLines, bool* elided)
+{
+    QStringList lines;
+    QString line;
+    const QStringList words = text.split(QLatin1Char(' '), Qt::SkipEmptyParts);
+    for (qsizetype i = 0; i < words.size(); ++i) {
+        const QString candidate = line.isEmpty() ? words[i] : line + QLatin1Char(' ') + words[i];
+        if (line.isEmpty() || fm.horizontalAdvance(candidate) <= width) {
+            line = candidate;
+            continue;
+        }
+        if (lines.size() == maxLines - 1) { // the last row: the rest, elided
+            line = candidate;
+            for (qsizetype j = i + 1; j < words.size(); ++j)
+                line += QLatin1Char(' ') + words[j];
+            break;
+        }
+        lines << line;
+        line = words[i];
+    }
+    if (!line.isEmpty())
+        lines << line;
+    for (QString& l : lines) {
+        if (fm.horizontalAdvance(l) > width) {
+            l = fm.elidedText(l, Qt::ElideRight, width);
+            *elided = true;
+        }
+    }
+    return lines;
+}
+
+void fitTitle(QChart* chart, QChartView* view)
+{
+    const QString full = chart->property(kFullTitle).toString();
+    qreal left = 0, top = 0, right = 0, bottom = 0;
+    if (QGraphicsLayout* l = chart->layout())
+        l->getContentsMargins(&left, &top, &right, &bottom);
+    const qreal width = chart->size().width() - left - right - chart->margins().left() - chart->margins().right() - 12;
+    if (width < 60)
+        return;
+    static const QRegularExpression span(QStringLiteral("^<span style='([^']*)'>(.*)</span>$"));
+    static const QRegularExpression size(QStringLiteral("font-size:([0-9.]+)pt"));
+    QStringList out, plain;
+    bool elided = false;
+    for (const QString& segment : full.split(QStringLiteral("<br>"))) {
+        QFont font = chart->titleFont();
+        QString style, text = segment;
+        if (const auto m = span.match(segment); m.hasMatch()) {
+            style = m.captured(1);
+            text = m.captured(2);
+            if (const auto sm = size.match(style); sm.hasMatch())
+                font.setPointSizeF(sm.captured(1).toDouble());
+        }
+        // The text is HTML-escaped; measure and wrap it as shown.
+        QString shown = text;
+        shown.replace(QStringLiteral("&lt;"), QStringLiteral("<")).replace(QStringLiteral("&gt;"), QStringLiteral(">"))
+            .replace(QStringLiteral("&quot;"), QStringLiteral("\"")).replace(QStringLiteral("&#39;"), QStringLiteral("'"))
+            .replace(QStringLiteral("&amp;"), QStringLiteral("&"));
+        plain << shown;
+        for (const QString& line : wrapWords(shown, QFontMetricsF(font), width, kTitleLines, &elided))
+            out << (style.isEmpty() ? line.toHtmlEscaped() : QStringLiteral("<span style='%1'>%2</span>").arg(style, line.toHtmlEscaped()));
+    }
+    const QString fitted = out.join(QStringLiteral("<br>"));
+    if (fitted != chart->title())
+        chart->setTitle(fitted);
+    view->setToolTip(elided ? plain.join(QLatin1Char('\n')) : QString());
+}
+
+// A chart with a legend gets the wrapping one (placeholders hide theirs); every title wraps.
 void setChart(QChartView* view, QChart* chart)
 {
     QChart* old = view->chart();
+    if (!chart->property(kNoLegend).toBool())
+        new FlowLegend(chart);
+    chart->setProperty(kFullTitle, chart->title());
+    QObject::connect(chart, &QGraphicsWidget::geometryChanged, chart, [chart, view] { fitTitle(chart, view); });
+    // The view is at least as tall as the title, legend and axes above and below the plot, plus
+    // kMinPlotHeight (they depend on the width only, so this settles in one step).
+    QObject::connect(chart, &QChart::plotAreaChanged, view, [chart, view](const QRectF& plot) {
+        const int need = std::max(kMinChartHeight, int(std::ceil(chart->size().height() - plot.height())) + kMinPlotHeight);
+        if (std::abs(need - view->minimumHeight()) > 2)
+            view->setMinimumHeight(need);
+    });
     view->setChart(chart);
+    fitTitle(chart, view);
     delete old;
 }
 
@@ -99,6 +321,7 @@ QChart* placeholderChart(const QString& title, const QString& text)
 {
     QChart* chart = newChart(title);
     chart->legend()->hide();
+    chart->setProperty(kNoLegend, true);
     auto* series = new QLineSeries;
     chart->addSeries(series);
     chart->createDefaultAxes();
@@ -170,12 +393,16 @@ void addErrorBar(QChart* chart, QAbstractAxis* x, QAbstractAxis* y, double px, d
     chart->addSeries(bar);
     bar->attachAxis(x);
     bar->attachAxis(y);
+    bar->setProperty(kNoLegend, true);
     for (QLegendMarker* m : chart->legend()->markers(bar))
         m->setVisible(false);
 }
 
-// Names of a curve's runs for its legend, short enough to be read there: a sweep's runs share
-// a prefix, written once ("mlp-n2-b{1,4,25}"); otherwise "a, b, c". Cut at kMaxLegendChars.
+// Names of a curve's runs for its legend, short enough to be read there: what the names share
+// is written once and what differs in braces, "mlp-n{1,2}-b25" for mlp-n1-b25 and mlp-n2-b25
+// (a sweep's names differ in one field); otherwise "a, b, c". The shared start stops before a
+// number (run10, run12: "run{10,12}") and the shared end starts at a separator ("-b25", never
+// the "0" of b10 and b20), so each brace holds whole values. Cut at kMaxLegendChars.
 QString runNames(const std::vector<const LoadedRun*>& runs)
 {
     QStringList names;
@@ -183,19 +410,36 @@ QString runNames(const std::vector<const LoadedRun*>& runs)
         names << r->label;
     if (names.size() < 2)
         return displayText(names.join(QString()), kMaxLegendChars);
-    qsizetype prefix = names.front().size();
+    const QString& first = names.front();
+    qsizetype shortest = first.size();
+    for (const QString& n : names)
+        shortest = std::min(shortest, n.size());
+    qsizetype prefix = shortest;
     for (const QString& n : names) {
         qsizetype k = 0;
-        while (k < prefix && k < n.size() && n[k] == names.front()[k])
+        while (k < prefix && n[k] == first[k])
             ++k;
         prefix = k;
     }
-    if (prefix < 3)
+    while (prefix > 0 && first[prefix - 1].isDigit())
+        --prefix;
+    qsizetype suffix = shortest - prefix;
+    for (const QString& n : names) {
+        qsizetype k = 0;
+        while (k < suffix && n[n.size() - 1 - k] == first[first.size() - 1 - k])
+            ++k;
+        suffix = k;
+    }
+    while (suffix > 0 && first[first.size() - suffix].isLetterOrNumber())
+        --suffix;
+    if (prefix < 3 && suffix < 3)
         return displayText(names.join(QStringLiteral(", ")), kMaxLegendChars);
-    QStringList rest;
+    QStringList middles;
     for (const QString& n : names)
-        rest << n.mid(prefix);
-    return displayText(names.front().left(prefix) + QLatin1Char('{') + rest.join(QLatin1Char(',')) + QLatin1Char('}'), kMaxLegendChars);
+        middles << n.mid(prefix, n.size() - prefix - suffix);
+    return displayText(first.left(prefix) + QLatin1Char('{') + middles.join(QLatin1Char(',')) + QLatin1Char('}')
+                           + first.right(suffix),
+                       kMaxLegendChars);
 }
 
 // "not on a curve: a (differs in: threads), b (one rank)": the picked runs no curve holds, and
@@ -303,6 +547,13 @@ ChartsPage::ChartsPage(QWidget* parent)
     }
     auto* charts = new QWidget(this);
     charts->setLayout(grid);
+    // A chart keeps room for its plot under its wrapped title and legend (setChart): in a small
+    // window the charts scroll rather than squeeze the plot to a strip of elided tick labels.
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidget(charts);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     auto* pickerBox = new QWidget(this);
     auto* pickerLayout = new QVBoxLayout(pickerBox);
     pickerLayout->setContentsMargins(0, 0, 0, 0);
@@ -310,7 +561,7 @@ ChartsPage::ChartsPage(QWidget* parent)
     pickerLayout->addWidget(m_picker, 1);
     auto* split = new QSplitter(Qt::Horizontal, this);
     split->addWidget(pickerBox);
-    split->addWidget(charts);
+    split->addWidget(scroll);
     split->setStretchFactor(1, 1);
     split->setSizes({180, 1100});
     auto* layout = new QVBoxLayout(this);
@@ -323,6 +574,11 @@ ChartsPage::ChartsPage(QWidget* parent)
 QChart* ChartsPage::chart(ChartId id) const
 {
     return m_views[size_t(id)]->chart();
+}
+
+QString ChartsPage::chartTitle(ChartId id) const
+{
+    return chart(id)->property(kFullTitle).toString();
 }
 
 int ChartsPage::currentChart() const
@@ -803,6 +1059,15 @@ void ChartsPage::rebuildScaling()
     setChart(m_views[Scaling], chart);
 }
 
+std::vector<ChartsPage::LegendEntry> ChartsPage::legendEntries(ChartId id) const
+{
+    std::vector<LegendEntry> out;
+    if (const FlowLegend* legend = flowLegend(chart(id)))
+        for (const auto& e : legend->entries())
+            out.push_back({e.name, e.shown, legend->mapRectToParent(e.rect)});
+    return out;
+}
+
 QImage ChartsPage::renderChart(ChartId id, QSize size) const
 {
     QChartView* view = m_views[size_t(id)];
@@ -832,7 +1097,7 @@ bool ChartsPage::exportChart(ChartId id, const QString& path, QString* error) co
         generator.setFileName(path);
         generator.setSize(size);
         generator.setViewBox(QRect(QPoint(0, 0), size));
-        generator.setTitle(view->chart()->title());
+        generator.setTitle(chartTitle(id));
         generator.setDescription(QStringLiteral("Lockstep chart"));
         const QSize old = view->size();
         view->resize(size);

@@ -8,10 +8,16 @@
 // curves (nothing to hide). Each point carries an error bar: ± one standard deviation of the
 // run's steady steps (core's per-step breakdowns). Hovering a point shows its run and values.
 // Each chart exports to PNG and SVG.
+//
+// Legends wrap: Qt Charts puts a bottom legend on one row and elides every label when they do
+// not fit (four curves' names in a 350-pixel chart read "throughput · …"), so each chart's legend
+// is drawn by the page, its entries flowing into as many rows as the chart's width needs. Titles
+// and their notes wrap likewise (a few rows each, then elided, the whole title in the tooltip).
 #pragma once
 
 #include "run_loader.h"
 
+#include <QRectF>
 #include <QWidget>
 
 #include <array>
@@ -44,6 +50,9 @@ public:
     QListWidget* runPicker() const { return m_picker; }
 
     QChart* chart(ChartId id) const;
+    // The chart's whole title (HTML: its name, then a line per note); QChart::title() is what
+    // is drawn, wrapped to the chart's width.
+    QString chartTitle(ChartId id) const;
     QChartView* chartView(ChartId id) const { return m_views[size_t(id)]; }
     int currentChart() const;
     // Writes the chart as PNG or SVG (by the file's suffix); false with `error` set on failure.
@@ -51,6 +60,15 @@ public:
     QImage renderChart(ChartId id, QSize size) const;
     // The tooltip text a hover over point `index` of `series` of a chart shows (tests).
     static QString pointText(QChart* chart, int series, int index);
+    // A chart's legend as drawn: each entry's name (its series' or bar set's), the text shown
+    // (the name, unless one entry alone is wider than the chart: then elided, the names in the
+    // legend's tooltip) and where, in the chart's coordinates.
+    struct LegendEntry {
+        QString name;
+        QString shown;
+        QRectF rect;
+    };
+    std::vector<LegendEntry> legendEntries(ChartId id) const;
 
 public slots:
     void exportCurrentChart(); // asks for a file name

@@ -185,6 +185,8 @@ MainWindow::MainWindow(const Options& options)
     m_liveTimer->setInterval(kLivePollMs);
     connect(m_liveTimer, &QTimer::timeout, this, &MainWindow::pollLive);
     connect(m_liveLoader, &RunLoader::runLoaded, this, &MainWindow::liveRunLoaded);
+    // The Timeline page's word to the user (a step number that is not in the run).
+    connect(m_timeline, &TimelinePage::message, this, [this](const QString& text) { statusBar()->showMessage(text, 8000); });
     connect(m_ranks, &RanksPage::showInTimeline, this, [this](int rank, int step) {
         showPage(TimelinePageIndex);
         m_timeline->jumpTo(rank, step);
@@ -333,6 +335,7 @@ QList<QPair<QString, QString>> MainWindow::shortcutList()
         {tr("Enter / Shift+Enter"), tr("Search box: next / previous match; Esc clears it")},
         {"F", tr("Timeline: fit all")},
         {"Z", tr("Timeline: zoom to the step in the step box")},
+        {tr("Step box: number, Enter"), tr("Timeline: zoom to that step; a number that is not a step of the run is refused, with the run's steps in the status bar")},
         {tr("0 … 9"), tr("Timeline: zoom to that step; digits typed within a second make one number (1, 2 = step 12)")},
         {"W / S", tr("Timeline: zoom in / out (at the mouse)")},
         {"A / D", tr("Timeline: pan left / right")},

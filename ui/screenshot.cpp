@@ -124,8 +124,9 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
         window.comparePage()->timeline()->zoomToStep(options.step);
     window.setAttribute(Qt::WA_DontShowOnScreen, QGuiApplication::platformName() != QLatin1String("offscreen"));
     window.show();
-    // Let layouts settle and the pages paint (charts lay out on the first show).
-    for (int i = 0; i < 5; ++i) {
+    // Let layouts settle and the pages paint (charts lay out on the first show, then grow to
+    // the height their wrapped titles and legends leave a plot: a few rounds).
+    for (int i = 0; i < 12; ++i) {
         QApplication::processEvents();
         QThread::msleep(10);
     }

@@ -2,6 +2,7 @@
 #include "timeline_page.h"
 
 #include "format.h"
+#include "step_box.h"
 #include "summary_panel.h"
 #include "timeline/replay.h"
 #include "timeline/span_details.h"
@@ -19,6 +20,7 @@
 #include <QTabWidget>
 #include <QTimer>
 #include <QToolButton>
+#include <QToolTip>
 #include <QVBoxLayout>
 
 namespace lockstep::ui {
@@ -73,7 +75,7 @@ TimelinePage::TimelinePage(QWidget* parent)
     , m_details(new SpanDetailsPanel(this))
     , m_replay(new ReplayController(this))
     , m_side(new QTabWidget(this))
-    , m_step(new QSpinBox(this))
+    , m_step(new StepBox(this))
     , m_order(new QComboBox(this))
     , m_search(new QLineEdit(this))
     , m_searchCount(new QLabel(this))
@@ -87,14 +89,17 @@ TimelinePage::TimelinePage(QWidget* parent)
     auto* fit = toolButton(tr("Fit all"), tr("Show the whole run (F)"), this);
     connect(fit, &QToolButton::clicked, this, &TimelinePage::fitAll);
     m_step->setRange(0, 0);
-    m_step->setPrefix(tr("step "));
-    m_step->setToolTip(tr("Step to zoom to (digit keys in the timeline type a step number)"));
+    m_step->setToolTip(tr("Step to zoom to: type its number and press Enter (digit keys in the timeline type one too)"));
     auto* zoomStep = toolButton(tr("Zoom to step"), tr("Zoom the view to the chosen step (Z)"), this);
     connect(zoomStep, &QToolButton::clicked, this, &TimelinePage::zoomToStep);
     m_order->addItem(tr("ranks in order"), int(RankOrder::ByRank));
     m_order->addItem(tr("most wait caused first"), int(RankOrder::ByWaitCaused));
     m_order->addItem(tr("slowest step first"), int(RankOrder::ByStepTime));
     m_order->setToolTip(tr("Order of the ranks (core's per-rank means over steady steps)"));
+    // As wide as "ranks in order", not as the longest choice: the tool row must fit a 1024-pixel
+    // window with room left for the run's title (the list shows every choice whole).
+    m_order->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    m_order->setMinimumContentsLength(14);
     connect(m_order, &QComboBox::activated, this,
             [this](int i) { m_timeline->setRankOrder(RankOrder(m_order->itemData(i).toInt())); });
     auto* collapse = toolButton(tr("Collapse all"), tr("Show only each rank's header and strip (C); click a rank's name to open it"), this);
@@ -184,6 +189,18 @@ TimelinePage::TimelinePage(QWidget* parent)
     connect(m_timeline, &TimelineWidget::stepRequested, this, [this](int step) {
         if (step <= m_step->maximum())
             m_step->setValue(step);
+        else if (m_run) // the timeline stays where it was: say why
+            announce(tr("no step %1: %2").arg(step).arg(m_step->rangeText()));
+    });
+    // Enter in the step box goes to the step; a text that is not one of the run's steps is
+    // refused with the reason, never read as some other step.
+    connect(m_step, &StepBox::stepEntered, this, [this](int step) {
+        if (m_run)
+            m_timeline->zoomToStep(step);
+    });
+    connect(m_step, &StepBox::stepRejected, this, [this](const QString& why) {
+        announce(m_run ? why : tr("no run open: open one to go to its steps"));
+        QToolTip::showText(m_step->mapToGlobal(QPoint(0, m_step->height())), m_lastMessage, m_step);
     });
     // The step box drives the bucket states shown when no replay runs, and a running replay.
     connect(m_step, &QSpinBox::valueChanged, this, [this](int step) {
@@ -260,6 +277,12 @@ void TimelinePage::updateLiveRun(LoadedRunPtr run)
     m_bucketStates->setRun(m_run->run);
     m_bucketStates->setStep(m_step->value());
     m_summary->setRun(m_run);
+}
+
+void TimelinePage::announce(const QString& text)
+{
+    m_lastMessage = text;
+    emit message(text);
 }
 
 void TimelinePage::setLive(bool live, const QString& text)

@@ -6,13 +6,13 @@
 #pragma once
 
 #include "run_loader.h"
+#include "step_box.h"
 
 #include <QWidget>
 
 class QComboBox;
 class QLabel;
 class QLineEdit;
-class QSpinBox;
 class QSplitter;
 class QTabWidget;
 class QTimer;
@@ -44,7 +44,10 @@ public:
     ReplayController* replay() const { return m_replay; }
     ReplayBar* replayBar() const { return m_replayBar; }
     BucketStatusView* bucketStates() const { return m_bucketStates; }
-    QSpinBox* stepBox() const { return m_step; }
+    StepBox* stepBox() const { return m_step; }
+    // The last thing the page told the user (a step that is not in the run, say); the window
+    // shows each in its status bar (message()).
+    QString lastMessage() const { return m_lastMessage; }
     QLineEdit* searchEdit() const { return m_search; }
     QLabel* searchCount() const { return m_searchCount; }
 
@@ -59,6 +62,9 @@ public:
     // Width of the summary / details side panel, pixels (the summary screenshot widens it).
     void setSideWidth(int width);
 
+signals:
+    void message(const QString& text);
+
 public slots:
     void fitAll();
     void zoomToStep();
@@ -71,6 +77,7 @@ protected:
 
 private:
     void showSelection();
+    void announce(const QString& text);
     void selectLargestCollective(int rank, int step);
     void runSearch();
     void updateSearchCount();
@@ -84,7 +91,7 @@ private:
     BucketStatusView* m_bucketStates;
     QTabWidget* m_side;
     QSplitter* m_split = nullptr;
-    QSpinBox* m_step;
+    StepBox* m_step;
     QComboBox* m_order;
     QLineEdit* m_search;
     QLabel* m_searchCount;
@@ -92,6 +99,7 @@ private:
     int m_match = -1;
     QLabel* m_title;
     QLabel* m_live;
+    QString m_lastMessage;
 };
 
 } // namespace lockstep::ui

@@ -1,6 +1,7 @@
 // The What-if page (see whatif_panel.h).
 #include "whatif_panel.h"
 
+#include "flow_layout.h"
 #include "format.h"
 #include "timeline/timeline_widget.h"
 
@@ -109,7 +110,6 @@ void WhatIfPanel::buildForm()
 
     m_bucketSlider->setRange(0, kSliderMax);
     m_bucketSlider->setPageStep(kSliderStepsPerOctave);
-    m_bucketSlider->setMinimumWidth(80);
     m_bucketSlider->setToolTip(tr("Bucket cap, 0.25 MiB to 256 MiB in quarter octaves (arrows, Page Up/Down)"));
     m_world->setRange(1, job::kMaxLocalRanks);
     m_world->setSuffix(tr(" ranks"));
@@ -135,24 +135,31 @@ void WhatIfPanel::buildForm()
     m_runIt->setToolTip(tr("Launch the real run of this configuration (Launch page), then compare prediction and truth in Compare"));
     m_save->setToolTip(tr("Write the predicted run to a file: it opens, compares and charts like any run, marked predicted"));
 
-    auto* form = new QHBoxLayout;
-    form->setSpacing(6);
-    auto addField = [&](const QString& label, QWidget* w) {
-        auto* l = new QLabel(label, this);
+    // The fields flow into a second row in a narrow window (in one row they made the window at
+    // least 1191 pixels wide: the stack is as wide as its widest page's minimum). A field's
+    // label stays with its box.
+    auto* form = new FlowLayout(nullptr, 12, 4);
+    auto addField = [&](const QString& label, QWidget* w, QWidget* extra = nullptr) {
+        auto* field = new QWidget(this);
+        auto* row = new QHBoxLayout(field);
+        row->setContentsMargins(0, 0, 0, 0);
+        row->setSpacing(6);
+        auto* l = new QLabel(label, field);
         l->setBuddy(w);
-        form->addWidget(l);
-        form->addWidget(w);
+        row->addWidget(l);
+        row->addWidget(w);
+        if (extra)
+            row->addWidget(extra);
+        form->addWidget(field);
     };
-    addField(tr("&Bucket cap"), m_bucket);
-    form->addWidget(m_bucketSlider, 1);
-    form->addSpacing(6);
+    m_bucketSlider->setMinimumWidth(140);
+    addField(tr("&Bucket cap"), m_bucket, m_bucketSlider);
     addField(tr("&First bucket"), m_first);
     addField(tr("&World"), m_world);
     addField(tr("&Link"), m_link);
     addField(tr("&Compression"), m_compress);
     addField(tr("Com&pute"), m_compute);
-    // The actions share the title's row, so the fields' row fits the narrowest window the other
-    // pages allow (the stack is as wide as its widest page's minimum).
+    // The actions share the title's row.
     auto* top = new QHBoxLayout;
     top->addWidget(m_title, 1);
     top->addWidget(m_reset);

@@ -37,6 +37,7 @@
 #include <QSpinBox>
 #include <QLabel>
 #include <QStandardPaths>
+#include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
@@ -52,6 +53,8 @@ private slots:
     void brokenRunGivesClearErrorNoCrash();
     void browserListsWorkspace();
     void chartsRenderAndExport();
+    void chartLegendsAreReadable();
+    void pagesFitA1024x700Window();
     void compareTwoRuns();
     void shortcutsAndPages();
     void failedRunWithoutSteps();
@@ -63,6 +66,7 @@ private slots:
     void screenshotErrors();
     void helpWithoutDisplay();
     void timelinePageSearchSummaryAndRanks();
+    void stepBoxRefusesWhatIsNotAStep();
     void closeRun();
     void liveRunGrowsOnTheTimeline();
 
@@ -210,7 +214,7 @@ void TestUiApp::chartsRenderAndExport()
     QCOMPARE(steps->categories().at(warmup), QString::number(warmup));
     QVERIFY(steps->titleText().contains("warm-up"));
     charts->setRank(1);
-    QVERIFY(charts->chart(ChartsPage::Breakdown)->title().contains("rank 1"));
+    QVERIFY(charts->chartTitle(ChartsPage::Breakdown).contains("rank 1"));
     // Export to PNG and SVG.
     const QString png = m_dir.filePath("chart.png"), svg = m_dir.filePath("chart.svg");
     QVERIFY2(charts->exportChart(ChartsPage::Breakdown, png, &error), qPrintable(error));
@@ -225,6 +229,86 @@ void TestUiApp::chartsRenderAndExport()
     QVERIFY(svgText.size() > 2000);
     QVERIFY(!charts->exportChart(ChartsPage::Breakdown, "/nonexistent-dir/x.png", &error));
     QVERIFY(!error.isEmpty());
+}
+
+// A sweep of world sizes and bucket caps (two curves on the scaling chart): every legend entry
+// of every chart is drawn whole, inside its chart, clear of the plot and of the other entries,
+// at 1400x900 and at 1024x700 (Qt's one-row legend elided them all: "throughput · …"); curves
+// are named by what their runs' names share, with what differs in braces.
+void TestUiApp::chartLegendsAreReadable()
+{
+    QTemporaryDir dir;
+    QStringList paths;
+    for (const auto& [ranks, cap] : {std::pair{1, 1}, {1, 25}, {2, 1}, {2, 25}}) {
+        const QString name = QStringLiteral("mlp-n%1-b%2").arg(ranks).arg(cap);
+        paths << dir.filePath(name + ".db");
+        QCOMPARE(uitest::makeRunFile(paths.back(), ranks, 10, 4, 0.4, cap, name), QString());
+    }
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    QString error;
+    QVERIFY2(w.openFilesBlocking(paths, &error), qPrintable(error));
+    w.setCurrentRun(2);
+    w.showPage(MainWindow::ChartsPageIndex);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    ChartsPage* charts = w.chartsPage();
+    auto names = [&](ChartsPage::ChartId id) {
+        QStringList out;
+        for (const auto& e : charts->legendEntries(id))
+            out << e.name;
+        out.sort();
+        return out;
+    };
+    QCOMPARE(names(ChartsPage::Scaling), QStringList({"efficiency · mlp-n{1,2}-b1", "efficiency · mlp-n{1,2}-b25",
+                                                      "throughput · mlp-n{1,2}-b1", "throughput · mlp-n{1,2}-b25"}));
+    QCOMPARE(names(ChartsPage::BucketSweep), QStringList({"overlap · mlp-n2-b{1,25}", "step time · mlp-n2-b{1,25}"}));
+    QCOMPARE(names(ChartsPage::Breakdown).size(), 5);
+    for (const QSize size : {QSize(1400, 900), QSize(1024, 700)}) {
+        w.resize(size);
+        for (int i = 0; i < 5; ++i)
+            QApplication::processEvents();
+        QCOMPARE(w.size(), size);
+        for (int id = 0; id < ChartsPage::ChartCount; ++id) {
+            QChart* chart = charts->chart(ChartsPage::ChartId(id));
+            const auto entries = charts->legendEntries(ChartsPage::ChartId(id));
+            QVERIFY(!entries.empty());
+            const QRectF bounds(QPointF(0, 0), chart->size());
+            for (size_t i = 0; i < entries.size(); ++i) {
+                const auto& e = entries[i];
+                const QString where = QStringLiteral("%1x%2, chart %3, '%4'").arg(size.width()).arg(size.height()).arg(id).arg(e.name);
+                QVERIFY2(e.shown == e.name && !e.shown.contains(QChar(0x2026)), qPrintable(where + " is elided: " + e.shown));
+                QVERIFY2(bounds.contains(e.rect), qPrintable(where + " is outside its chart"));
+                QVERIFY2(!e.rect.intersects(chart->plotArea()), qPrintable(where + " is drawn over the plot"));
+                for (size_t j = i + 1; j < entries.size(); ++j)
+                    QVERIFY2(!e.rect.intersects(entries[j].rect), qPrintable(where + " overlaps " + entries[j].name));
+            }
+        }
+    }
+    // The exported picture carries the legend (it is part of the chart, not of the page).
+    const QImage img = charts->renderChart(ChartsPage::Scaling, charts->chartView(ChartsPage::Scaling)->size());
+    const auto e = charts->legendEntries(ChartsPage::Scaling).front();
+    QVERIFY(uitest::distinctColors(img.copy(e.rect.toRect())) > 3);
+}
+
+// At 1024x700 the window is 1024x700: no page asks for more room than that (the Timeline page's
+// tool row and the What-if page's knobs made it at least 1191 pixels wide, the rest off screen),
+// and the Timeline page's title, elided, keeps its full text in its tooltip.
+void TestUiApp::pagesFitA1024x700Window()
+{
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    QString error;
+    QVERIFY2(w.openFilesBlocking({m_runA, m_runB}, &error), qPrintable(error));
+    w.resize(1024, 700);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    for (int page = 0; page < MainWindow::PageCount; ++page) {
+        w.showPage(page);
+        QApplication::processEvents();
+        QVERIFY2(w.minimumSizeHint().width() <= 1024, qPrintable(QStringLiteral("page %1 needs %2 pixels").arg(page).arg(w.minimumSizeHint().width())));
+        QCOMPARE(w.size(), QSize(1024, 700));
+    }
 }
 
 void TestUiApp::compareTwoRuns()
@@ -329,10 +413,10 @@ void TestUiApp::failedRunWithoutSteps()
         QApplication::processEvents();
         QVERIFY(uitest::distinctColors(w.grab().toImage()) > 4);
     }
-    QVERIFY(w.chartsPage()->chart(ChartsPage::Breakdown)->title().contains("no recorded steps"));
-    QVERIFY(w.chartsPage()->chart(ChartsPage::Breakdown)->title().contains("out of memory"));
+    QVERIFY(w.chartsPage()->chartTitle(ChartsPage::Breakdown).contains("no recorded steps"));
+    QVERIFY(w.chartsPage()->chartTitle(ChartsPage::Breakdown).contains("out of memory"));
     // The run without steps does not pull the cross-run charts to zero.
-    const auto sweep = w.chartsPage()->chart(ChartsPage::BucketSweep)->title();
+    const auto sweep = w.chartsPage()->chartTitle(ChartsPage::BucketSweep);
     QVERIFY2(!sweep.contains("2 runs"), qPrintable(sweep));
     QFile::remove(path);
 }
@@ -565,6 +649,70 @@ void TestUiApp::timelinePageSearchSummaryAndRanks()
     const auto r3 = *page->timeline()->stepRange(3);
     const auto [t0, t1] = page->timeline()->viewRange();
     QVERIFY(t0 <= r3.first && r3.second <= t1);
+}
+
+// The step box takes a step number and Enter goes there; a text that is not one of the run's
+// steps ("99" on a 10-step run, "1 2") is refused and the status bar says why, the step and the
+// view unchanged (a QSpinBox dropped the keys and went to step 1 or 9 without a word).
+void TestUiApp::stepBoxRefusesWhatIsNotAStep()
+{
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    w.resize(1400, 860);
+    QString error;
+    QVERIFY2(w.openFilesBlocking({m_runB}, &error), qPrintable(error));
+    w.showPage(MainWindow::TimelinePageIndex);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    TimelinePage* page = w.timelinePage();
+    StepBox* box = page->stepBox();
+    QCOMPARE(box->maximum(), 9);
+    box->setValue(4);
+    page->zoomToStep();
+    const auto view4 = page->timeline()->viewRange();
+    QSignalSpy values(box, &QSpinBox::valueChanged);
+    auto type = [&](const QString& text) {
+        box->setFocus();
+        box->selectAll();
+        QTest::keyClicks(box, text);
+    };
+    type("99");
+    QCOMPARE(box->text(), QStringLiteral("step 99")); // every key typed is kept
+    QTest::keyClick(box, Qt::Key_Return);
+    QCOMPARE(box->value(), 4);
+    QCOMPARE(box->text(), QStringLiteral("step 4"));
+    QCOMPARE(values.count(), 0);
+    QCOMPARE(page->timeline()->viewRange(), view4);
+    QCOMPARE(w.statusBar()->currentMessage(), QStringLiteral("no step 99: this run has steps 0–9"));
+    type("1 2");
+    QCOMPARE(box->text(), QStringLiteral("step 1 2"));
+    QTest::keyClick(box, Qt::Key_Enter);
+    QCOMPARE(box->value(), 4);
+    QCOMPARE(values.count(), 0);
+    QCOMPARE(w.statusBar()->currentMessage(), QStringLiteral("“1 2” is not a step number: this run has steps 0–9"));
+    // Leaving the box with such a text says it too (the box goes back to its step).
+    type("x");
+    w.statusBar()->clearMessage();
+    page->timeline()->setFocus();
+    QCOMPARE(box->value(), 4);
+    QVERIFY(w.statusBar()->currentMessage().contains("is not a step number"));
+    // A step of the run: nothing moves while it is typed, Enter goes there.
+    w.statusBar()->clearMessage();
+    type("7");
+    QCOMPARE(box->value(), 4);
+    QTest::keyClick(box, Qt::Key_Return);
+    QCOMPARE(box->value(), 7);
+    QCOMPARE(values.count(), 1);
+    QCOMPARE(w.statusBar()->currentMessage(), QString());
+    const auto r7 = *page->timeline()->stepRange(7);
+    const auto [t0, t1] = page->timeline()->viewRange();
+    QVERIFY(t0 <= r7.first && r7.second <= t1 && t1 - t0 < 2 * (r7.second - r7.first));
+    // Digit keys in the timeline that make a step the run does not have say so too.
+    page->timeline()->setFocus();
+    QTest::keyClick(page->timeline(), Qt::Key_4);
+    QTest::keyClick(page->timeline(), Qt::Key_2);
+    QCOMPARE(box->value(), 4);
+    QCOMPARE(w.statusBar()->currentMessage(), QStringLiteral("no step 42: this run has steps 0–9"));
 }
 
 void TestUiApp::closeRun()
