@@ -55,6 +55,23 @@ constexpr std::array kKinds = {
                        "a rank is not below the world size given for the run"},
     DiagnosticKindInfo{K::NoStepsFound, "no steps found", kWarn,
                        "no ProfilerStep#N (or NVTX step range) found: per-step analyses are empty"},
+    DiagnosticKindInfo{K::AllReduceLaunchWithoutRunner, "all-reduce launch without runner", kWarn,
+                       "all-reduce calls (c10d::allreduce_) that found no op running them (gloo:all_reduce) on a "
+                       "rank whose trace has such ops: the profiler dropped it. The call alone is that bucket's "
+                       "all-reduce: its launch is right, but its completion is the call's return, before the "
+                       "collective ended, so its duration is too short and its bandwidth too high; where the "
+                       "dropped op was not its step's last, an earlier call of the step took the next op, so "
+                       "that bucket's completion is too late"},
+    DiagnosticKindInfo{K::AllReduceRunnerWithoutLaunch, "all-reduce runner without launch", kWarn,
+                       "ops that ran an all-reduce (gloo:all_reduce) found no call of their step waiting for "
+                       "them (the profiler dropped the call): they are no bucket's all-reduce; their time "
+                       "still counts as communication"},
+    DiagnosticKindInfo{K::AllReducePairingAmbiguous, "all-reduce pairing ambiguous", kWarn,
+                       "ops that ran an all-reduce started while calls of more than one process group were "
+                       "waiting, and the trace does not say which group each op ran for (gloo:all_reduce "
+                       "never does): each was paired with the oldest waiting call, which may be another "
+                       "group's, so those buckets' completions and durations may belong to another "
+                       "all-reduce"},
     DiagnosticKindInfo{K::DeviceSpanWithoutLaunch, "device span without launch record", kWarn,
                        "GPU kernels, copies or memsets whose launching host call is not in the trace (no "
                        "correlation id that matches a runtime call): they belong to no step"},

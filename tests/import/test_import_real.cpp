@@ -176,7 +176,8 @@ TEST_F(ImportReal, ImportAndAnalyse)
     // (launch, duration, skew and the straggler evidence compare them across ranks). Kineto
     // sometimes loses a worker's event (seen: the last step's gloo op missing from rank 0's
     // trace); that bucket is then its launch alone, so the check is that no gloo op of a step
-    // is left out of the buckets, rather than that every bucket has one.
+    // is left out of the buckets, rather than that every bucket has one, and that each launch
+    // alone is counted in the diagnostics (never silently a bucket whose completion is early).
     std::map<std::tuple<int, int, int>, std::vector<const Span*>> bucketSpans;
     int unbucketedGloo = 0;
     for (const Span& s : run->spans) {
@@ -204,6 +205,18 @@ TEST_F(ImportReal, ImportAndAnalyse)
         }
     }
     EXPECT_EQ(ranksWithBuckets.size(), 2u);
+    int64_t launchesAlone = 0;
+    for (const auto& [key, spans] : bucketSpans)
+        launchesAlone += spans.size() == 1;
+    int64_t counted = 0, runnersCounted = 0;
+    for (const Diagnostic& d : run->diagnostics) {
+        if (d.kind == "all-reduce launch without runner")
+            counted = d.count;
+        if (d.kind == "all-reduce runner without launch")
+            runnersCounted = d.count;
+    }
+    EXPECT_EQ(counted, launchesAlone);
+    EXPECT_EQ(runnersCounted, unbucketedGloo);
     const auto breakdown = stepBreakdown(*run);
     EXPECT_EQ(breakdown.size(), run->steps.size());
     int withComm = 0;

@@ -664,6 +664,132 @@ TEST(KinetoImport, GoldenGlooBucketIsTheSameSpansOnEveryRank)
     }
 }
 
+// Golden: Kineto dropped a gloo worker event (seen in a real torch 1.13 trace: the last step's
+// gloo:all_reduce of rank 0 was missing). One rank of a 2-rank job, legacy export, steps
+// 0 = [0, 1000), 1 = [1000, 2000) µs, c10d calls on tid 1, gloo ops on workers tid 2 and 3:
+//   step 0: gloo [20, 60) on tid 2 before any call of the step: a run without its launch (its
+//             call was dropped); no bucket's, counted once;
+//           b0: c10d [100, 110)  gloo [120, 420)    -> launch 100, completion 420, duration 320
+//           b1: c10d [500, 510)  gloo [520, 720)    -> launch 500, completion 720, duration 220
+//   step 1: b0: c10d [1100, 1110) gloo [1120, 1420) -> launch 1100, duration 320
+//           b1: c10d [1500, 1530), its gloo op dropped: the call alone is the bucket (as
+//               documented above numberBuckets): launch 1500, completion = the call's return
+//               1530, duration 30 (too short: the collective went on after the call returned),
+//               counted once.
+// The old code numbered the same buckets but said nothing: the 30 µs bucket looked real.
+TEST(KinetoImport, GoldenGlooDroppedRunnerIsCounted)
+{
+    auto ev = [](const std::string& name, double ts, double dur, int tid) {
+        return xEvent("", name, ts, dur, "\"CPU functions\"", std::to_string(tid));
+    };
+    const std::vector<std::string> events = {
+        ev("ProfilerStep#0", 0, 1000, 1),
+        ev("gloo:all_reduce", 20, 40, 2),
+        ev("c10d::allreduce_", 100, 10, 1),
+        ev("gloo:all_reduce", 120, 300, 2),
+        ev("c10d::allreduce_", 500, 10, 1),
+        ev("gloo:all_reduce", 520, 200, 3),
+        ev("ProfilerStep#1", 1000, 1000, 1),
+        ev("c10d::allreduce_", 1100, 10, 1),
+        ev("gloo:all_reduce", 1120, 300, 2),
+        ev("c10d::allreduce_", 1500, 30, 1),
+    };
+    ImportOptions options;
+    options.worldSize = 2;
+    options.warmupSteps = 0;
+    auto run = importTraceBytes(arrayTrace(events), options);
+    ASSERT_TRUE(run.has_value()) << run.error().message;
+    const Diagnostic* noRunner = findDiag(*run, "all-reduce launch without runner");
+    ASSERT_NE(noRunner, nullptr);
+    EXPECT_EQ(noRunner->count, 1);
+    EXPECT_EQ(noRunner->severity, Severity::Warning);
+    EXPECT_NE(noRunner->message.find("rank 0"), std::string::npos) << noRunner->message;
+    EXPECT_NE(noRunner->message.find("too short"), std::string::npos) << noRunner->message;
+    const Diagnostic* noLaunch = findDiag(*run, "all-reduce runner without launch");
+    ASSERT_NE(noLaunch, nullptr);
+    EXPECT_EQ(noLaunch->count, 1);
+    EXPECT_EQ(diagCount(*run, "all-reduce pairing ambiguous"), 0);
+    for (const Span& s : run->spans)
+        if (run->strings.text(s.name) == "gloo:all_reduce" && s.start == 20'000)
+            EXPECT_EQ(s.bucket, kNoBucket);
+    const auto stats = bucketStats(*run);
+    ASSERT_EQ(stats.size(), 4u);
+    const TimeNs want[2][2][2] = {{{100, 320}, {500, 220}}, {{1100, 320}, {1500, 30}}}; // [step][bucket]: launch, duration µs
+    for (const BucketStat& b : stats) {
+        EXPECT_EQ(b.launch, want[b.step][b.bucket][0] * 1000) << "step " << b.step << " bucket " << b.bucket;
+        EXPECT_EQ(b.duration, want[b.step][b.bucket][1] * 1000) << "step " << b.step << " bucket " << b.bucket;
+    }
+}
+
+// Golden: two process groups on one rank (a newer torch trace: cpu_op events, each c10d call
+// holds a record_param_comms that names its group). DDP all-reduces on group "0"; the script
+// all-reduces a small tensor on group "1". Each gloo process group runs its own work queue on its
+// own worker threads (tid 2: group 0's, tid 4: group 1's), so the runs start out of call order.
+// Step 0 = [0, 1000) µs:
+//   L0: c10d [100, 110) holding record_param_comms [102, 108) group "0", 1000 floats
+//   L1: c10d [150, 160) holding record_param_comms [152, 158) group "1", 10 floats
+//   R1: gloo [165, 185) on tid 4 (group 1's run)       R0: gloo [170, 470) on tid 2 (group 0's)
+// Truth: b0 = L0 + R0: launch 100, completion 470, duration 370; b1 = L1 + R1: launch 150,
+// completion 185, duration 35. First in first out across the groups (the old code) pairs R1
+// with L0 and R0 with L1: durations 85 and 320, silently.
+//  (a) runs that name their group ("Process Group Name" on the gloo op) pair within their group:
+//      the truth, no diagnostic;
+//  (b) runs that do not (what real gloo:all_reduce events are: they carry only their input
+//      tensors): R1 starts while calls of both groups wait, so its pairing is ambiguous; it
+//      takes the oldest waiting call (FIFO: durations 85 and 320) and the ambiguity is counted
+//      once (R0 then finds only L1 waiting: no ambiguity).
+TEST(KinetoImport, GoldenTwoProcessGroupsPairWithinTheirGroup)
+{
+    for (const bool runnersNameGroup : {true, false}) {
+        auto op = [](const std::string& name, double ts, double dur, int tid, const std::string& args = {}) {
+            return xEvent("cpu_op", name, ts, dur, "100", std::to_string(tid), args);
+        };
+        auto params = [](const char* group, int nelems) {
+            return "\"Collective name\": \"allreduce\", \"In msg nelems\": " + std::to_string(nelems)
+                + ", \"Out msg nelems\": " + std::to_string(nelems) + ", \"dtype\": \"Float\", \"Group size\": 2, "
+                  "\"Process Group Name\": \"" + group + "\"";
+        };
+        auto runArgs = [&](const char* group) {
+            return runnersNameGroup ? "\"Process Group Name\": \"" + std::string(group) + "\"" : std::string();
+        };
+        const std::vector<std::string> events = {
+            xEvent("user_annotation", "ProfilerStep#0", 0, 1000, "100", "1"),
+            op("c10d::allreduce_", 100, 10, 1),
+            op("record_param_comms", 102, 6, 1, params("0", 1000)),
+            op("c10d::allreduce_", 150, 10, 1),
+            op("record_param_comms", 152, 6, 1, params("1", 10)),
+            op("gloo:all_reduce", 165, 20, 4, runArgs("1")),
+            op("gloo:all_reduce", 170, 300, 2, runArgs("0")),
+        };
+        ImportOptions options;
+        options.worldSize = 2;
+        options.warmupSteps = 0;
+        auto run = importTraceBytes(
+            objectTrace(events, "\"distributedInfo\": {\"backend\": \"gloo\", \"rank\": 1, \"world_size\": 2}"), options);
+        ASSERT_TRUE(run.has_value()) << run.error().message;
+        EXPECT_EQ(diagCount(*run, "all-reduce launch without runner"), 0);
+        EXPECT_EQ(diagCount(*run, "all-reduce runner without launch"), 0);
+        const auto stats = bucketStats(*run);
+        ASSERT_EQ(stats.size(), 2u);
+        EXPECT_EQ(stats[0].launch, 100'000);
+        EXPECT_EQ(stats[1].launch, 150'000);
+        EXPECT_EQ(stats[0].bytes, 4000);
+        EXPECT_EQ(stats[1].bytes, 40);
+        if (runnersNameGroup) {
+            EXPECT_EQ(diagCount(*run, "all-reduce pairing ambiguous"), 0);
+            EXPECT_EQ(stats[0].duration, 370'000);
+            EXPECT_EQ(stats[1].duration, 35'000);
+        } else {
+            const Diagnostic* d = findDiag(*run, "all-reduce pairing ambiguous");
+            ASSERT_NE(d, nullptr);
+            EXPECT_EQ(d->count, 1);
+            EXPECT_NE(d->message.find("rank 1"), std::string::npos) << d->message;
+            EXPECT_EQ(stats[0].duration, 85'000);
+            EXPECT_EQ(stats[1].duration, 320'000);
+        }
+    }
+}
+
 TEST(KinetoImport, BeginEndPairs)
 {
     const std::vector<std::string> events = {

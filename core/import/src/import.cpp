@@ -145,11 +145,11 @@ void assignSteps(std::vector<Span>& spans, std::vector<Step>& steps, size_t firs
 //    calls (c10d::allreduce_, ...; record_param_comms where a trace has no c10d op) is the
 //    launch, and the op that runs it (gloo:all_reduce, nccl:all_reduce, ProcessGroup*::, often
 //    on a worker thread) lasts until the collective completes. Each launch is paired with the
-//    next runner to start, first in first out (a process group runs its work queue in order),
-//    within the same step; both get the bucket index, and bucketStats takes the launch from the
-//    earlier span (the call) and the completion from the span on the other lane (the run), even
-//    when the call returned later. A launch without a runner is the bucket alone; a rank with
-//    runners but no launch ops uses the runners alone;
+//    op that ran it (pairRunners, below: first in first out within a step and a process group);
+//    both get the bucket index, and bucketStats takes the launch from the earlier span (the
+//    call) and the completion from the span on the other lane (the run), even when the call
+//    returned later. A launch without a runner is the bucket alone (its completion is then the
+//    call's return); a rank with runners but no launch ops uses the runners alone;
 //  - else (neither family: custom names carrying collective metadata) the name with the most
 //    all-reduces, ties by name.
 // Within each step the launches are numbered in start order. When the chosen spans carry no byte
@@ -165,15 +165,124 @@ bool isRunnerOpName(std::string_view n)
         || n.starts_with("ProcessGroupNCCL::");
 }
 
+// Pairing each launch with the op that ran it.
+//
+// A process group runs its work queue in order, so within one group and one step the k-th run to
+// start is the k-th launch's: each runner, in start order, takes the oldest launch of its step
+// still waiting when it starts (a launch before a runner that starts at the same instant). A job
+// may use more than one group (DDP's, and one the script made), each with its own queue and
+// worker threads, running independently: first in first out across them pairs a fast group's run
+// with a slow group's older call. So a runner only takes a launch whose process group is not
+// known to differ from its own. What traces say about the group: newer torch's
+// record_param_comms carries "Process Group Name" (where torch writes one), and a launch takes
+// the group of the record_param_comms it holds (same thread, inside the call); the gloo op that
+// runs it carries only its input tensors (its RecordFunction on the worker thread), and Debian's
+// torch 1.13 writes no args at all. So on real gloo traces a runner's group is unknown: where, when it
+// starts, launches of more than one group wait in its step, it still takes the oldest (the
+// answer for one group) and the pairing is counted as ambiguous, never made silently. A trace
+// that names no group on either side (torch 1.13) cannot show two groups at all; README's known
+// limits say so. (Each gloo group owns its worker threads, so a runner's thread would tell its
+// group once one of its ops is tied to a group; that inference is not made.)
+//
+// What is left over is counted as well, never silent (Kineto drops events: one of three real
+// torch 1.13 traces lost the last gloo op of a step): a runner of a step that finds no launch of
+// its step waiting is no bucket's (counted here); a launch that no runner took, on a rank that
+// has runners, is its bucket alone (counted by numberBuckets). Runners outside every step are no
+// bucket's and not counted (nothing of a step is wrong); launches outside every step neither.
+struct Pairing {
+    std::map<size_t, size_t> runnerOf; // launch -> runner
+    int64_t runnersWithoutLaunch = 0;
+    int64_t ambiguous = 0;
+};
+
+Pairing pairRunners(const std::vector<Span>& spans, const std::vector<size_t>& launches,
+                    const std::vector<size_t>& runners, const std::unordered_map<size_t, StringId>& groupOf)
+{
+    // `launches` and `runners` are sorted by start; groupOf holds only known groups.
+    const auto group = [&](size_t i) {
+        auto it = groupOf.find(i);
+        return it != groupOf.end() ? it->second : StringId{};
+    };
+    Pairing p;
+    std::vector<char> taken(launches.size(), 0);
+    std::vector<StringId> groups; // known groups among one runner's candidates
+    size_t head = 0, started = 0;
+    for (size_t r : runners) {
+        while (started < launches.size() && spans[launches[started]].start <= spans[r].start)
+            ++started;
+        const int32_t step = spans[r].step;
+        while (head < started && (taken[head] || spans[launches[head]].step < step))
+            ++head; // taken, or of an earlier step (or of none): no later runner is theirs
+        if (step == kNoStep)
+            continue;
+        const StringId own = group(r);
+        size_t pick = SIZE_MAX;
+        groups.clear();
+        for (size_t k = head; k < started; ++k) {
+            const size_t l = launches[k];
+            if (taken[k] || spans[l].step != step)
+                continue;
+            const StringId g = group(l);
+            if (!(own == StringId{}) && !(g == StringId{}) && !(g == own))
+                continue; // another group's: its own queue runs it
+            if (pick == SIZE_MAX)
+                pick = k;
+            if (!(g == StringId{}) && std::find(groups.begin(), groups.end(), g) == groups.end())
+                groups.push_back(g);
+        }
+        if (pick == SIZE_MAX) {
+            ++p.runnersWithoutLaunch;
+            continue;
+        }
+        if (groups.size() > 1)
+            ++p.ambiguous;
+        taken[pick] = 1;
+        p.runnerOf.emplace(launches[pick], r);
+    }
+    return p;
+}
+
+// The process group of each launch and runner that the trace names: its own "Process Group
+// Name", else (a launch) that of the record_param_comms inside it on its thread.
+std::unordered_map<size_t, StringId> processGroups(const std::vector<Span>& spans, size_t firstSpan,
+                                                   const std::unordered_map<size_t, CommMeta>& collective,
+                                                   std::vector<size_t> launches, const std::vector<size_t>& paramComms)
+{
+    std::unordered_map<size_t, StringId> out;
+    for (const auto& [localIndex, meta] : collective)
+        if (!(meta.group == StringId{}) && firstSpan + localIndex < spans.size())
+            out.emplace(firstSpan + localIndex, meta.group);
+    const auto byLaneStart = [&](size_t a, size_t b) {
+        return std::tie(spans[a].lane.v, spans[a].start, a) < std::tie(spans[b].lane.v, spans[b].start, b);
+    };
+    std::sort(launches.begin(), launches.end(), byLaneStart);
+    for (size_t pc : paramComms) {
+        auto g = out.find(pc);
+        if (g == out.end())
+            continue;
+        // The last launch on pc's lane that starts at or before it, if pc lies inside it.
+        auto it = std::upper_bound(launches.begin(), launches.end(), pc, [&](size_t v, size_t l) {
+            return std::tie(spans[v].lane.v, spans[v].start) < std::tie(spans[l].lane.v, spans[l].start);
+        });
+        if (it == launches.begin())
+            continue;
+        const Span& l = spans[*(it - 1)];
+        if (l.lane == spans[pc].lane && spans[pc].start <= l.end && *(it - 1) != pc)
+            out.emplace(*(it - 1), g->second); // a launch's own group comes first
+    }
+    return out;
+}
+
 } // namespace
 
-void numberBuckets(std::vector<Span>& spans, size_t firstSpan, const std::unordered_map<size_t, StringId>& collective,
-                   StringId allreduce, const StringTable& strings, std::map<int32_t, int64_t>& bucketBytes)
+void numberBuckets(std::vector<Span>& spans, size_t firstSpan, const std::unordered_map<size_t, CommMeta>& collective,
+                   StringId allreduce, const StringTable& strings, int rank, std::map<int32_t, int64_t>& bucketBytes,
+                   DiagnosticCounter& diagnostics)
 {
     std::vector<size_t> kernels, launches, paramComms, runners;
     std::map<std::string_view, std::vector<size_t>> others; // by name: ordered, so ties go by name
-    for (const auto& [localIndex, coll] : collective) {
-        if (!(coll == allreduce))
+    for (const auto& [localIndex, meta] : collective) {
+        if (!(meta.collective == allreduce))
             continue;
         const size_t i = firstSpan + localIndex;
         if (i >= spans.size())
@@ -207,35 +316,29 @@ void numberBuckets(std::vector<Span>& spans, size_t firstSpan, const std::unorde
     } else {
         lenders = paramComms; // one per all-reduce, with its size
         if (launches.empty())
-            launches = std::move(paramComms); // the call's metadata op stands for the call
+            launches = paramComms; // the call's metadata op stands for the call
         if (!launches.empty()) {
-            // First in first out, within a step: merge both lists by start (a launch before a
-            // runner that starts at the same instant) and pair each runner with the oldest
-            // waiting launch of its step; launches of earlier steps left waiting have none.
             std::sort(launches.begin(), launches.end(), byStart);
             std::sort(runners.begin(), runners.end(), byStart);
-            std::map<size_t, size_t> pair; // launch -> runner
-            std::vector<size_t> queue;
-            size_t head = 0, l = 0;
-            for (size_t r : runners) {
-                while (l < launches.size() && spans[launches[l]].start <= spans[r].start)
-                    queue.push_back(launches[l++]);
-                while (head < queue.size() && spans[queue[head]].step < spans[r].step)
-                    ++head; // launches of earlier steps (or of none) that found no runner
-                if (spans[r].step == kNoStep || head == queue.size() || spans[queue[head]].step != spans[r].step)
-                    continue; // no launch of its step waiting: the runner is not a bucket's
-                pair.emplace(queue[head++], r);
-            }
-            for (size_t i : launches) {
-                if (spans[i].step == kNoStep)
-                    continue;
-                chosen.push_back(i);
-            }
+            const Pairing p = pairRunners(spans, launches, runners,
+                                          processGroups(spans, firstSpan, collective, launches, paramComms));
+            for (size_t i : launches)
+                if (spans[i].step != kNoStep)
+                    chosen.push_back(i);
             std::sort(chosen.begin(), chosen.end(), byStepStart);
+            int64_t alone = 0;
             for (size_t i : chosen) {
-                auto it = pair.find(i);
-                runnerOf.push_back(it != pair.end() ? it->second : SIZE_MAX);
+                auto it = p.runnerOf.find(i);
+                runnerOf.push_back(it != p.runnerOf.end() ? it->second : SIZE_MAX);
+                alone += it == p.runnerOf.end();
             }
+            const std::string where = "rank " + std::to_string(rank);
+            if (alone > 0 && !runners.empty())
+                diagnostics.add(DiagnosticKind::AllReduceLaunchWithoutRunner, alone, where);
+            if (p.runnersWithoutLaunch > 0)
+                diagnostics.add(DiagnosticKind::AllReduceRunnerWithoutLaunch, p.runnersWithoutLaunch, where);
+            if (p.ambiguous > 0)
+                diagnostics.add(DiagnosticKind::AllReducePairingAmbiguous, p.ambiguous, where);
         } else if (!runners.empty()) {
             chosen = std::move(runners);
         } else if (!others.empty()) {
@@ -246,9 +349,9 @@ void numberBuckets(std::vector<Span>& spans, size_t firstSpan, const std::unorde
             chosen = best->second;
         }
         if (lenders.empty()) // no record_param_comms: any host all-reduce with a size
-            for (const auto& [localIndex, coll] : collective) {
+            for (const auto& [localIndex, meta] : collective) {
                 const size_t i = firstSpan + localIndex;
-                if (coll == allreduce && i < spans.size() && spans[i].kind == SpanKind::Comm)
+                if (meta.collective == allreduce && i < spans.size() && spans[i].kind == SpanKind::Comm)
                     lenders.push_back(i);
             }
         std::erase_if(chosen, [&](size_t i) { return spans[i].step == kNoStep; });
@@ -418,7 +521,7 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
                 exportedBuckets[bucket.index] = bucket;
         } else {
             assignSteps(run.spans, run.steps, firstSpan, firstStep, t, diagnostics);
-            numberBuckets(run.spans, firstSpan, t.collective, allreduce, run.strings, bucketBytes);
+            numberBuckets(run.spans, firstSpan, t.collective, allreduce, run.strings, fileRank, bucketBytes, diagnostics);
         }
         for (int rank : ranks[f]) {
             RankInfo info;

@@ -110,6 +110,15 @@ struct LockstepMeta {
 // correlationId), or kNoLaunch when the trace has none.
 inline constexpr TimeNs kNoLaunch = std::numeric_limits<TimeNs>::min();
 
+// What a trace says about one communication span. `group` is the process group's name as the
+// trace spells it (Kineto's "Process Group Name" arg, newer torch), the empty string (StringId{})
+// when the event does not say: real gloo worker ops (gloo:all_reduce) never do, and Debian's
+// torch 1.13 writes no args at all.
+struct CommMeta {
+    StringId collective;
+    StringId group;
+};
+
 // One trace file as a parser leaves it: lanes local to the file (Span::lane indexes `lanes`),
 // times already in ns of the trace's clock, steps without rank (a Lockstep export: with rank).
 struct RankTrace {
@@ -121,9 +130,10 @@ struct RankTrace {
     std::vector<RawLane> lanes;
     std::vector<Span> spans;
     std::vector<Step> steps;
-    // Per span index: the collective it belongs to ("allreduce", "broadcast", ...), only for
-    // communication spans; used to number all-reduce buckets within each step.
-    std::unordered_map<size_t, StringId> collective;
+    // Per span index, only for communication spans: the collective it belongs to ("allreduce",
+    // "broadcast", ...) and its process group where the trace names it; used to number
+    // all-reduce buckets within each step.
+    std::unordered_map<size_t, CommMeta> collective;
     // Every device span (isDeviceKind on a GPU lane) with its launch time (kNoLaunch: none).
     std::vector<std::pair<size_t, TimeNs>> deviceLaunch;
     // A Lockstep export: spans carry their own step and bucket, instants and the run header.

@@ -234,6 +234,7 @@ struct Event {
     std::string_view id;         // raw token: a flow's id (ac2g: the correlation id)
     std::string_view argName;    // args.name of metadata events
     std::string_view collective, dtype;
+    std::string_view group;      // args["Process Group Name"], quotes stripped (CommMeta::group)
     std::string_view argKind;    // Lockstep export: args.kind (span kind name)
     int64_t extId = -1, device = -1, stream = -1, bytes = -1, inNelems = -1, outNelems = -1;
     int64_t correlation = -1;    // args.correlation: runtime call <-> device activity
@@ -761,7 +762,14 @@ void KinetoParser::onEvent(const char* p, size_t n)
                 } else if (ak == "dtype") {
                     if (arg.value().get_string().get(e.dtype))
                         e.dtype = {};
-                } else if (ak == "Process Group Name" || ak == "Process Group Ranks" || ak == "Group size") {
+                } else if (ak == "Process Group Name") {
+                    e.hasCommMeta = true;
+                    od::value av = arg.value();
+                    std::string_view tok = trimToken(av.raw_json_token());
+                    if (tok.size() >= 2 && tok.front() == '"' && tok.back() == '"')
+                        tok = tok.substr(1, tok.size() - 2);
+                    e.group = tok;
+                } else if (ak == "Process Group Ranks" || ak == "Group size") {
                     e.hasCommMeta = true;
                 } else if (ak == "name") {
                     if (arg.value().get_string().get(e.argName))
@@ -895,7 +903,7 @@ void KinetoParser::addHostSpan(uint32_t lane, TimeNs start, TimeNs end, std::str
     if (kind == SpanKind::Comm) {
         const StringId collective =
             m_strings.intern(normaliseCollective(e.collective.empty() ? name : e.collective));
-        m_out.collective.emplace(index, collective);
+        m_out.collective.emplace(index, CommMeta{collective, m_strings.intern(e.group)});
         if (e.extId >= 0)
             m_commOps[e.extId] = CommOp{bytes, collective};
     }
@@ -1054,7 +1062,7 @@ void KinetoParser::addEvent(const Event& e)
     if (comm) {
         const StringId collective =
             m_strings.intern(normaliseCollective(e.collective.empty() ? name : e.collective));
-        m_out.collective.emplace(index, collective);
+        m_out.collective.emplace(index, CommMeta{collective, m_strings.intern(e.group)});
     } else if (gpuKind == SpanKind::Kernel && e.extId >= 0) {
         m_kernelsWithExtId.emplace_back(index, e.extId);
     }
@@ -1119,7 +1127,7 @@ Status KinetoParser::finish()
         Span& s = m_out.spans[index];
         s.kind = SpanKind::CommKernel;
         s.bytes = it->second.bytes;
-        m_out.collective.emplace(index, it->second.collective);
+        m_out.collective.emplace(index, CommMeta{it->second.collective, {}});
     }
     resolveLaunches();
     // Newer Kineto writes ts relative to baseTimeNanoseconds (found after traceEvents).
@@ -1147,7 +1155,7 @@ Status KinetoParser::finish()
         m_out.spans.resize(kept);
         if (!newIndex.empty()) {
             // Keep the side tables aligned with the compacted spans.
-            std::unordered_map<size_t, StringId> collective;
+            std::unordered_map<size_t, CommMeta> collective;
             for (const auto& [i, c] : m_out.collective)
                 if (newIndex[i] != kDropped)
                     collective.emplace(newIndex[i], c);

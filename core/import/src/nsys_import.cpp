@@ -257,7 +257,7 @@ Status NsysParser::readActivity(const char* table, SpanKind kind)
             const std::string& text = m_strings.text(s.name);
             if (text.starts_with("nccl")) {
                 m_out.spans.back().kind = SpanKind::CommKernel;
-                m_out.collective.emplace(m_out.spans.size() - 1, m_strings.intern(normaliseCollective(text)));
+                m_out.collective.emplace(m_out.spans.size() - 1, CommMeta{m_strings.intern(normaliseCollective(text)), {}});
             }
         }
     }

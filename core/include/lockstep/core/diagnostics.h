@@ -45,6 +45,10 @@ enum class DiagnosticKind : uint16_t {
     RelativeTimestamps,
     RankOutsideWorldSize,
     NoStepsFound,
+    // Pairing a host all-reduce's call with the op that runs it (numberBuckets, import.cpp).
+    AllReduceLaunchWithoutRunner,
+    AllReduceRunnerWithoutLaunch,
+    AllReducePairingAmbiguous,
     // Step attribution of device work (importers and the CUPTI collector).
     DeviceSpanWithoutLaunch,
     DeviceSpanOutsideSteps,
