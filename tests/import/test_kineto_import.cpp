@@ -470,8 +470,8 @@ TEST(KinetoImport, CommByNameFallbackAndKernelsWithoutLaunchRecords)
     const Diagnostic* d = findDiag(*run, "device span without launch record");
     ASSERT_TRUE(d);
     EXPECT_EQ(d->count, 3);
-    EXPECT_NE(d->message.find("comm_kernel 2"), std::string::npos) << d->message;
-    EXPECT_NE(d->message.find("kernel 1"), std::string::npos) << d->message;
+    EXPECT_NE(d->message.find("comm_kernel × 2"), std::string::npos) << d->message;
+    EXPECT_NE(d->message.find("kernel × 1"), std::string::npos) << d->message;
     // GPU lanes by (pid, tid) when args carry no device/stream.
     int gpu = 0;
     for (const Lane& l : run->lanes)
@@ -709,9 +709,11 @@ TEST(KinetoImport, GoldenGlooDroppedRunnerIsCounted)
     ASSERT_NE(noLaunch, nullptr);
     EXPECT_EQ(noLaunch->count, 1);
     EXPECT_EQ(diagCount(*run, "all-reduce pairing ambiguous"), 0);
-    for (const Span& s : run->spans)
-        if (run->strings.text(s.name) == "gloo:all_reduce" && s.start == 20'000)
+    for (const Span& s : run->spans) {
+        if (run->strings.text(s.name) == "gloo:all_reduce" && s.start == 20'000) {
             EXPECT_EQ(s.bucket, kNoBucket);
+        }
+    }
     const auto stats = bucketStats(*run);
     ASSERT_EQ(stats.size(), 4u);
     const TimeNs want[2][2][2] = {{{100, 320}, {500, 220}}, {{1100, 320}, {1500, 30}}}; // [step][bucket]: launch, duration µs

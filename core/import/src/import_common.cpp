@@ -233,11 +233,12 @@ std::vector<Diagnostic> DiagnosticCounter::list() const
 {
     std::vector<Diagnostic> out;
     for (const auto& [kind, e] : m_byKind) {
-        // "kernel 700, memcpy 175"; a single key that holds the whole count is shown alone.
+        // "kernel × 700, memcpy × 175" (keys may end in a number: "rank 0 × 1, rank 1 × 2"); a
+        // single key that holds the whole count is shown alone.
         std::string detail;
         const bool alone = e.details.size() == 1 && e.details.begin()->second == e.count;
         for (const auto& [key, n] : e.details)
-            detail += (detail.empty() ? "" : ", ") + key + (alone ? "" : " " + std::to_string(n));
+            detail += (detail.empty() ? "" : ", ") + key + (alone ? "" : " × " + std::to_string(n));
         out.push_back(makeDiagnostic(kind, e.count, detail));
     }
     return out;

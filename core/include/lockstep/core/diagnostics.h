@@ -84,7 +84,7 @@ std::span<const DiagnosticKindInfo> diagnosticKinds();
 const DiagnosticKindInfo& diagnosticInfo(DiagnosticKind kind);
 std::optional<DiagnosticKind> diagnosticKindFromName(std::string_view name);
 // A diagnostic row of this kind: severity and message from the list; `detail`, when given, is
-// appended to the message in parentheses ("kernel 700, memcpy 175").
+// appended to the message in parentheses ("kernel × 700, memcpy × 175").
 Diagnostic makeDiagnostic(DiagnosticKind kind, int64_t count, std::string_view detail = {});
 
 } // namespace lockstep::core
