@@ -54,6 +54,7 @@ Usage: bench_whatif.py [LOCKSTEP_BINARY]
   env: MODELS (mlp,transformer,convnet,ddp-mlp) REPEATS (2) STEPS (16) WARMUP (4) CAPS (1,4,25,100)
        LINKS (1,4) KEEP=DIR (keep run files there; default a temporary folder, removed)
        REUSE=1 (with KEEP: runs already in DIR are not run again, e.g. to redo the analysis)
+       TARGETS (all; e.g. "to1,to2": only the targets with those keys, cap1 .. link4, to1, to2)
 """
 import json
 import os
@@ -74,6 +75,7 @@ WARMUP = int(os.environ.get("WARMUP", "4"))
 CAPS = [float(c) for c in os.environ.get("CAPS", "1,4,25,100").split(",")]
 LINKS = [float(x) for x in os.environ.get("LINKS", "1,4").split(",")]
 REUSE = os.environ.get("REUSE") == "1" and os.environ.get("KEEP")
+ONLY = set(filter(None, os.environ.get("TARGETS", "").split(",")))
 BASE_CAP = 25.0
 
 # Sizes: steps of a few hundred ms on this machine's reference BLAS, with gradients large enough
@@ -126,7 +128,11 @@ BASE1 = Config(1, BASE_CAP, 0.0)
 
 
 def targets(model):
-    """(key, kind, label, base config, target config)"""
+    """(key, kind, label, base config, target config); only those TARGETS names when it is set"""
+    return [t for t in all_targets(model) if not ONLY or t[0] in ONLY]
+
+
+def all_targets(model):
     out = [("cap%s" % num(c), "caps", "%s MiB, 2 ranks" % num(c), BASE2, Config(2, c, 0.0)) for c in CAPS]
     if model == "ddp-mlp":
         return out + [("to1", "world", "25 MiB, 2 -> 1 rank", BASE2, Config(1, BASE_CAP, 0.0))]
@@ -376,8 +382,9 @@ def main():
             if kind in adj_by_kind:
                 print("whatif_drift_adjusted_median_err_pct_%s: %.1f %% (%d targets)"
                       % (kind, statistics.median(adj_by_kind[kind]), len(adj_by_kind[kind])))
-    print("whatif_advised_is_measured_best: %d of %d models (the advised bucket layout is the fastest measured)"
-          % (advised_best, len(MODELS)))
+    if advised:
+        print("whatif_advised_is_measured_best: %d of %d models (the advised bucket layout is the fastest measured)"
+              % (advised_best, len(advised)))
     if noise:
         print("whatif_same_config_diff_pct: %.1f %% (median of %d back-to-back pairs of one configuration)"
               % (statistics.median(noise), len(noise)))
