@@ -195,8 +195,10 @@ TimelinePage::TimelinePage(QWidget* parent)
     // Enter in the step box goes to the step; a text that is not one of the run's steps is
     // refused with the reason, never read as some other step.
     connect(m_step, &StepBox::stepEntered, this, [this](int step) {
-        if (m_run)
+        if (m_run) {
             m_timeline->zoomToStep(step);
+            announce(tr("step %1 (%2)").arg(step).arg(m_step->rangeText())); // replaces a refusal's message
+        }
     });
     connect(m_step, &StepBox::stepRejected, this, [this](const QString& why) {
         announce(m_run ? why : tr("no run open: open one to go to its steps"));
