@@ -110,13 +110,32 @@
 // World sizes: ranks beyond the recorded ones replay recorded rank (r mod N)'s compute: per-rank
 // work is unchanged (weak scaling, one device per rank), the collectives grow by the algorithm's
 // factors. A 1-rank recording has no all-reduce to fit: only an emulated link costs anything.
+// Ranks that share one host do not keep their speed, though: they share its cores, caches and
+// memory bandwidth, and each computes slower beside the others (a 2-rank recording on this 2-core
+// host predicted at 1 rank came out 15-47% too slow: per phase, one rank alone ran the mlp's
+// backward 1.36 and the transformer's 1.83 times faster than beside another; the training thread's
+// CPU time itself grows, not its waits for a core). The runtime's startup compute probe
+// (whatif.h, kComputeProbeKey) times one forward + backward alone and with all N ranks of the host
+// at once. When a prediction asks for N' <= N ranks and every recorded rank ran on one host, each
+// rank's compute is scaled by interpolating linearly in the number of ranks between the recorded
+// speed (N) and the alone speed (1):
+//     factor(N') = 1 + (alone / together - 1) * (N - N') / (N - 1)
+// applied as a compute scale (7) on top of the configuration's own (so the optimizer, data and gap
+// scale alike, as measured: the optimizer slowed 1.3-1.5 times beside another rank). Bounds:
+// together no faster than alone (a ratio together/alone in [0.9, 1) is noise: factor 1; below 0.9
+// the probe was disturbed and is not used) and no slower than N ranks taking turns on the cores
+// (N times alone). Linear in between is an assumption; the probe measures only 1 and N. More ranks
+// than recorded on one host (N' > N), a 1-rank recording, and recordings without the probe keep
+// per-rank compute as recorded, and the notes say so. Ranks on different hosts do not share
+// compute: the probe is ignored (GPU runs, one device per rank, record none).
 //
 // Where the model stops being right: compute that speeds up or slows down with the configuration
 // (communication threads competing with backward for CPU cores, which this 2-core machine shows;
-// more ranks sharing a host), compression's conversion cost, a network whose per-byte cost
-// changes with message size (protocol switches), and skew between ranks growing with N. The
-// replay of the recorded configuration measured against the recording (advise's self-check)
-// shows how far the communication fit is from the truth on this run.
+// more ranks sharing a host than were recorded, and fewer where no compute probe was recorded;
+// the probe's forward + backward standing for the whole step's sharing), compression's conversion
+// cost, a network whose per-byte cost changes with message size (protocol switches), and skew
+// between ranks growing with N. The replay of the recorded configuration measured against the
+// recording (advise's self-check) shows how far the communication fit is from the truth on this run.
 // ---------------------------------------------------------------------------------------------
 #include "lockstep/core/whatif.h"
 
@@ -142,6 +161,10 @@ constexpr int64_t kGradElemBytes = 4;
 // the real one: the runtime stores the emulated end itself, so only clock-correction rounding
 // (nanoseconds) separates them; 10 µs leaves margin and is far below any real transfer.
 constexpr TimeNs kCensorToleranceNs = 10'000;
+// A compute probe whose ranks ran faster together than alone by more than this (together / alone
+// below it) was disturbed (load beside the alone turns): not used. Between it and 1: noise, the
+// same speed.
+constexpr double kComputeProbeMinRatio = 0.9;
 
 int64_t wireElemBytes(std::string_view compress)
 {
@@ -445,6 +468,38 @@ Result<std::vector<LinkProbePoint>> parseLinkProbe(std::string_view text)
         pos = comma + 1;
     }
     return out;
+}
+
+// ---- config_extra[compute_probe] -----------------------------------------------------------
+
+std::string formatComputeProbe(const ComputeProbe& probe)
+{
+    return std::to_string(probe.aloneNs) + ":" + std::to_string(probe.togetherNs) + ":"
+        + std::to_string(probe.ranksOnHost);
+}
+
+Result<ComputeProbe> parseComputeProbe(std::string_view text)
+{
+    ComputeProbe p;
+    int64_t fields[3] = {0, 0, 0};
+    size_t pos = 0;
+    for (int i = 0; i < 3; ++i) {
+        const size_t colon = i < 2 ? text.find(':', pos) : text.size();
+        if (colon == std::string_view::npos)
+            break;
+        const std::string_view t = text.substr(pos, colon - pos);
+        const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), fields[i]);
+        if (ec != std::errc() || ptr != t.data() + t.size())
+            fields[i] = 0;
+        pos = colon + 1;
+    }
+    if (fields[0] <= 0 || fields[1] <= 0 || fields[2] < 2 || fields[2] > std::numeric_limits<int32_t>::max())
+        return fail(std::string(kComputeProbeKey) + ": '" + std::string(text)
+                    + "' is not alone_ns:together_ns:ranks_on_host (positive times, at least 2 ranks)");
+    p.aloneNs = fields[0];
+    p.togetherNs = fields[1];
+    p.ranksOnHost = static_cast<int32_t>(fields[2]);
+    return p;
 }
 
 bool isPredicted(const RunConfig& config) { return config.source == kPredictedSource; }
@@ -1245,15 +1300,63 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
         p.notes.push_back("ranks " + std::to_string(d.world) + ".." + std::to_string(cfg.worldSize - 1)
                           + " replay recorded ranks' compute (rank r as rank r mod " + std::to_string(d.world)
                           + "): one device per rank, per-rank work unchanged");
+    // Fewer ranks on the recorded ranks' one host: the startup compute probe's factor (header
+    // essay, "World sizes"), applied on top of the configuration's compute scale.
     if (cfg.worldSize != d.world && d.world > 1) {
         bool oneHost = !d.rankInfo.empty() && !d.rankInfo.front().host.empty();
         for (const RankInfo& ri : d.rankInfo)
             oneHost = oneHost && ri.host == d.rankInfo.front().host;
-        if (oneHost)
-            p.notes.push_back("the recorded ranks share one host (" + d.rankInfo.front().host + "): with "
-                              + std::to_string(cfg.worldSize) + (cfg.worldSize == 1 ? " rank" : " ranks")
-                              + " on it each rank's compute speed changes "
-                              "(cores, memory bandwidth), which the model does not predict");
+        if (oneHost) {
+            const std::string ranks = std::to_string(cfg.worldSize) + (cfg.worldSize == 1 ? " rank" : " ranks");
+            const std::string shared = "the recorded ranks share one host (" + d.rankInfo.front().host + ")";
+            const std::string unpredicted = shared + ": with " + ranks + " on it each rank's compute speed changes "
+                                                     "(cores, memory bandwidth), which the model does not predict";
+            const auto it = d.config.extra.find(kComputeProbeKey);
+            if (cfg.worldSize > d.world || it == d.config.extra.end()) {
+                p.notes.push_back(unpredicted);
+            } else if (auto probe = parseComputeProbe(it->second); !probe) {
+                p.notes.push_back(unpredicted + "; the startup compute probe is unreadable (" + probe.error().message
+                                  + ") and was not used");
+            } else {
+                const auto ms = [](int64_t ns) {
+                    char buf[32];
+                    const double v = static_cast<double>(ns) / 1e6;
+                    std::snprintf(buf, sizeof buf, v < 10 ? "%.2f ms" : v < 100 ? "%.1f ms" : "%.0f ms", v);
+                    return std::string(buf);
+                };
+                const std::string together = std::to_string(probe->ranksOnHost) + " ranks at once";
+                const std::string timed = "the startup probe's forward+backward took " + ms(probe->aloneNs)
+                    + " alone and " + ms(probe->togetherNs) + " with " + together;
+                const double ratio = static_cast<double>(probe->togetherNs) / static_cast<double>(probe->aloneNs);
+                const double n = d.world;
+                if (probe->ranksOnHost != d.world) {
+                    p.notes.push_back(unpredicted + "; the startup compute probe ran " + together + " where "
+                                      + std::to_string(d.world) + " ranks were recorded on the host, and was not used");
+                } else if (ratio < kComputeProbeMinRatio) {
+                    p.notes.push_back(unpredicted + "; " + timed
+                                      + ": faster together than alone, a disturbed probe, not used");
+                } else {
+                    // Sane bounds: together no faster than alone (within noise: the same speed) and
+                    // no slower than the ranks taking turns on the host's cores would be (N times).
+                    const double used = std::clamp(ratio, 1.0, n);
+                    p.hostComputeFactor = 1.0 + (1.0 / used - 1.0) * (n - cfg.worldSize) / (n - 1.0);
+                    char buf[48];
+                    std::snprintf(buf, sizeof buf, "%.2f", p.hostComputeFactor);
+                    std::string note = shared + ": each rank's compute x" + buf + " with " + ranks + " on it: " + timed;
+                    if (cfg.worldSize > 1)
+                        note += " (linear between 1 and " + std::to_string(d.world) + " ranks)";
+                    if (used != ratio) {
+                        std::snprintf(buf, sizeof buf, "%.2f", ratio);
+                        note += used == 1.0
+                            ? std::string("; together within noise of alone (x") + buf + "): taken as the same speed"
+                            : std::string("; together took x") + buf + " the time alone, more than "
+                                + std::to_string(d.world) + " ranks taking turns on the cores would (a disturbed "
+                                "probe?): taken as x" + std::to_string(d.world);
+                    }
+                    p.notes.push_back(note);
+                }
+            }
+        }
     }
     if (cfg.compress != d.recorded.compress)
         p.notes.push_back("the compute cost of converting gradients to and from " + cfg.compress
@@ -1286,7 +1389,7 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
             bucketOfUnit[u] = static_cast<int32_t>(b);
 
     const Algorithm alg = algorithmFor(cfg.worldSize, cfg.compress, d.pairwiseAllowed);
-    const double k = cfg.computeScale;
+    const double k = cfg.computeScale * p.hostComputeFactor;
     const BucketCosts costs = bucketCosts(d.link, alg, cfg.worldSize, bucketWire, k);
     std::vector<TimeNs> emulatedXfer(nb, 0);
     if (cfg.linkGbps > 0)

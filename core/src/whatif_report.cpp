@@ -191,6 +191,9 @@ std::string predictionsJson(const WhatIfModel& model, const std::vector<Predicti
         key(w, "config"), configJson(w, p.config);
         key(w, "predicted"), numbersJson(w, p.numbers);
         key(w, "vs_measured_pct"), number(w, relPct(p.numbers.stepTimeMs, model.measured().stepTimeMs));
+        // Per-rank compute for fewer ranks on the recorded ranks' host (the startup compute
+        // probe), on top of config.compute_scale; 1 when not applied.
+        key(w, "host_compute_factor"), number(w, p.hostComputeFactor);
         key(w, "notes"), strings(w, p.notes);
         w.EndObject();
     }

@@ -23,12 +23,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <time.h>
@@ -312,6 +315,7 @@ public:
 
 private:
     void setup();
+    std::optional<core::ComputeProbe> probeCompute(int* repeatsOut);
     void trainStep(int step);
     void replicaCheck(int step);
     void throwIfRecordingFailed();
@@ -365,6 +369,22 @@ void Trainer::setup()
 
     m_store = makeStore(m_env, m_timeout);
     m_pg = makeProcessGroup(m_o, m_env, m_store, m_timeout);
+
+    // Compute beside the host's other ranks and alone (whatif.h, kComputeProbeKey). Before the
+    // Reducer exists: no gradient hook fires, no bucket launches.
+    std::optional<core::ComputeProbe> computeProbe;
+    std::string computeProbeCost;
+    if (m_o.record && m_env.world > 1) {
+        m_phase = "probing compute: ";
+        const TimeNs t0 = nowNs();
+        int repeats = 0;
+        computeProbe = probeCompute(&repeats);
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.0f ms, %d turn%s", static_cast<double>(nowNs() - t0) / 1e6, repeats,
+                      repeats == 1 ? "" : "s");
+        computeProbeCost = buf;
+        m_phase = "setup: ";
+    }
 
     ReducerOptions ro;
     ro.firstBucketBytes = std::max<int64_t>(1, static_cast<int64_t>(m_o.firstBucketMb * 1024 * 1024));
@@ -492,6 +512,10 @@ void Trainer::setup()
         c.extra[core::kParamNumelKey] = core::formatParamNumel(numel);
         if (!probe.empty())
             c.extra[core::kLinkProbeKey] = core::formatLinkProbe(probe);
+        if (computeProbe) {
+            c.extra[core::kComputeProbeKey] = core::formatComputeProbe(*computeProbe);
+            c.extra["compute_probe_startup"] = computeProbeCost; // its cost and turns (not read by the model)
+        }
         std::string dir = m_o.outDir.empty() ? envText(job::kEnvShardDir) : m_o.outDir;
         if (dir.empty())
             dir = ".";
@@ -508,6 +532,73 @@ void Trainer::setup()
     } else {
         m_scratch = std::make_unique<StepRecord>();
     }
+}
+
+// The startup compute probe (whatif.h, kComputeProbeKey). Collective: every rank calls it (a
+// recording run of more than one rank) and they agree first on the most ranks any host runs;
+// nothing is probed when that is one. One pass is forward + loss + backward of one micro-batch,
+// the batch of step 0 (Dataset::batch and Sampler::indices draw from their own per-sample
+// generators, seeded by index: nothing training reads later changes; the models have no dropout
+// and the pass draws no random numbers, so torch's generator is untouched too). The passes
+// accumulate into the parameters' .grad like training does; at the end every .grad is undefined
+// again, as the Reducer expects to find it (it makes them views of its buckets). Ranks waiting for
+// their turn block in gloo's barrier: the caller waits on the work's condition variable and
+// gloo's pairs wait on theirs (tcp transport, no busy polling), so a waiting rank takes no core
+// (measured: a rank that waited 103 ms there used 0.5 ms of its process's CPU time).
+// Returns this rank's times.
+std::optional<core::ComputeProbe> Trainer::probeCompute(int* repeatsOut)
+{
+    const auto agreeMax = [this](int64_t v) {
+        std::vector<torch::Tensor> t{torch::tensor({v}, torch::kLong)};
+        c10d::AllreduceOptions opts;
+        opts.reduceOp = c10d::ReduceOp::MAX;
+        m_pg->allreduce(t, opts)->wait(m_timeout);
+        return t[0][0].item<int64_t>();
+    };
+    // LOCAL_WORLD_SIZE is the same on every host under torchrun and `lockstep run`; the maximum
+    // keeps every rank in the same collectives should it not be.
+    const int64_t turns = agreeMax(m_env.localWorld);
+    if (turns < 2)
+        return std::nullopt;
+    const auto [input, target] = m_data->batch(m_sampler->indices(0));
+    const auto pass = [&] {
+        const TimeNs start = nowNs();
+        torch::Tensor x = input;
+        for (auto& stage : m_model->stages)
+            x = stage->forward(x);
+        m_model->loss(x, target).backward();
+        return nowNs() - start;
+    };
+    // Untimed warm-up (first-touch allocations, kernel selection), all ranks at once; its slowest
+    // time (a together pass) sets the repetitions: the turns (each local rank alone, then all
+    // together: at most turns + 1 such passes) fit kComputeProbeBudgetMs, at least one, at most
+    // kComputeProbeRepeats.
+    m_pg->barrier()->wait(m_timeout);
+    const int64_t warm = std::max<int64_t>(1, agreeMax(pass()));
+    const int repeats = static_cast<int>(std::clamp<int64_t>(
+        core::kComputeProbeBudgetMs * 1'000'000 / (warm * (turns + 1)), 1, core::kComputeProbeRepeats));
+    *repeatsOut = repeats;
+    core::ComputeProbe probe;
+    probe.aloneNs = std::numeric_limits<int64_t>::max();
+    probe.togetherNs = std::numeric_limits<int64_t>::max();
+    probe.ranksOnHost = static_cast<int32_t>(turns);
+    // Alone and together take turns, so that a burst of load beside the job hits both alike; the
+    // fastest of each is kept (noise only adds).
+    for (int i = 0; i < repeats; ++i) {
+        for (int64_t turn = 0; turn < turns; ++turn) {
+            m_pg->barrier()->wait(m_timeout);
+            if (turn == m_env.localRank)
+                probe.aloneNs = std::min<int64_t>(probe.aloneNs, pass());
+        }
+        m_pg->barrier()->wait(m_timeout);
+        probe.togetherNs = std::min<int64_t>(probe.togetherNs, pass());
+    }
+    m_pg->barrier()->wait(m_timeout);
+    for (torch::Tensor& p : m_model->params)
+        p.mutable_grad() = torch::Tensor();
+    if (probe.aloneNs == std::numeric_limits<int64_t>::max()) // a local rank beyond the turns (not torchrun's)
+        return std::nullopt;
+    return probe;
 }
 
 void Trainer::trainStep(int step)

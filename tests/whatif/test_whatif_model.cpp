@@ -397,6 +397,116 @@ TEST(WhatIfReplay, OneRankHasNoCommunication)
     EXPECT_TRUE(std::isnan(p.numbers.exposedCommMs));
 }
 
+// Both recorded ranks ran on host "h" (hand_run.h). With the startup compute probe (whatif.h,
+// kComputeProbeKey) "60000000:80000000:2" - one forward+backward took 60 ms alone and 80 ms with
+// both ranks at once - one rank on the host computes at factor(1) = 1 + (60/80 - 1) * (2 - 1) /
+// (2 - 1) = 0.75 of its recorded time. Rank 0 alone (OneRankHasNoCommunication): 360 µs of
+// compute time up to the end of backward (the recorded b0 transfer cost it 40 µs), now 0.75 * 360
+// = 270 µs; no transfers; the write-back 5 * 0.75 = 3.75 µs, the optimizer 50 * 0.75 = 37.5 µs: the
+// step ends at 270 + 3.75 + 37.5 = 311.25 µs.
+TEST(WhatIfReplay, ComputeProbeScalesFewerRanksOnTheRecordedHost)
+{
+    core::Run run = HandRun().step(0, 0).build();
+    run.config.extra[kComputeProbeKey] = formatComputeProbe({60'000'000, 80'000'000, 2});
+    EXPECT_EQ(run.config.extra[kComputeProbeKey], "60000000:80000000:2");
+    const WhatIfModel m = modelOf(run);
+    WhatIfConfig c = m.recorded();
+    c.worldSize = 1;
+    Prediction p = predictOk(m, c);
+    EXPECT_NEAR(p.hostComputeFactor, 0.75, 1e-12);
+    EXPECT_NEAR(p.numbers.stepTimeMs, 311.25 * kUsInMs, 1e-9);
+    EXPECT_TRUE(hasNote(p.notes, "the recorded ranks share one host (h): each rank's compute x0.75 with 1 rank on "
+                                 "it: the startup probe's forward+backward took 60.0 ms alone and 80.0 ms with 2 "
+                                 "ranks at once"));
+    EXPECT_FALSE(hasNote(p.notes, "does not predict"));
+    // The configuration stays as asked: the factor is the model's, not the user's compute scale.
+    EXPECT_EQ(p.config, c);
+    EXPECT_EQ(describe(p.config), "0.024 MiB buckets (first 0.001 MiB), 1 rank");
+    EXPECT_NE(predictionsJson(m, {p}).find("\"host_compute_factor\":0.75"), std::string::npos);
+    // On top of the user's compute scale: x2 * 0.75 = x1.5 -> 1.5 * 415 µs = 622.5 µs (415: the
+    // step at x1, OneRankHasNoCommunication).
+    c.computeScale = 2;
+    p = predictOk(m, c);
+    EXPECT_NEAR(p.numbers.stepTimeMs, 622.5 * kUsInMs, 1e-9);
+    EXPECT_EQ(describe(p.config), "0.024 MiB buckets (first 0.001 MiB), 1 rank, compute x2");
+    // The recorded world size replays as recorded; more ranks than recorded keep the recorded
+    // per-rank compute and the old note (the probe measured 1 and 2 ranks only).
+    c = m.recorded();
+    EXPECT_EQ(predictOk(m, c).hostComputeFactor, 1.0);
+    c.worldSize = 4;
+    p = predictOk(m, c);
+    EXPECT_EQ(p.hostComputeFactor, 1.0);
+    EXPECT_TRUE(hasNote(p.notes, "with 4 ranks on it each rank's compute speed changes (cores, memory bandwidth), "
+                                 "which the model does not predict"));
+}
+
+// The same run without the probe: the old behaviour (415 µs, OneRankHasNoCommunication) and note.
+// Ranks on different hosts do not share compute: the probe is ignored, no host note.
+TEST(WhatIfReplay, ComputeProbeAbsentOrRanksOnDifferentHosts)
+{
+    core::Run run = HandRun().step(0, 0).build();
+    WhatIfConfig c = modelOf(run).recorded();
+    c.worldSize = 1;
+    Prediction p = predictOk(modelOf(run), c);
+    EXPECT_EQ(p.hostComputeFactor, 1.0);
+    EXPECT_NEAR(p.numbers.stepTimeMs, 415 * kUsInMs, 1e-9);
+    EXPECT_TRUE(hasNote(p.notes, "the recorded ranks share one host (h): with 1 rank on it each rank's compute "
+                                 "speed changes (cores, memory bandwidth), which the model does not predict"));
+
+    run.config.extra[kComputeProbeKey] = "60000000:80000000:2";
+    run.ranks[1].host = "h2";
+    p = predictOk(modelOf(run), c);
+    EXPECT_EQ(p.hostComputeFactor, 1.0);
+    EXPECT_NEAR(p.numbers.stepTimeMs, 415 * kUsInMs, 1e-9);
+    EXPECT_FALSE(hasNote(p.notes, "share one host"));
+    EXPECT_FALSE(hasNote(p.notes, "probe"));
+}
+
+// A probe outside sane bounds is clamped or refused, and the note says which; an unreadable one is
+// named, never a failure to predict.
+TEST(WhatIfReplay, ComputeProbeOutOfBoundsIsClampedOrRefused)
+{
+    core::Run run = HandRun().step(0, 0).build();
+    WhatIfConfig c = modelOf(run).recorded();
+    c.worldSize = 1;
+    const auto with = [&](const std::string& text) {
+        run.config.extra[kComputeProbeKey] = text;
+        return predictOk(modelOf(run), c);
+    };
+    // Together 0.95 of alone: noise, the same speed (factor 1, 415 µs).
+    Prediction p = with("80000000:76000000:2");
+    EXPECT_EQ(p.hostComputeFactor, 1.0);
+    EXPECT_NEAR(p.numbers.stepTimeMs, 415 * kUsInMs, 1e-9);
+    EXPECT_TRUE(hasNote(p.notes, "x1.00 with 1 rank on it"));
+    EXPECT_TRUE(hasNote(p.notes, "together within noise of alone (x0.95): taken as the same speed"));
+    // Together half of alone: a disturbed probe, not used; the old note stays.
+    p = with("80000000:40000000:2");
+    EXPECT_EQ(p.hostComputeFactor, 1.0);
+    EXPECT_TRUE(hasNote(p.notes, "which the model does not predict"));
+    EXPECT_TRUE(hasNote(p.notes, "faster together than alone, a disturbed probe, not used"));
+    // Together 3 times alone on 2 ranks: more than two ranks taking turns explain: taken as x2,
+    // factor 0.5 -> 0.5 * 415 µs = 207.5 µs.
+    p = with("10000000:30000000:2");
+    EXPECT_NEAR(p.hostComputeFactor, 0.5, 1e-12);
+    EXPECT_NEAR(p.numbers.stepTimeMs, 207.5 * kUsInMs, 1e-9);
+    EXPECT_TRUE(hasNote(p.notes, "together took x3.00 the time alone, more than 2 ranks taking turns on the cores "
+                                 "would (a disturbed probe?): taken as x2"));
+    // A probe of another number of ranks than recorded on the host is not used.
+    p = with("60000000:80000000:3");
+    EXPECT_EQ(p.hostComputeFactor, 1.0);
+    EXPECT_TRUE(hasNote(p.notes, "ran 3 ranks at once where 2 ranks were recorded on the host, and was not used"));
+    // Malformed text: a note, factor 1.
+    for (const char* bad : {"", "x", "60000000:80000000", "60000000:0:2", "-1:5:2", "6:8:1", "6:8:2:9", "6e7:8e7:2"}) {
+        p = with(bad);
+        EXPECT_EQ(p.hostComputeFactor, 1.0) << bad;
+        EXPECT_TRUE(hasNote(p.notes, "the startup compute probe is unreadable (compute_probe: '")) << bad;
+        EXPECT_FALSE(parseComputeProbe(bad).has_value()) << bad;
+    }
+    auto parsed = parseComputeProbe("51000000:71000000:2");
+    ASSERT_TRUE(parsed.has_value());
+    EXPECT_EQ(*parsed, (ComputeProbe{51'000'000, 71'000'000, 2}));
+}
+
 TEST(WhatIfReplay, EmulatedLinkHoldsCompletionsLikeTheRuntime)
 {
     const WhatIfModel m = modelOf(HandRun().step(0, 0).build());

@@ -239,6 +239,26 @@ TEST_F(WhatIfReal, ReplayKeepsTheComputeWorkAndReDerivesTheRest)
     EXPECT_EQ(probe->front().bytes, 4096);
     EXPECT_EQ(probe->back().bytes, 512 * 1024);
     EXPECT_TRUE(std::isfinite(m->link().probeLatencyNs));
+    // The startup compute probe (whatif.h, kComputeProbeKey): two ranks on this host, each time
+    // positive; predicted at one rank, the model uses it or says why not, never fails.
+    ASSERT_TRUE(run.config.extra.contains(kComputeProbeKey));
+    auto compute = parseComputeProbe(run.config.extra.at(kComputeProbeKey));
+    ASSERT_TRUE(compute.has_value()) << compute.error().message;
+    EXPECT_GT(compute->aloneNs, 0);
+    EXPECT_GT(compute->togetherNs, 0);
+    EXPECT_EQ(compute->ranksOnHost, 2);
+    {
+        WhatIfConfig one = m->recorded();
+        one.worldSize = 1;
+        auto alone = m->predict(one);
+        ASSERT_TRUE(alone.has_value()) << alone.error().message;
+        EXPECT_GT(alone->hostComputeFactor, 0);
+        EXPECT_LE(alone->hostComputeFactor, 1);
+        bool said = false;
+        for (const std::string& n : alone->notes)
+            said = said || n.find("compute probe") != std::string::npos || n.find("startup probe's forward") != std::string::npos;
+        EXPECT_TRUE(said);
+    }
     EXPECT_GE(m->link().computeSlowdown, 0);
     EXPECT_LE(m->link().computeSlowdown, kMaxComputeSlowdown);
     for (const std::string& n : m->notes())

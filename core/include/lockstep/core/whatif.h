@@ -52,6 +52,31 @@ struct LinkProbePoint {
 std::string formatLinkProbe(const std::vector<LinkProbePoint>& points);
 Result<std::vector<LinkProbePoint>> parseLinkProbe(std::string_view text);
 
+// The startup probe of compute: ranks that share a host share its cores, caches and memory
+// bandwidth, so each rank computes slower beside the others than alone, and a recording on one
+// host cannot tell how much. Before training (before any gradient hook exists), when more than one
+// rank runs on the host, each rank times one forward + loss + backward of the model on a fixed
+// batch (after one untimed pass, all ranks at once): "alone", the host's ranks in turn (local rank
+// 0, 1, ...) while the others wait in the process group's barrier, blocked; "together", all of them
+// at once from a barrier's release. The phases take turns kComputeProbeRepeats times at most, fewer
+// for a slow model (kComputeProbeBudgetMs / ((ranks + 1) * the slowest rank's warm-up pass), 1 to
+// kComputeProbeRepeats: on this 2-core machine 1-3 turns, 0.4-0.8 s of startup for the bench's mlp
+// and transformer; a model whose pass takes seconds costs ~4 passes), and the fastest of each is
+// kept (noise only adds). config_extra["compute_probe_startup"] says what it cost ("565 ms, 1 turn"). Stored under this key as "alone_ns:together_ns:ranks_on_host" (the ranks that
+// ran together); rank 0's is the run's. Lockstep's runtime makes it
+// (instrumentation/src/trainer_torch.cpp); the Python recorder does not.
+inline constexpr const char* kComputeProbeKey = "compute_probe";
+inline constexpr int kComputeProbeRepeats = 5;
+inline constexpr int64_t kComputeProbeBudgetMs = 900;
+struct ComputeProbe {
+    int64_t aloneNs = 0;
+    int64_t togetherNs = 0;
+    int32_t ranksOnHost = 0;
+    friend bool operator==(const ComputeProbe&, const ComputeProbe&) = default;
+};
+std::string formatComputeProbe(const ComputeProbe& probe);
+Result<ComputeProbe> parseComputeProbe(std::string_view text); // both times > 0, ranks >= 2
+
 // ---- Predicted runs are marked ---------------------------------------------------------------
 // A predicted run's RunConfig::source is kPredictedSource; extra["predicted_from"] names the
 // recorded run and extra["predicted_config"] the configuration (describe()). The app shows the
@@ -118,6 +143,10 @@ struct Prediction {
     WhatIfNumbers numbers;
     Run run;                        // the predicted timeline (empty when not asked for)
     std::vector<std::string> notes; // where this prediction extrapolates beyond the recording
+    // Per-rank compute for fewer ranks on the recorded ranks' one host, from the startup compute
+    // probe (kComputeProbeKey; whatif.cpp, "World sizes"): it multiplies config.computeScale in the
+    // replay; 1 when not applied. config stays as asked.
+    double hostComputeFactor = 1.0;
 };
 
 struct PredictOptions {
