@@ -124,10 +124,11 @@
 // scale alike, as measured: the optimizer slowed 1.3-1.5 times beside another rank). Bounds:
 // together no faster than alone (a ratio together/alone in [0.9, 1) is noise: factor 1; below 0.9
 // the probe was disturbed and is not used) and no slower than N ranks taking turns on the cores
-// (N times alone). Linear in between is an assumption; the probe measures only 1 and N. On nine
-// 2 -> 1 rank pairs of bench/whatif the probe took the median |error| from 12.7% to 6.7% (better
-// in 4, worse in 1, the same in 4 where it saw no slowdown; its factor is noisy: 0.69-1.0 with
-// one or two turns). More ranks
+// (N times alone). Linear in between is an assumption; the probe measures only 1 and N. On
+// bench/whatif's 2 -> 1 rank pairs, predicted with and without the probe, it helped more often
+// than it hurt (README, "Where the model stops being right": median |error| 12.7% -> 6.7% on one
+// set of nine, 6.0% -> 4.7% on another) and missed a slowdown as often as not: its factor is
+// noisy (0.69-1.0). More ranks
 // than recorded on one host (N' > N), a 1-rank recording, and recordings without the probe keep
 // per-rank compute as recorded, and the notes say so. Ranks on different hosts do not share
 // compute: the probe is ignored (GPU runs, one device per rank, record none).

@@ -569,12 +569,15 @@ std::optional<core::ComputeProbe> Trainer::probeCompute(int* repeatsOut)
         m_model->loss(x, target).backward();
         return nowNs() - start;
     };
-    // Untimed warm-up (first-touch allocations, kernel selection), all ranks at once; its slowest
-    // time (a together pass) sets the repetitions: the turns (each local rank alone, then all
-    // together: at most turns + 1 such passes) fit kComputeProbeBudgetMs, at least one, at most
-    // kComputeProbeRepeats.
+    // Untimed warm-up (first-touch allocations, kernel selection), all ranks at once; the slowest
+    // rank's last warm-up pass (a together pass) sets the repetitions: the turns (each local rank
+    // alone, then all together: at most turns + 1 such passes) fit kComputeProbeBudgetMs, at least
+    // one, at most kComputeProbeRepeats.
     m_pg->barrier()->wait(m_timeout);
-    const int64_t warm = std::max<int64_t>(1, agreeMax(pass()));
+    TimeNs lastWarm = 0;
+    for (int i = 0; i < core::kComputeProbeWarmupPasses; ++i)
+        lastWarm = pass();
+    const int64_t warm = std::max<int64_t>(1, agreeMax(lastWarm));
     const int repeats = static_cast<int>(std::clamp<int64_t>(
         core::kComputeProbeBudgetMs * 1'000'000 / (warm * (turns + 1)), 1, core::kComputeProbeRepeats));
     *repeatsOut = repeats;

@@ -56,16 +56,18 @@ Result<std::vector<LinkProbePoint>> parseLinkProbe(std::string_view text);
 // bandwidth, so each rank computes slower beside the others than alone, and a recording on one
 // host cannot tell how much. Before training (before any gradient hook exists), when more than one
 // rank runs on the host, each rank times one forward + loss + backward of the model on a fixed
-// batch (after one untimed pass, all ranks at once): "alone", the host's ranks in turn (local rank
+// batch (after kComputeProbeWarmupPasses untimed passes, all ranks at once: a model's first passes
+// run slow, and after a single one the transformer's timed passes took ~155 ms where training's
+// steady forward + backward took 115-140 ms, alone and together alike): "alone", the host's ranks in turn (local rank
 // 0, 1, ...) while the others wait in the process group's barrier, blocked; "together", all of them
 // at once from a barrier's release. The phases take turns kComputeProbeRepeats times at most, fewer
 // for a slow model (kComputeProbeBudgetMs / ((ranks + 1) * the slowest rank's warm-up pass), 1 to
-// kComputeProbeRepeats: on this 2-core machine 1-3 turns, 0.4-0.8 s of startup for the bench's mlp
-// and transformer; a model whose pass takes seconds costs ~4 passes), and the fastest of each is
-// kept (noise only adds). config_extra["compute_probe_startup"] says what it cost ("565 ms, 1 turn"). Stored under this key as "alone_ns:together_ns:ranks_on_host" (the ranks that
-// ran together); rank 0's is the run's. Lockstep's runtime makes it
+// kComputeProbeRepeats), and the fastest of each is kept (noise only adds).
+// config_extra["compute_probe_startup"] says what it cost ("865 ms, 2 turns"). Stored under this
+// key as "alone_ns:together_ns:ranks_on_host" (the ranks that ran together); rank 0's is the run's. Lockstep's runtime makes it
 // (instrumentation/src/trainer_torch.cpp); the Python recorder does not.
 inline constexpr const char* kComputeProbeKey = "compute_probe";
+inline constexpr int kComputeProbeWarmupPasses = 3;
 inline constexpr int kComputeProbeRepeats = 5;
 inline constexpr int64_t kComputeProbeBudgetMs = 900;
 struct ComputeProbe {
