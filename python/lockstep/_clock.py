@@ -11,6 +11,7 @@ rank that may host the store never leaves while another still reads its answer.
 A store that does not answer within the timeout (a peer died) gives up without an offset:
 clocks are then left uncorrected for this rank and the caller records why.
 """
+import contextlib
 from datetime import timedelta
 
 from . import _core
@@ -25,14 +26,23 @@ class ClockSample:
         self.at_ns = at_ns          # local time of the kept sample
 
 
+@contextlib.contextmanager
+def store_timeout(store, timeout_s):
+    """The store's timeout set to timeout_s inside the block, restored after it."""
+    old_timeout = store.timeout
+    store.set_timeout(timedelta(seconds=timeout_s))
+    try:
+        yield store
+    finally:
+        store.set_timeout(old_timeout)
+
+
 def measure(store, rank, world, prefix, timeout_s):
     """Runs one ping-pong round on every rank of the group (rank 0 serves). Returns a
     ClockSample; raises on a store error or timeout (after restoring the store's timeout)."""
     if world <= 1:
         return ClockSample(0, 0, _core.now_ns())
-    old_timeout = store.timeout
-    store.set_timeout(timedelta(seconds=timeout_s))
-    try:
+    with store_timeout(store, timeout_s):
         if rank == 0:
             for r in range(1, world):
                 for i in range(SAMPLES):
@@ -53,5 +63,3 @@ def measure(store, rank, world, prefix, timeout_s):
                 best = ClockSample(remote - (t0 + t1) // 2, t1 - t0, t0)
         store.set(f"{prefix}/{rank}/ack", "1")
         return best
-    finally:
-        store.set_timeout(old_timeout)

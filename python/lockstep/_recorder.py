@@ -37,7 +37,6 @@ import socket
 import sys
 import types
 import weakref
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -224,7 +223,7 @@ class Recorder:
                 "local_rank": os.environ.get("LOCAL_RANK", ""),
             })
         if probe:
-            self._config["extra"][_core.LINK_PROBE_KEY] = ",".join(f"{b}:{ns}" for b, ns in probe)
+            self._config["extra"][_core.LINK_PROBE_KEY] = _core.format_link_probe(probe)
         os.makedirs(out, exist_ok=True)
         self.path = shard_path(out, self.rank)
         self._core = _core.ShardRecorder(
@@ -301,7 +300,7 @@ class Recorder:
         Why: a recording whose transfers after backward all have one size (DDP's default 25 MiB
         cap usually leaves one) cannot tell the link's latency from its bandwidth, and without a
         latency `lockstep advise` takes many small buckets to be free. The runtime probes before
-        training; a user's job is probed here, at attach: once, before the first step, ~30 ms.
+        training; a user's job is probed here, at attach: once, before the first step, ~30-60 ms.
 
         It adds collectives to the user's process group, so every rank must make the same ones
         in the same order. Every rank attaches at the same point of its sequence (right after
@@ -323,12 +322,8 @@ class Recorder:
                 agreed = clock_ok and os.environ.get("LOCKSTEP_LINK_PROBE", "1") != "0"
                 store.set(key, "1" if agreed else "0")
             else:
-                old_timeout = store.timeout
-                store.set_timeout(timedelta(seconds=_CLOCK_START_TIMEOUT_S * self.world + 10))
-                try:
+                with _clock.store_timeout(store, _CLOCK_START_TIMEOUT_S * self.world + 10):
                     agreed = store.get(key) == b"1"
-                finally:
-                    store.set_timeout(old_timeout)
         except Exception as e:
             return [], f"link not probed: rank 0's word did not come over the store ({e})"
         if not agreed:

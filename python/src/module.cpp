@@ -341,6 +341,15 @@ PYBIND11_MODULE(_core, m)
     m.attr("LINK_PROBE_KEY") = core::kLinkProbeKey;
     m.attr("LINK_PROBE_BYTES") = pb::tuple(pb::cast(std::vector<int64_t>(core::kLinkProbeBytes.begin(), core::kLinkProbeBytes.end())));
     m.attr("LINK_PROBE_REPEATS") = core::kLinkProbeRepeats;
+    m.def(
+        "format_link_probe",
+        [](const std::vector<std::pair<int64_t, int64_t>>& points) {
+            std::vector<core::LinkProbePoint> out;
+            for (const auto& [bytes, ns] : points)
+                out.push_back({bytes, ns});
+            return core::formatLinkProbe(out);
+        },
+        "config_extra[LINK_PROBE_KEY] text of [(bytes on the wire, ns)] (whatif.h, formatLinkProbe)");
 
     pb::enum_<Ev>(m, "Ev", "Kinds of recorder events (see python/src/shard_recorder.h)")
         .value("StepStart", Ev::StepStart)
