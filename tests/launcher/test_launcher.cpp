@@ -231,13 +231,15 @@ TEST_F(Launcher, CrashedRankStopsTheRun)
 
 TEST_F(Launcher, HungRankStopsTheRun)
 {
-    // Rank 1 is frozen (SIGSTOP) after step 2: rank 0 times out in its all-reduce, the
-    // launcher stops everyone, and the cause names the silent rank.
+    // Rank 1 is frozen (SIGSTOP) after step 3: rank 0 times out in its all-reduce, the
+    // launcher stops everyone, and the cause names the silent rank. Its steps 0 and 1 must be in
+    // the run: a frozen process's writer thread is frozen too, so the step it submitted last may
+    // be lost; a step of slack keeps a writer that lags under load (CI failed once at "step 2/").
     const std::string file = path("hung.db");
     double stoppedAt = 0;
     const auto t0 = std::chrono::steady_clock::now();
     const test::Outcome o = runAndAct(cat({"run", "--nproc", "2", "--out", file, "--timeout-s", "3", "--grace-s", "1"}, smallModel(400)),
-                                      "step 2/", [&](test::Child& c) {
+                                      "step 3/", [&](test::Child& c) {
                                           for (pid_t pid : test::childrenWithEnv(c.pid(), "RANK=1"))
                                               ::kill(pid, SIGSTOP);
                                           stoppedAt = std::chrono::duration<double, std::milli>(
