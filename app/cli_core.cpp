@@ -50,11 +50,12 @@ int runReport(const CoreArgs& a)
 
 int runExport(const CoreArgs& a)
 {
+    // Before the output's temporary folder exists: a signal from then on removes it.
+    core::removeOutputsOnSignal();
     // Refused before the (possibly long) load: an output that would replace the run or another file.
     auto output = core::OutputFile::create(a.chromeOut, a.exportForce, {a.run});
     if (!output)
         return fail(output.error().message);
-    core::removeOutputsOnSignal();
     auto run = core::loadRun(a.run);
     if (!run)
         return fail(run.error().message);

@@ -42,10 +42,16 @@ std::vector<std::string>& tempFolders()
     return folders;
 }
 
-void registerTempFolder(const std::string& folder)
+// Creates the private folder from `tmpl` (mkdtemp) and registers it in one step under the lock
+// the signal thread holds to the end: a signal between the two would leave an unregistered
+// folder behind (seen under load: the test's shell signals as soon as the folder appears).
+bool createTempFolder(std::string& tmpl)
 {
     std::lock_guard lock(tempFoldersMutex());
-    tempFolders().push_back(folder);
+    if (!::mkdtemp(tmpl.data()))
+        return false;
+    tempFolders().push_back(tmpl);
+    return true;
 }
 
 void unregisterTempFolder(const std::string& folder)
@@ -141,7 +147,7 @@ Result<OutputFile> OutputFile::create(const std::string& destination, bool overw
     const fs::path dest(*target);
     const fs::path parent = dest.has_parent_path() ? dest.parent_path() : fs::path(".");
     std::string tmpl = (parent / ("." + dest.filename().string() + ".tmp-XXXXXX")).string();
-    if (!::mkdtemp(tmpl.data()))
+    if (!createTempFolder(tmpl))
         return fail("cannot write into " + parent.string() + ": " + std::strerror(errno));
     OutputFile out;
     out.m_folder = tmpl;
@@ -149,7 +155,6 @@ Result<OutputFile> OutputFile::create(const std::string& destination, bool overw
     out.m_destination = destination;
     out.m_target = *target;
     out.m_overwrite = overwrite;
-    registerTempFolder(out.m_folder);
     return out;
 }
 
