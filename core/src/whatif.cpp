@@ -115,22 +115,25 @@
 // this 2-core host predicted at 1 rank came out 15-47% too slow; in one pair one rank alone ran
 // the mlp's backward 1.36 and the transformer's 1.83 times faster than beside another, with the
 // training thread's CPU time itself growing, not its waits for a core). The runtime's startup compute probe
-// (whatif.h, kComputeProbeKey) times one forward + backward alone and with all N ranks of the host
-// at once. When a prediction asks for N' <= N ranks and every recorded rank ran on one host, each
-// rank's compute is scaled by interpolating linearly in the number of ranks between the recorded
-// speed (N) and the alone speed (1):
-//     factor(N') = 1 + (alone / together - 1) * (N - N') / (N - 1)
+// (whatif.h, kComputeProbeKey) times one forward + backward alone and with K processes of the host
+// at once: the N recorded ranks (K = N), or in a 1-rank recording the rank and a partner process
+// started for the probe only (K = 2; instrumentation/src/trainer_torch.cpp). With n processes on
+// the host each computes s(n) = 1 + (together / alone - 1) * (n - 1) / (K - 1) times slower than
+// alone (linear in between is an assumption: the probe measures only 1 and K). When a prediction
+// asks for N' <= K ranks and every recorded rank ran on one host, each rank's compute is scaled by
+//     factor(N') = s(N') / s(N)      (N = K, N' = 1: alone / together; N = 1, N' = 2: together / alone)
 // applied as a compute scale (7) on top of the configuration's own (so the optimizer, data and gap
 // scale alike, as measured: the optimizer slowed 1.3-1.5 times beside another rank). Bounds:
 // together no faster than alone (a ratio together/alone in [0.9, 1) is noise: factor 1; below 0.9
-// the probe was disturbed and is not used) and no slower than N ranks taking turns on the cores
-// (N times alone). Linear in between is an assumption; the probe measures only 1 and N. On
-// bench/whatif's 2 -> 1 rank pairs, predicted with and without the probe, it helped more often
-// than it hurt (README, "Where the model stops being right": median |error| 12.7% -> 6.7% on one
-// set of nine, 6.0% -> 4.7% on another) and missed a slowdown as often as not: its factor is
-// noisy (0.69-1.0). More ranks
-// than recorded on one host (N' > N), a 1-rank recording, and recordings without the probe keep
-// per-rank compute as recorded, and the notes say so. Ranks on different hosts do not share
+// the probe was disturbed and is not used) and no slower than K processes taking turns on the
+// cores (K times alone). On bench/whatif's 2 -> 1 rank pairs, predicted with and without the probe,
+// it helped more often than it hurt (README, "Where the model stops being right": median |error|
+// 12.7% -> 6.7% on one set of nine, 6.0% -> 4.7% on another) and missed a slowdown as often as
+// not: its factor is noisy (0.69-1.0). A 1-rank recording predicted at 2 ranks on its host assumes
+// they run there (as `lockstep run --nproc 2` does). More ranks than the probe ran together
+// (N' > K) and recordings without the probe keep per-rank compute as recorded, and the notes say
+// so; so does a run with --threads 0, whose ranks' thread count follows the ranks on the host (the
+// partner is not started for it). Ranks on different hosts do not share
 // compute: the probe is ignored (GPU runs, one device per rank, record none).
 //
 // Where the model stops being right: compute that speeds up or slows down with the configuration
@@ -1312,54 +1315,70 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
         p.notes.push_back("ranks " + std::to_string(d.world) + ".." + std::to_string(cfg.worldSize - 1)
                           + " replay recorded ranks' compute (rank r as rank r mod " + std::to_string(d.world)
                           + "): one device per rank, per-rank work unchanged");
-    // Fewer ranks on the recorded ranks' one host: the startup compute probe's factor (header
-    // essay, "World sizes"), applied on top of the configuration's compute scale.
-    if (cfg.worldSize != d.world && d.world > 1) {
+    // Another number of ranks on the recorded ranks' one host: the startup compute probe's factor
+    // (header essay, "World sizes"), applied on top of the configuration's compute scale.
+    if (cfg.worldSize != d.world) {
         bool oneHost = !d.rankInfo.empty() && !d.rankInfo.front().host.empty();
         for (const RankInfo& ri : d.rankInfo)
             oneHost = oneHost && ri.host == d.rankInfo.front().host;
         if (oneHost) {
             const std::string ranks = std::to_string(cfg.worldSize) + (cfg.worldSize == 1 ? " rank" : " ranks");
-            const std::string shared = "the recorded ranks share one host (" + d.rankInfo.front().host + ")";
+            // A 1-rank recording cannot say where more ranks would run: the prediction is for them
+            // on its host, as `lockstep run --nproc N` runs them.
+            const std::string shared = (d.world == 1 ? "the recorded rank's host (" : "the recorded ranks share one host (")
+                + d.rankInfo.front().host + ")";
             const std::string unpredicted = shared + ": with " + ranks + " on it each rank's compute speed changes "
                                                      "(cores, memory bandwidth), which the model does not predict";
+            const auto threads = d.config.extra.find("threads_requested");
+            const std::string threadsNote = threads != d.config.extra.end() && threads->second == "0"
+                ? "; each rank's thread count changes as well (--threads 0: cores / ranks on the host), which the "
+                  "model does not predict"
+                : "";
             const auto it = d.config.extra.find(kComputeProbeKey);
-            if (cfg.worldSize > d.world || it == d.config.extra.end()) {
-                p.notes.push_back(unpredicted);
+            if (it == d.config.extra.end()) {
+                p.notes.push_back(unpredicted + threadsNote);
             } else if (auto probe = parseComputeProbe(it->second); !probe) {
                 p.notes.push_back(unpredicted + "; the startup compute probe is unreadable (" + probe.error().message
-                                  + ") and was not used");
+                                  + ") and was not used" + threadsNote);
             } else {
-                const std::string together = std::to_string(probe->ranksOnHost) + " ranks at once";
+                // K processes ran together: the recorded ranks of the host, or a 1-rank run's rank
+                // and its partner (trainer_torch.cpp, probeComputeWithPartner).
+                const int k = probe->ranksOnHost;
+                const std::string who = d.world == 1 ? " processes" : " ranks";
+                const std::string together = std::to_string(k) + who + " at once";
                 const std::string timed = "the startup probe's forward+backward took " + milliseconds(probe->aloneNs)
                     + " alone and " + milliseconds(probe->togetherNs) + " with " + together;
                 const double ratio = static_cast<double>(probe->togetherNs) / static_cast<double>(probe->aloneNs);
-                const double n = d.world;
-                if (probe->ranksOnHost != d.world) {
+                if (d.world > 1 && k != d.world) {
                     p.notes.push_back(unpredicted + "; the startup compute probe ran " + together + " where "
-                                      + std::to_string(d.world) + " ranks were recorded on the host, and was not used");
+                                      + std::to_string(d.world) + " ranks were recorded on the host, and was not used"
+                                      + threadsNote);
+                } else if (cfg.worldSize > k) {
+                    p.notes.push_back(unpredicted + "; the startup compute probe measured " + together + ", not "
+                                      + std::to_string(cfg.worldSize) + threadsNote);
                 } else if (ratio < kComputeProbeMinRatio) {
                     p.notes.push_back(unpredicted + "; " + timed
-                                      + ": faster together than alone, a disturbed probe, not used");
+                                      + ": faster together than alone, a disturbed probe, not used" + threadsNote);
                 } else {
                     // Sane bounds: together no faster than alone (within noise: the same speed) and
-                    // no slower than the ranks taking turns on the host's cores would be (N times).
-                    const double used = std::clamp(ratio, 1.0, n);
-                    p.hostComputeFactor = 1.0 + (1.0 / used - 1.0) * (n - cfg.worldSize) / (n - 1.0);
+                    // no slower than the K processes taking turns on the host's cores would be.
+                    const double used = std::clamp(ratio, 1.0, static_cast<double>(k));
+                    const auto slowdown = [&](int n) { return 1.0 + (used - 1.0) * (n - 1) / (k - 1.0); };
+                    p.hostComputeFactor = slowdown(cfg.worldSize) / slowdown(d.world);
                     char buf[48];
                     std::snprintf(buf, sizeof buf, "%.2f", p.hostComputeFactor);
                     std::string note = shared + ": each rank's compute x" + buf + " with " + ranks + " on it: " + timed;
-                    if (cfg.worldSize > 1)
-                        note += " (linear between 1 and " + std::to_string(d.world) + " ranks)";
+                    if ((cfg.worldSize != 1 && cfg.worldSize != k) || (d.world != 1 && d.world != k))
+                        note += " (linear between 1 and " + std::to_string(k) + who + ")";
                     if (used != ratio) {
                         std::snprintf(buf, sizeof buf, "%.2f", ratio);
                         note += used == 1.0
                             ? std::string("; together within noise of alone (x") + buf + "): taken as the same speed"
-                            : std::string("; together took x") + buf + " the time alone, more than "
-                                + std::to_string(d.world) + " ranks taking turns on the cores would (a disturbed "
-                                "probe?): taken as x" + std::to_string(d.world);
+                            : std::string("; together took x") + buf + " the time alone, more than " + std::to_string(k)
+                                + who + " taking turns on the cores would (a disturbed probe?): taken as x"
+                                + std::to_string(k);
                     }
-                    p.notes.push_back(note);
+                    p.notes.push_back(note + threadsNote);
                 }
             }
         }

@@ -8,6 +8,7 @@
 #include "lockstep/core/whatif.h"
 #include "lockstep/job/flags.h"
 #include "lockstep/job/launcher.h"
+#include "lockstep/job/process.h"
 #include "lockstep/job/progress.h"
 #include "lockstep/job/shard_layout.h"
 
@@ -21,9 +22,11 @@
 #endif
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -51,6 +54,12 @@ struct DistEnv {
     std::string restart = "0";
     std::string rendezvousFile; // a local launcher's FileStore (no socket)
 };
+
+// Set in the environment of a one-rank run's compute-probe partner (Trainer::probeComputeWithPartner):
+// the FileStore of the probe's two-process group. The partner's flags are the rank's own.
+constexpr const char* kEnvComputeProbePartner = "LOCKSTEP_COMPUTE_PROBE_PARTNER";
+// How long the rank waits for its partner to join or finish (at most the run's --timeout).
+constexpr std::chrono::milliseconds kProbePartnerTimeout{30000};
 
 int envInt(const char* name, int fallback, bool* found = nullptr)
 {
@@ -158,6 +167,22 @@ c10::intrusive_ptr<c10d::Store> makeStore(const DistEnv& env, std::chrono::milli
     return c10::make_intrusive<c10d::PrefixStore>("lockstep/" + env.restart, tcp);
 }
 
+c10::intrusive_ptr<c10d::ProcessGroup> makeGlooGroup(const DistEnv& env, const c10::intrusive_ptr<c10d::Store>& store,
+                                                    std::chrono::milliseconds timeout)
+{
+    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    // Bind where the other ranks can reach us: the named interface, loopback for a local
+    // rendezvous, else this host's resolved address.
+    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    else if (env.masterAddr.empty() || isLoopback(env.masterAddr))
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    else
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    opts->threads = 2; // what torch.distributed uses, so the peer benchmark compares like with like
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world, opts);
+}
+
 c10::intrusive_ptr<c10d::ProcessGroup> makeProcessGroup(const WorkerOptions& o, const DistEnv& env,
                                                         const c10::intrusive_ptr<c10d::Store>& store,
                                                         std::chrono::milliseconds timeout)
@@ -171,17 +196,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> makeProcessGroup(const WorkerOptions& o, 
         throw std::invalid_argument("--backend nccl needs a CUDA build of LibTorch; this build has gloo only");
 #endif
     }
-    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-    // Bind where the other ranks can reach us: the named interface, loopback for a local
-    // rendezvous, else this host's resolved address.
-    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-    else if (env.masterAddr.empty() || isLoopback(env.masterAddr))
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    else
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-    opts->threads = 2; // what torch.distributed uses, so the peer benchmark compares like with like
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world, opts);
+    return makeGlooGroup(env, store, timeout);
 }
 
 std::vector<uint8_t> encode(int64_t v)
@@ -312,10 +327,16 @@ class Trainer {
 public:
     Trainer(const WorkerOptions& o) : m_o(o) {}
     int run();
+    // The second process of a one-rank run's compute probe (probeComputeWithPartner): joins the
+    // probe's two-process group at the FileStore `storePath`, takes its turns, returns.
+    void probePartner(const std::string& storePath);
 
 private:
     void setup();
-    std::optional<core::ComputeProbe> probeCompute(int* repeatsOut);
+    std::optional<core::ComputeProbe> probeCompute(c10d::ProcessGroup& pg, int64_t localRank, int64_t localWorld,
+                                                   int* repeatsOut);
+    std::optional<core::ComputeProbe> probeComputeWithPartner(int* repeatsOut, std::string* whyNot);
+    void buildModel(int rank, int world);
     void trainStep(int step);
     void replicaCheck(int step);
     void throwIfRecordingFailed();
@@ -360,12 +381,7 @@ void Trainer::setup()
         threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, m_env.localWorld));
     at::set_num_threads(threads);
 
-    m_spec = ModelSpec{m_o.model, m_o.layers, m_o.width, m_o.heads, m_o.seq};
-    // Seeded per rank on purpose: the broadcast of rank 0's parameters is what makes the
-    // replicas equal, and the exactness tests would catch it missing.
-    m_model = makeModel(m_spec, m_o.seed * 1000003ull + static_cast<uint64_t>(m_env.rank));
-    m_data = std::make_unique<Dataset>(m_spec, m_o.seed, m_o.datasetSize);
-    m_sampler = std::make_unique<Sampler>(m_o.datasetSize, m_o.seed, m_env.rank, m_env.world, m_o.batch);
+    buildModel(m_env.rank, m_env.world);
 
     m_store = makeStore(m_env, m_timeout);
     m_pg = makeProcessGroup(m_o, m_env, m_store, m_timeout);
@@ -374,15 +390,19 @@ void Trainer::setup()
     // Reducer exists: no gradient hook fires, no bucket launches.
     std::optional<core::ComputeProbe> computeProbe;
     std::string computeProbeCost;
-    if (m_o.record && m_env.world > 1) {
+    if (m_o.record) {
         m_phase = "probing compute: ";
         const TimeNs t0 = nowNs();
         int repeats = 0;
-        computeProbe = probeCompute(&repeats);
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.0f ms, %d turn%s", static_cast<double>(nowNs() - t0) / 1e6, repeats,
-                      repeats == 1 ? "" : "s");
-        computeProbeCost = buf;
+        std::string whyNot;
+        if (m_env.world > 1)
+            computeProbe = probeCompute(*m_pg, m_env.localRank, m_env.localWorld, &repeats);
+        else
+            computeProbe = probeComputeWithPartner(&repeats, &whyNot);
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%.0f ms, %d turn%s%s", static_cast<double>(nowNs() - t0) / 1e6, repeats,
+                      repeats == 1 ? "" : "s", m_env.world == 1 ? ", with a partner process" : "");
+        computeProbeCost = computeProbe ? std::string(buf) : whyNot;
         m_phase = "setup: ";
     }
 
@@ -512,10 +532,11 @@ void Trainer::setup()
         c.extra[core::kParamNumelKey] = core::formatParamNumel(numel);
         if (!probe.empty())
             c.extra[core::kLinkProbeKey] = core::formatLinkProbe(probe);
-        if (computeProbe) {
+        if (computeProbe)
             c.extra[core::kComputeProbeKey] = core::formatComputeProbe(*computeProbe);
-            c.extra["compute_probe_startup"] = computeProbeCost; // its cost and turns (not read by the model)
-        }
+        // Its cost and turns, or why a one-rank run has none (not read by the model).
+        if (!computeProbeCost.empty())
+            c.extra["compute_probe_startup"] = computeProbeCost;
         std::string dir = m_o.outDir.empty() ? envText(job::kEnvShardDir) : m_o.outDir;
         if (dir.empty())
             dir = ".";
@@ -546,18 +567,19 @@ void Trainer::setup()
 // gloo's pairs wait on theirs (tcp transport, no busy polling), so a waiting rank takes no core
 // (measured: a rank that waited 103 ms there used 0.5 ms of its process's CPU time).
 // Returns this rank's times.
-std::optional<core::ComputeProbe> Trainer::probeCompute(int* repeatsOut)
+std::optional<core::ComputeProbe> Trainer::probeCompute(c10d::ProcessGroup& pg, int64_t localRank, int64_t localWorld,
+                                                        int* repeatsOut)
 {
-    const auto agreeMax = [this](int64_t v) {
+    const auto agreeMax = [&](int64_t v) {
         std::vector<torch::Tensor> t{torch::tensor({v}, torch::kLong)};
         c10d::AllreduceOptions opts;
         opts.reduceOp = c10d::ReduceOp::MAX;
-        m_pg->allreduce(t, opts)->wait(m_timeout);
+        pg.allreduce(t, opts)->wait(m_timeout);
         return t[0][0].item<int64_t>();
     };
     // LOCAL_WORLD_SIZE is the same on every host under torchrun and `lockstep run`; the maximum
     // keeps every rank in the same collectives should it not be.
-    const int64_t turns = agreeMax(m_env.localWorld);
+    const int64_t turns = agreeMax(localWorld);
     if (turns < 2)
         return std::nullopt;
     const auto [input, target] = m_data->batch(m_sampler->indices(0));
@@ -573,7 +595,7 @@ std::optional<core::ComputeProbe> Trainer::probeCompute(int* repeatsOut)
     // rank's last warm-up pass (a together pass) sets the repetitions: the turns (each local rank
     // alone, then all together: at most turns + 1 such passes) fit kComputeProbeBudgetMs, at least
     // one, at most kComputeProbeRepeats.
-    m_pg->barrier()->wait(m_timeout);
+    pg.barrier()->wait(m_timeout);
     TimeNs lastWarm = 0;
     for (int i = 0; i < core::kComputeProbeWarmupPasses; ++i)
         lastWarm = pass();
@@ -589,19 +611,114 @@ std::optional<core::ComputeProbe> Trainer::probeCompute(int* repeatsOut)
     // fastest of each is kept (noise only adds).
     for (int i = 0; i < repeats; ++i) {
         for (int64_t turn = 0; turn < turns; ++turn) {
-            m_pg->barrier()->wait(m_timeout);
-            if (turn == m_env.localRank)
+            pg.barrier()->wait(m_timeout);
+            if (turn == localRank)
                 probe.aloneNs = std::min<int64_t>(probe.aloneNs, pass());
         }
-        m_pg->barrier()->wait(m_timeout);
+        pg.barrier()->wait(m_timeout);
         probe.togetherNs = std::min<int64_t>(probe.togetherNs, pass());
     }
-    m_pg->barrier()->wait(m_timeout);
+    pg.barrier()->wait(m_timeout);
     for (torch::Tensor& p : m_model->params)
         p.mutable_grad() = torch::Tensor();
     if (probe.aloneNs == std::numeric_limits<int64_t>::max()) // a local rank beyond the turns (not torchrun's)
         return std::nullopt;
     return probe;
+}
+
+void Trainer::buildModel(int rank, int world)
+{
+    m_spec = ModelSpec{m_o.model, m_o.layers, m_o.width, m_o.heads, m_o.seq};
+    // Seeded per rank on purpose: the broadcast of rank 0's parameters is what makes the
+    // replicas equal, and the exactness tests would catch it missing.
+    m_model = makeModel(m_spec, m_o.seed * 1000003ull + static_cast<uint64_t>(rank));
+    m_data = std::make_unique<Dataset>(m_spec, m_o.seed, m_o.datasetSize);
+    m_sampler = std::make_unique<Sampler>(m_o.datasetSize, m_o.seed, rank, world, m_o.batch);
+}
+
+// A one-rank run's compute probe. Nothing shares the host with the one rank, so what a second rank
+// beside it would cost its compute is measured with a partner: this executable again with the
+// same flags (the same model, batch and threads per rank), started for the probe only and joined
+// to this rank in a two-process gloo group of their own over a FileStore in the temp folder; the
+// turns are probeCompute's (this rank is local rank 0, the partner 1); the partner exits after
+// them, before training starts. Only with --threads N: with 0 a rank's thread count follows the
+// ranks on the host (cores / local ranks), so a second rank would change this rank's threads too,
+// which two processes at this rank's count do not show. Never fails the run: without a probe,
+// whyNot says why (config_extra compute_probe_startup).
+std::optional<core::ComputeProbe> Trainer::probeComputeWithPartner(int* repeatsOut, std::string* whyNot)
+{
+    if (m_o.threads <= 0) {
+        *whyNot = "not probed: --threads 0 (each rank's thread count follows the ranks on its host)";
+        return std::nullopt;
+    }
+    auto self = job::selfExecutable();
+    if (!self) {
+        *whyNot = "not probed: " + self.error().message;
+        return std::nullopt;
+    }
+    std::error_code ec;
+    std::string storePath = (std::filesystem::temp_directory_path(ec) / "lockstep-compute-probe-XXXXXX").string();
+    const int fd = mkstemp(storePath.data());
+    if (fd < 0) {
+        *whyNot = "not probed: cannot create its store file " + storePath + ": " + std::strerror(errno);
+        return std::nullopt;
+    }
+    close(fd);
+    std::vector<std::string> argv{*self};
+    for (std::string& a : job::toArguments(m_o, true))
+        argv.push_back(std::move(a));
+    std::vector<std::string> env = job::environmentWithout({kEnvComputeProbePartner});
+    env.push_back(std::string(kEnvComputeProbePartner) + "=" + storePath);
+    auto child = job::spawnChild(argv, env);
+    if (!child) {
+        std::filesystem::remove(storePath, ec);
+        *whyNot = "not probed: the partner process did not start: " + child.error().message;
+        return std::nullopt;
+    }
+    std::optional<core::ComputeProbe> probe;
+    try {
+        const auto timeout = std::min(m_timeout, kProbePartnerTimeout);
+        auto store = c10::make_intrusive<c10d::FileStore>(storePath, 2);
+        store->setTimeout(timeout);
+        DistEnv pair;
+        pair.world = 2;
+        auto pg = makeGlooGroup(pair, store, timeout);
+        probe = probeCompute(*pg, 0, 2, repeatsOut);
+    } catch (const std::exception& e) {
+        *whyNot = "not probed: " + oneLine(e.what());
+        job::signalChild(child->pid, SIGKILL);
+    }
+    int status = 0;
+    while (waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::string err; // the partner's last words (it prints only a failure)
+    char buf[4096];
+    for (ssize_t n; (n = read(child->errFd, buf, sizeof buf)) > 0;)
+        err.append(buf, static_cast<size_t>(n));
+    close(child->outFd);
+    close(child->errFd);
+    std::filesystem::remove(storePath, ec);
+    if (status != 0 && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && !probe)) {
+        probe.reset();
+        *whyNot = "not probed: the partner process " + job::describeWaitStatus(status)
+            + (err.empty() ? std::string() : ": " + oneLine(err));
+    }
+    return probe;
+}
+
+void Trainer::probePartner(const std::string& storePath)
+{
+    m_timeout = std::min(std::chrono::milliseconds(static_cast<int64_t>(m_o.timeoutS * 1000.0)), kProbePartnerTimeout);
+    at::set_num_threads(std::max(1, m_o.threads));
+    buildModel(0, 1); // the rank's own batch: which samples it computes does not change the time
+    auto store = c10::make_intrusive<c10d::FileStore>(storePath, 2);
+    store->setTimeout(m_timeout);
+    DistEnv pair;
+    pair.rank = 1;
+    pair.world = 2;
+    auto pg = makeGlooGroup(pair, store, m_timeout);
+    int repeats = 0;
+    probeCompute(*pg, 1, 2, &repeats);
 }
 
 void Trainer::trainStep(int step)
@@ -798,6 +915,15 @@ int runWorker(const WorkerOptions& options)
     // A write past a file-size limit must come back as an error (EFBIG) that the recorder
     // reports, not kill the rank without a word.
     signal(SIGXFSZ, SIG_IGN);
+    if (const char* store = std::getenv(kEnvComputeProbePartner); store && *store) {
+        try {
+            Trainer(options).probePartner(store);
+            return 0;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "%s\n", oneLine(e.what()).c_str());
+            return 1;
+        }
+    }
     try {
         Trainer t(options);
         const int status = t.run();

@@ -507,6 +507,53 @@ TEST(WhatIfReplay, ComputeProbeOutOfBoundsIsClampedOrRefused)
     EXPECT_EQ(*parsed, (ComputeProbe{51'000'000, 71'000'000, 2}));
 }
 
+// A 1-rank recording: the hand run replayed at one rank (OneRankHasNoCommunication: forward 100,
+// backward to 360, write-back 5, optimizer 50: steps of 415 µs) taken as recorded, whose startup
+// probe ran the rank and a partner process (trainer_torch.cpp, probeComputeWithPartner): 60 ms
+// alone, 78 ms together, s(2) = 78 / 60 = 1.3. At 2 ranks on its host each rank's compute is x1.3;
+// a 1-rank recording has no link to fit and no emulated link is asked, so communication costs
+// nothing and the step is 1.3 * 415 = 539.5 µs. Without the probe: 415 µs and the note that the
+// model does not predict the change. 3 ranks: more than the probe ran together, not scaled.
+TEST(WhatIfReplay, ComputeProbeWithAPartnerScalesTwoRanksFromOne)
+{
+    const WhatIfModel two = modelOf(HandRun().step(0, 0).build());
+    WhatIfConfig c = two.recorded();
+    c.worldSize = 1;
+    core::Run one = predictOk(two, c).run;
+    one.config.source.clear(); // taken as a recording
+    ASSERT_EQ(one.config.worldSize, 1);
+    ASSERT_EQ(one.ranks.size(), 1u);
+    ASSERT_EQ(one.ranks[0].host, "h");
+    c = modelOf(one).recorded();
+    c.worldSize = 2;
+    Prediction p = predictOk(modelOf(one), c);
+    EXPECT_EQ(p.hostComputeFactor, 1.0);
+    EXPECT_NEAR(p.numbers.stepTimeMs, 415 * kUsInMs, 1e-9);
+    EXPECT_TRUE(hasNote(p.notes, "the recorded rank's host (h): with 2 ranks on it each rank's compute speed changes "
+                                 "(cores, memory bandwidth), which the model does not predict"));
+
+    one.config.extra[kComputeProbeKey] = "60000000:78000000:2";
+    p = predictOk(modelOf(one), c);
+    EXPECT_NEAR(p.hostComputeFactor, 1.3, 1e-12);
+    EXPECT_NEAR(p.numbers.stepTimeMs, 539.5 * kUsInMs, 1e-9);
+    EXPECT_TRUE(hasNote(p.notes, "the recorded rank's host (h): each rank's compute x1.30 with 2 ranks on it: the "
+                                 "startup probe's forward+backward took 60.0 ms alone and 78.0 ms with 2 processes "
+                                 "at once"));
+    EXPECT_FALSE(hasNote(p.notes, "does not predict"));
+
+    c.worldSize = 3;
+    p = predictOk(modelOf(one), c);
+    EXPECT_EQ(p.hostComputeFactor, 1.0);
+    EXPECT_TRUE(hasNote(p.notes, "with 3 ranks on it each rank's compute speed changes (cores, memory bandwidth), "
+                                 "which the model does not predict; the startup compute probe measured 2 processes at "
+                                 "once, not 3"));
+    // --threads 0: the ranks' thread count follows the ranks on the host; the note says so.
+    one.config.extra["threads_requested"] = "0";
+    c.worldSize = 2;
+    p = predictOk(modelOf(one), c);
+    EXPECT_TRUE(hasNote(p.notes, "each rank's thread count changes as well (--threads 0: cores / ranks on the host)"));
+}
+
 TEST(WhatIfReplay, EmulatedLinkHoldsCompletionsLikeTheRuntime)
 {
     const WhatIfModel m = modelOf(HandRun().step(0, 0).build());

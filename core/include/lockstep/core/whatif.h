@@ -63,9 +63,12 @@ Result<std::vector<LinkProbePoint>> parseLinkProbe(std::string_view text);
 // at once from a barrier's release. The phases take turns kComputeProbeRepeats times at most, fewer
 // for a slow model (kComputeProbeBudgetMs / ((ranks + 1) * the slowest rank's warm-up pass), 1 to
 // kComputeProbeRepeats), and the fastest of each is kept (noise only adds).
-// config_extra["compute_probe_startup"] says what it cost ("865 ms, 2 turns"). Stored under this
-// key as "alone_ns:together_ns:ranks_on_host" (the ranks that ran together); rank 0's is the run's. Lockstep's runtime makes it
-// (instrumentation/src/trainer_torch.cpp); the Python recorder does not.
+// A 1-rank run has no other rank on its host: with --threads N it starts a partner process (the
+// same worker and flags, for the probe only) and the two take the turns. config_extra
+// ["compute_probe_startup"] says what it cost ("865 ms, 2 turns") or why a 1-rank run has none.
+// Stored under this key as "alone_ns:together_ns:ranks_on_host" (the processes that ran together:
+// the host's ranks, or the rank and its partner); rank 0's is the run's. Lockstep's runtime makes
+// it (instrumentation/src/trainer_torch.cpp); the Python recorder does not.
 inline constexpr const char* kComputeProbeKey = "compute_probe";
 inline constexpr int kComputeProbeWarmupPasses = 3;
 inline constexpr int kComputeProbeRepeats = 5;
