@@ -337,6 +337,7 @@ private:
                                                    int* repeatsOut);
     std::optional<core::ComputeProbe> probeComputeWithPartner(int* repeatsOut, std::string* whyNot);
     void buildModel(int rank, int world);
+    std::pair<int64_t, int64_t> localByHost();
     void trainStep(int step);
     void replicaCheck(int step);
     void throwIfRecordingFailed();
@@ -394,15 +395,18 @@ void Trainer::setup()
         m_phase = "probing compute: ";
         const TimeNs t0 = nowNs();
         int repeats = 0;
-        std::string whyNot;
-        if (m_env.world > 1)
-            computeProbe = probeCompute(*m_pg, m_env.localRank, m_env.localWorld, &repeats);
-        else
+        std::string whyNot, who = ", with a partner process";
+        if (m_env.world > 1) {
+            const auto [localRank, localWorld] = localByHost();
+            computeProbe = probeCompute(*m_pg, localRank, localWorld, &repeats);
+            who = ", local rank " + std::to_string(localRank) + " of " + std::to_string(localWorld) + " on its host";
+        } else {
             computeProbe = probeComputeWithPartner(&repeats, &whyNot);
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "%.0f ms, %d turn%s%s", static_cast<double>(nowNs() - t0) / 1e6, repeats,
-                      repeats == 1 ? "" : "s", m_env.world == 1 ? ", with a partner process" : "");
-        computeProbeCost = computeProbe ? std::string(buf) : whyNot;
+        }
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.0f ms, %d turn%s", static_cast<double>(nowNs() - t0) / 1e6, repeats,
+                      repeats == 1 ? "" : "s");
+        computeProbeCost = computeProbe ? buf + who : whyNot;
         m_phase = "setup: ";
     }
 
@@ -577,8 +581,8 @@ std::optional<core::ComputeProbe> Trainer::probeCompute(c10d::ProcessGroup& pg, 
         pg.allreduce(t, opts)->wait(m_timeout);
         return t[0][0].item<int64_t>();
     };
-    // LOCAL_WORLD_SIZE is the same on every host under torchrun and `lockstep run`; the maximum
-    // keeps every rank in the same collectives should it not be.
+    // Hosts may run different numbers of ranks: the most any host runs keeps every rank in the
+    // same collectives.
     const int64_t turns = agreeMax(localWorld);
     if (turns < 2)
         return std::nullopt;
@@ -624,6 +628,26 @@ std::optional<core::ComputeProbe> Trainer::probeCompute(c10d::ProcessGroup& pg, 
     if (probe.aloneNs == std::numeric_limits<int64_t>::max()) // a local rank beyond the turns (not torchrun's)
         return std::nullopt;
     return probe;
+}
+
+// This rank's index among the ranks on its host and their number, from every rank's host name over
+// the store (not LOCAL_RANK / LOCAL_WORLD_SIZE: a launcher that sets neither would make every rank
+// local rank 0, and the compute probe's "alone" turns would all run at once).
+std::pair<int64_t, int64_t> Trainer::localByHost()
+{
+    const std::string me = hostName();
+    const std::string prefix = "compute-probe-host/";
+    m_store->set(prefix + std::to_string(m_env.rank), std::vector<uint8_t>(me.begin(), me.end()));
+    int64_t localRank = 0, localWorld = 0;
+    for (int r = 0; r < m_env.world; ++r) {
+        const std::vector<uint8_t> v = r == m_env.rank ? std::vector<uint8_t>(me.begin(), me.end())
+                                                       : m_store->get(prefix + std::to_string(r));
+        if (std::string(v.begin(), v.end()) == me) {
+            localRank += r < m_env.rank;
+            ++localWorld;
+        }
+    }
+    return {localRank, localWorld};
 }
 
 void Trainer::buildModel(int rank, int world)

@@ -334,6 +334,35 @@ TEST_F(Runtime, RendezvousThroughAFile)
     }
 }
 
+// Ranks started without LOCAL_RANK / LOCAL_WORLD_SIZE (a launcher that sets neither) learn their
+// place on the host from every rank's host name, so the startup compute probe's "alone" turns are
+// taken one rank at a time (read from each shard's compute_probe_startup), not all at once as
+// local rank 0.
+TEST_F(Runtime, LocalRanksComeFromHostNamesNotTheEnvironment)
+{
+    test::TempDir dir;
+    const std::vector<std::string> env{"LOCKSTEP_RENDEZVOUS_FILE=" + dir.file("rendezvous"),
+                                       "LOCKSTEP_SHARD_DIR=" + dir.path(), "LOCKSTEP_RUN_NAME=no-local"};
+    std::vector<std::unique_ptr<test::Child>> procs;
+    for (int r = 0; r < 2; ++r) {
+        auto p = std::make_unique<test::Child>();
+        p->start(test::workerPath(), {"--model", "mlp", "--layers", "2", "--width", "32", "--batch", "4", "--steps", "2", "--threads", "1"},
+                 test::environment(cat(env, {"RANK=" + std::to_string(r), "WORLD_SIZE=2"}),
+                                   {"MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_LOCALID",
+                                    "SLURM_NTASKS_PER_NODE"}));
+        procs.push_back(std::move(p));
+    }
+    for (int r = 0; r < 2; ++r) {
+        ASSERT_TRUE(procs[size_t(r)]->wait(90000));
+        ASSERT_EQ(procs[size_t(r)]->exitCode(), 0) << procs[size_t(r)]->all();
+        auto run = core::loadRun(dir.file("rank-" + std::to_string(r) + ".db"));
+        ASSERT_TRUE(run.has_value()) << procs[size_t(r)]->all();
+        EXPECT_TRUE(run->config.extra.contains("compute_probe"));
+        EXPECT_TRUE(contains(run->config.extra["compute_probe_startup"], "local rank " + std::to_string(r) + " of 2 on its host"))
+            << run->config.extra["compute_probe_startup"];
+    }
+}
+
 TEST_F(Runtime, CrashedPeerFailsFast)
 {
     test::TempDir dir;
