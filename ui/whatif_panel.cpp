@@ -112,7 +112,10 @@ void WhatIfPanel::buildForm()
     m_bucketSlider->setPageStep(kSliderStepsPerOctave);
     m_bucketSlider->setToolTip(tr("Bucket cap, 0.25 MiB to 256 MiB in quarter octaves (arrows, Page Up/Down)"));
     m_world->setRange(1, job::kMaxLocalRanks);
-    m_world->setSuffix(tr(" ranks"));
+    // "1 rank", "2 ranks": the suffix follows the number.
+    const auto worldSuffix = [box = m_world](int n) { box->setSuffix(n == 1 ? tr(" rank") : tr(" ranks")); };
+    worldSuffix(m_world->value());
+    connect(m_world, &QSpinBox::valueChanged, m_world, worldSuffix);
     m_world->setToolTip(tr("World size: ranks beyond the recorded ones are modelled on the recorded ranks' compute"));
     m_world->setKeyboardTracking(false);
     m_link->setRange(0, 10'000); // the flag table's --link-gbps range

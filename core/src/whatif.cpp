@@ -1312,9 +1312,12 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
                             || cfg.firstBucketCapBytes != d.recorded.firstBucketCapBytes))
         p.notes.push_back("parameter sizes are not recorded: buckets regroup whole recorded buckets (approximate)");
     if (cfg.worldSize > d.world)
-        p.notes.push_back("ranks " + std::to_string(d.world) + ".." + std::to_string(cfg.worldSize - 1)
-                          + " replay recorded ranks' compute (rank r as rank r mod " + std::to_string(d.world)
-                          + "): one device per rank, per-rank work unchanged");
+        p.notes.push_back((cfg.worldSize - 1 == d.world ? "rank " + std::to_string(d.world) + " replays "
+                                                         : "ranks " + std::to_string(d.world) + ".."
+                               + std::to_string(cfg.worldSize - 1) + " replay ")
+                          + (d.world == 1 ? std::string("rank 0's compute")
+                                          : "recorded ranks' compute (rank r as rank r mod " + std::to_string(d.world) + ")")
+                          + ": one device per rank, per-rank work unchanged");
     // Another number of ranks on the recorded ranks' one host: the startup compute probe's factor
     // (header essay, "World sizes"), applied on top of the configuration's compute scale.
     if (cfg.worldSize != d.world) {
@@ -1394,8 +1397,11 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
                                              "speed while both run");
     }
     if (cfg.worldSize > 1 && !d.link.fitted)
-        p.notes.push_back("the real link's time is unknown (see the model's notes): communication costs only "
-                          + std::string(cfg.linkGbps > 0 ? "the emulated link" : "nothing"));
+        p.notes.push_back(cfg.linkGbps > 0
+                              ? "the real link's time is unknown (see the model's notes): communication costs only the "
+                                "emulated link"
+                              : "the real link's time is unknown (see the model's notes): communication costs nothing "
+                                "(give a link speed to cost it)");
 
     // Buckets: the runtime's assignment (header essay, 2).
     const int64_t wire = wireElemBytes(cfg.compress);

@@ -21,6 +21,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +35,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -60,6 +62,35 @@ struct DistEnv {
 constexpr const char* kEnvComputeProbePartner = "LOCKSTEP_COMPUTE_PROBE_PARTNER";
 // How long the rank waits for its partner to join or finish (at most the run's --timeout).
 constexpr std::chrono::milliseconds kProbePartnerTimeout{30000};
+
+// A signal to stop (a launcher's SIGTERM, Ctrl-C, a hang-up) must not lose the steps this rank
+// completed whose commits are still queued for the recorder's writer: one thread takes those
+// signals (blocked in every other thread), finishes the recorder (commits the queue, marks the
+// shard "stopped by SIG..."), and leaves with 128 + the signal, the code the default action gives.
+// Whoever finishes the recorder holds g_stopMutex, so it is finished once.
+std::mutex g_stopMutex;
+Recorder* g_stopRecorder = nullptr; // the recorder a signal finishes (Trainer::setup, finishRecorder)
+
+void finishOnSignal()
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+        sigaddset(&set, sig);
+    // Before any other thread exists (gloo's, torch's, the writer's): they inherit the mask.
+    if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0)
+        return;
+    std::thread([set] {
+        int sig = 0;
+        while (sigwait(&set, &sig) != 0) {
+        }
+        std::lock_guard lock(g_stopMutex);
+        if (g_stopRecorder)
+            (void)g_stopRecorder->finish(core::RunStatus::Failed, "stopped by " + job::signalName(sig));
+        std::fflush(stdout);
+        std::_Exit(128 + sig);
+    }).detach();
+}
 
 int envInt(const char* name, int fallback, bool* found = nullptr)
 {
@@ -337,6 +368,7 @@ private:
                                                    int* repeatsOut);
     std::optional<core::ComputeProbe> probeComputeWithPartner(int* repeatsOut, std::string* whyNot);
     void buildModel(int rank, int world);
+    core::Status finishRecorder(core::RunStatus status, const std::string& cause);
     std::pair<int64_t, int64_t> localByHost();
     void trainStep(int step);
     void replicaCheck(int step);
@@ -554,6 +586,8 @@ void Trainer::setup()
         if (!rec)
             throw std::runtime_error("cannot record into " + path + ": " + rec.error().message);
         m_recorder = std::move(*rec);
+        std::lock_guard lock(g_stopMutex);
+        g_stopRecorder = m_recorder.get();
     } else {
         m_scratch = std::make_unique<StepRecord>();
     }
@@ -648,6 +682,15 @@ std::pair<int64_t, int64_t> Trainer::localByHost()
         }
     }
     return {localRank, localWorld};
+}
+
+core::Status Trainer::finishRecorder(core::RunStatus status, const std::string& cause)
+{
+    std::lock_guard lock(g_stopMutex);
+    g_stopRecorder = nullptr;
+    auto s = m_recorder->finish(status, cause);
+    m_recorder.reset();
+    return s;
 }
 
 void Trainer::buildModel(int rank, int world)
@@ -794,10 +837,14 @@ void Trainer::trainStep(int step)
     r.samples = int64_t{m_o.batch} * m_o.accumulate;
     const double ms = static_cast<double>(r.end - r.start) / 1e6;
     const double loss = r.loss;
-    if (m_recorder)
+    if (m_recorder) {
+        // Under the lock a stopping signal finishes the recorder with: a step is either queued
+        // before that finish (and committed by it) or never reported (finishOnSignal).
+        std::lock_guard lock(g_stopMutex);
         m_recorder->submit(std::move(rec));
-    else
+    } else {
         m_scratch = std::move(rec);
+    }
     ++m_completedSteps;
     if (!m_o.quiet) {
         std::printf("%s\n", job::stepLine(m_env.rank, step, loss, ms).c_str());
@@ -891,8 +938,7 @@ int Trainer::run()
         if (m_recorder) {
             // The final status and the fold of the log into the shard: if the disk refuses them,
             // the shard is not whole and the rank has failed.
-            auto s = m_recorder->finish(core::RunStatus::Completed, {});
-            m_recorder.reset();
+            auto s = finishRecorder(core::RunStatus::Completed, {});
             if (!s)
                 throw std::runtime_error(s.error().message);
         }
@@ -906,10 +952,8 @@ int Trainer::run()
     } catch (...) {
         cause = m_phase + "unknown error";
     }
-    if (m_recorder) {
-        (void)m_recorder->finish(core::RunStatus::Failed, cause);
-        m_recorder.reset();
-    }
+    if (m_recorder)
+        (void)finishRecorder(core::RunStatus::Failed, cause);
     if (!m_envRead) {
         // No rank yet (RANK=5 with WORLD_SIZE=2, a bad MASTER_PORT): not "rank 0 failed"; a usage error.
         // The protocol line names the rank the launcher gave (RANK), if it is a number at all.
@@ -948,6 +992,7 @@ int runWorker(const WorkerOptions& options)
             return 1;
         }
     }
+    finishOnSignal();
     try {
         Trainer t(options);
         const int status = t.run();

@@ -18,10 +18,14 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 using namespace lockstep;
@@ -360,6 +364,45 @@ TEST_F(Runtime, LocalRanksComeFromHostNamesNotTheEnvironment)
         EXPECT_TRUE(run->config.extra.contains("compute_probe"));
         EXPECT_TRUE(contains(run->config.extra["compute_probe_startup"], "local rank " + std::to_string(r) + " of 2 on its host"))
             << run->config.extra["compute_probe_startup"];
+    }
+}
+
+// A worker stopped by a signal (a launcher's SIGTERM, Ctrl-C) keeps every step it reported:
+// each step line is printed after the step went to the recorder, whose writer may still hold it;
+// the worker commits what it holds, marks its shard "stopped by SIG...", and exits 128 + signal.
+TEST_F(Runtime, ASignalKeepsEveryReportedStep)
+{
+    for (const int sig : {SIGTERM, SIGINT}) {
+        test::TempDir dir;
+        test::Child c;
+        ASSERT_TRUE(c.start(test::workerPath(),
+                            {"--model", "mlp", "--layers", "2", "--width", "256", "--batch", "16", "--steps", "100000",
+                             "--threads", "1", "--out-dir", dir.path()},
+                            test::environment({}, {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
+                                                   "SLURM_NTASKS", "LOCKSTEP_RENDEZVOUS_FILE", "LOCKSTEP_SHARD_DIR",
+                                                   "LOCKSTEP_RUN_NAME"})));
+        const auto t0 = std::chrono::steady_clock::now();
+        while (!contains(c.out(), "step=20 ") && c.pump(100)
+               && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+        }
+        ASSERT_TRUE(contains(c.out(), "step=20 ")) << c.all();
+        c.kill(sig);
+        ASSERT_TRUE(c.wait(30000)) << c.all();
+        EXPECT_EQ(c.exitCode(), 128 + sig) << c.all();
+        // The last step this rank reported before it stopped.
+        int reported = -1;
+        for (size_t at = c.out().find("step="); at != std::string::npos; at = c.out().find("step=", at + 1))
+            reported = std::max(reported, std::atoi(c.out().c_str() + at + 5));
+        ASSERT_GE(reported, 20);
+        auto run = core::loadRun(dir.file("rank-0.db"));
+        ASSERT_TRUE(run.has_value()) << c.all();
+        EXPECT_EQ(run->config.status, core::RunStatus::Failed);
+        EXPECT_EQ(run->config.failureCause, std::string("stopped by ") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+        std::set<int32_t> steps;
+        for (const core::Step& s : run->steps)
+            steps.insert(s.step);
+        for (int s = 0; s <= reported; ++s)
+            EXPECT_TRUE(steps.count(s)) << "step " << s << " of " << reported << " reported steps is missing";
     }
 }
 

@@ -531,6 +531,8 @@ TEST(WhatIfReplay, ComputeProbeWithAPartnerScalesTwoRanksFromOne)
     EXPECT_NEAR(p.numbers.stepTimeMs, 415 * kUsInMs, 1e-9);
     EXPECT_TRUE(hasNote(p.notes, "the recorded rank's host (h): with 2 ranks on it each rank's compute speed changes "
                                  "(cores, memory bandwidth), which the model does not predict"));
+    EXPECT_TRUE(hasNote(p.notes, "rank 1 replays rank 0's compute: one device per rank, per-rank work unchanged"));
+    EXPECT_TRUE(hasNote(p.notes, "communication costs nothing (give a link speed to cost it)"));
 
     one.config.extra[kComputeProbeKey] = "60000000:78000000:2";
     p = predictOk(modelOf(one), c);
