@@ -1,5 +1,6 @@
 // Whole-or-absent outputs (see output_file.h).
 #include "lockstep/core/output_file.h"
+#include "lockstep/core/stop_signal.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,8 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
-#include <signal.h>
-#include <thread>
 #include <vector>
 
 namespace lockstep::core {
@@ -67,32 +66,17 @@ void removeOutputsOnSignal()
 {
     static std::once_flag once;
     std::call_once(once, [] {
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGINT);
-        sigaddset(&set, SIGTERM);
-        sigaddset(&set, SIGHUP);
-        // Blocked here and in every thread started later; the thread below takes them instead, so
-        // the cleanup runs in an ordinary thread, not in a signal handler.
-        if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0)
-            return;
-        std::thread([set] {
-            int sig = 0;
-            while (sigwait(&set, &sig) != 0) {
+        onStopSignal([](int) {
+            // Kept to the exit: no output is created or committed after this point.
+            tempFoldersMutex().lock();
+            for (const std::string& folder : tempFolders()) {
+                std::error_code ec;
+                fs::remove_all(folder, ec);
             }
-            {
-                // Held to the end: no output is created or committed after this point.
-                std::lock_guard lock(tempFoldersMutex());
-                for (const std::string& folder : tempFolders()) {
-                    std::error_code ec;
-                    fs::remove_all(folder, ec);
-                }
-                const char msg[] = "lockstep: interrupted; the unfinished output was removed\n";
-                if (!tempFolders().empty())
-                    (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
-                ::_exit(128 + sig);
-            }
-        }).detach();
+            const char msg[] = "lockstep: interrupted; the unfinished output was removed\n";
+            if (!tempFolders().empty())
+                (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+        });
     });
 }
 

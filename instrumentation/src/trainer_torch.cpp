@@ -4,6 +4,7 @@
 #include "lockstep/rt/worker.h"
 #include "runtime_torch.h"
 
+#include "lockstep/core/stop_signal.h"
 #include "lockstep/core/thread_sched.h"
 #include "lockstep/core/whatif.h"
 #include "lockstep/job/flags.h"
@@ -21,7 +22,6 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
-#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,32 +64,22 @@ constexpr const char* kEnvComputeProbePartner = "LOCKSTEP_COMPUTE_PROBE_PARTNER"
 constexpr std::chrono::milliseconds kProbePartnerTimeout{30000};
 
 // A signal to stop (a launcher's SIGTERM, Ctrl-C, a hang-up) must not lose the steps this rank
-// completed whose commits are still queued for the recorder's writer: one thread takes those
-// signals (blocked in every other thread), finishes the recorder (commits the queue, marks the
-// shard "stopped by SIG..."), and leaves with 128 + the signal, the code the default action gives.
-// Whoever finishes the recorder holds g_stopMutex, so it is finished once.
+// completed whose commits are still queued for the recorder's writer: the process's stop-signal
+// thread (core::onStopSignal) finishes the recorder (commits the queue, marks the shard "stopped by
+// SIG...") before the exit. Whoever finishes the recorder holds g_stopMutex, so it is finished
+// once; the signal's cleanup keeps it to the exit, so no step is queued after it.
 std::mutex g_stopMutex;
 Recorder* g_stopRecorder = nullptr; // the recorder a signal finishes (Trainer::setup, finishRecorder)
 
 void finishOnSignal()
 {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP})
-        sigaddset(&set, sig);
     // Before any other thread exists (gloo's, torch's, the writer's): they inherit the mask.
-    if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0)
-        return;
-    std::thread([set] {
-        int sig = 0;
-        while (sigwait(&set, &sig) != 0) {
-        }
-        std::lock_guard lock(g_stopMutex);
+    core::onStopSignal([](int sig) {
+        g_stopMutex.lock();
         if (g_stopRecorder)
             (void)g_stopRecorder->finish(core::RunStatus::Failed, "stopped by " + job::signalName(sig));
         std::fflush(stdout);
-        std::_Exit(128 + sig);
-    }).detach();
+    });
 }
 
 int envInt(const char* name, int fallback, bool* found = nullptr)

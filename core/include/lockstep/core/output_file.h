@@ -33,8 +33,7 @@ Result<std::string> checkOutputPath(const std::string& destination, bool overwri
 
 // For commands that write outputs and start no processes (export, merge, import, predict): on
 // SIGINT, SIGTERM or SIGHUP, removes the private folders of the outputs being written and exits
-// 128+signal (130 for Ctrl-C), instead of leaving them behind. Blocks those signals in the calling
-// thread and every thread it starts later, and waits for them in a thread of its own. Once.
+// 128+signal (130 for Ctrl-C), instead of leaving them behind (core::onStopSignal). Once.
 void removeOutputsOnSignal();
 
 class OutputFile {

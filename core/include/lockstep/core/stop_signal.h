@@ -1,0 +1,17 @@
+// One way for a process to stop on SIGINT, SIGTERM or SIGHUP without losing or leaving anything:
+// the first call blocks those signals in the calling thread and in every thread it starts later,
+// and waits for them in a thread of its own (an ordinary thread, not a signal handler, so a
+// cleanup may take locks and do I/O). On a signal every registered cleanup runs, in the order
+// registered, and the process exits with 128 + the signal (130 for Ctrl-C), the code the default
+// action gives. A cleanup may keep a lock it took: nothing runs after the process exits, and a
+// thread that needs that lock waits for the exit (what keeps an output from being committed, or a
+// step from being reported, after the cleanup ran). Call before starting other threads.
+#pragma once
+
+#include <functional>
+
+namespace lockstep::core {
+
+void onStopSignal(std::function<void(int sig)> cleanup);
+
+} // namespace lockstep::core
