@@ -51,7 +51,7 @@ double sliderMb(int position) { return kSliderBaseMb * std::exp2(double(position
 
 double toMib(int64_t bytes) { return double(bytes) / (1 << 20); }
 
-// DESIGN.md: a 1-rank run has no communication to hide; its overlap and exposed communication
+// docs/design.md: a 1-rank run has no communication to hide; its overlap and exposed communication
 // are "not applicable", never numbers.
 const QString kNotApplicable = QStringLiteral("n/a");
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Straggler detection on real runs of this machine (DESIGN.md "straggler", core/src/stragglers.cpp):
+# Straggler detection on real runs of this machine (docs/design.md "straggler", core/src/stragglers.cpp):
 # does `lockstep report` name the rank that was made late, and nobody when nothing was injected,
 # even on a busy 2-core machine?
 #
@@ -282,7 +282,7 @@ for config in $CONFIGS; do
                 elif [[ "$run_step_ms" != - ]] && holds "$delay < 0.05 * $run_step_ms"; then
                     # The machine slowed this run so much that X, 10% of the calibration run's
                     # step, is under 5% of this run's: below the size a run straggler must have
-                    # (DESIGN.md), so "none" is the specified verdict. Counted apart, never hidden.
+                    # (docs/design.md), so "none" is the specified verdict. Counted apart, never hidden.
                     is_masked=yes
                     below_size=$((below_size + 1))
                     note=" [below size: ${delay} ms is under 5% of this run's ${run_step_ms} ms step]"

@@ -1,4 +1,4 @@
-// Timeline frame time on a 10-million-span run (DESIGN.md target: <= 16 ms per pan/zoom frame),
+// Timeline frame time on a 10-million-span run (docs/design.md target: <= 16 ms per pan/zoom frame),
 // and on a 1024-rank run from core's generator (issue 11: the timeline and the rank × step
 // heatmap stay within a frame).
 // A frame is what the user waits for after a wheel notch or a drag: the draw lists rebuilt from

@@ -1,5 +1,5 @@
 // Step breakdown, the per-rank index, steady steps, alignment, bucket statistics and bucket
-// states, exactly as DESIGN.md ("Vocabulary and exact metric definitions") defines them (see
+// states, exactly as docs/design.md ("Vocabulary and exact metric definitions") defines them (see
 // analysis.h for the rules). Stragglers are in stragglers.cpp, the summary in summary.cpp.
 // Pure functions: nothing here touches a file or throws.
 #include "lockstep/core/analysis.h"
@@ -284,7 +284,7 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
     for (UnionBuilder& u : device)
         u.finish();
 
-    // One rank has nothing to communicate (DESIGN.md: "no communication to hide"): its local
+    // One rank has nothing to communicate (docs/design.md: "no communication to hide"): its local
     // all-reduces are not communication. M is empty, so their time that no compute covers is
     // idle and the five parts still add up to W; overlap and exposed communication are not
     // applicable. RunIndex::collect applies the same rule to every other query.
@@ -571,7 +571,7 @@ RankUnions RunIndex::stepUnions(int32_t rank, int32_t step) const
 // (an imported CPU trace: c10d::allreduce_ on the training thread, gloo:all_reduce on a worker
 // thread): launch = the earliest span's start (the call), completion = the latest end of the
 // spans on the other lanes (the run), even when the call returned later (its thread was
-// descheduled, say): DESIGN.md's "from launch to completion" of the collective.
+// descheduled, say): docs/design.md's "from launch to completion" of the collective.
 // Ready is the latest GradReady instant carrying the same (rank, step, bucket).
 std::vector<BucketStat> bucketStats(const Run& run)
 {

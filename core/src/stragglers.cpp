@@ -1,5 +1,5 @@
 // Stragglers: arrival skew per bucket, the wait a late rank causes, step stragglers, and the run
-// straggler named only when the evidence clears the run's own noise (DESIGN.md).
+// straggler named only when the evidence clears the run's own noise (docs/design.md).
 //
 // Per (step, bucket), over the ranks that launched it:
 //   skew            = latest launch - earliest launch
@@ -122,7 +122,7 @@ namespace lockstep::core::detail {
 
 namespace {
 
-// DESIGN.md: a run straggler causes a mean wait of at least 5% of the step time; below that the
+// docs/design.md: a run straggler causes a mean wait of at least 5% of the step time; below that the
 // delay does not matter whatever its cause.
 constexpr double kStragglerWaitFraction = 0.05;
 // The most a pattern of late steps may owe to chance (criterion 1): the usual 5% level.

@@ -1,5 +1,5 @@
 // The run summary, per-rank summaries and analyze(): every analysis computed once and the means
-// over steady steps taken from them (DESIGN.md; analysis.h for the rules).
+// over steady steps taken from them (docs/design.md; analysis.h for the rules).
 #include "lockstep/core/analysis.h"
 
 #include "analysis_internal.h"

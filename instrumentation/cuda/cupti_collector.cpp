@@ -18,7 +18,7 @@
 //    was launched while no step was pushed: it keeps kNoStep and is counted, never guessed.
 //  - Timestamps: by default CUPTI uses its own normalized clock; registering a CLOCK_REALTIME
 //    callback before enabling any activity kind makes device times comparable with the host
-//    spans and with other ranks (DESIGN.md "Time and clocks").
+//    spans and with other ranks (docs/design.md "Time and clocks").
 #include "lockstep/rt/cupti_collector.h"
 
 #include "lockstep/core/diagnostics.h"

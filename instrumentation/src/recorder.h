@@ -27,7 +27,7 @@ namespace lockstep::rt {
 
 using core::TimeNs;
 
-TimeNs nowNs(); // CLOCK_REALTIME, the clock of DESIGN.md "Time and clocks"
+TimeNs nowNs(); // CLOCK_REALTIME, the clock of docs/design.md "Time and clocks"
 
 struct GradEvent {
     int32_t param = 0;

@@ -1,5 +1,5 @@
 // The project's own bucketing reducer: DDP's gradient averaging, scheduled so that each
-// bucket's all-reduce overlaps the rest of backward (DESIGN.md "The runtime's DDP semantics").
+// bucket's all-reduce overlaps the rest of backward (docs/design.md "The runtime's DDP semantics").
 #include "runtime_torch.h"
 
 #include <torch/csrc/autograd/engine.h>

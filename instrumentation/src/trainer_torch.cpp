@@ -227,7 +227,7 @@ std::vector<uint8_t> encode(int64_t v)
 }
 int64_t decode(const std::vector<uint8_t>& v) { return std::stoll(std::string(v.begin(), v.end())); }
 
-// Clock alignment by ping-pong (DESIGN.md "Time and clocks"). Rank r stamps t0 and sends a
+// Clock alignment by ping-pong (docs/design.md "Time and clocks"). Rank r stamps t0 and sends a
 // ping; rank 0, serving ranks one after another, answers each ping with its own clock T; rank r
 // stamps t1 when the answer arrives. If the two legs take equal time, T was read at r's
 // (t0+t1)/2, so offset = T - (t0+t1)/2 with an error of at most half the round trip t1-t0. Of

@@ -1,4 +1,4 @@
-"""Clock offset of this rank to rank 0, over the job's own c10d store (DESIGN.md "Time and clocks").
+"""Clock offset of this rank to rank 0, over the job's own c10d store (docs/design.md "Time and clocks").
 
 The same ping-pong as the runtime's worker: rank r stamps t0 and posts a ping; rank 0, serving
 the ranks one after another, answers each ping with its own clock T; rank r stamps t1 when the

@@ -31,7 +31,7 @@ namespace lockstep::record {
 
 using core::TimeNs;
 
-TimeNs nowNs(); // CLOCK_REALTIME (DESIGN.md "Time and clocks")
+TimeNs nowNs(); // CLOCK_REALTIME (docs/design.md "Time and clocks")
 
 enum class Ev : uint8_t {
     StepStart,     // the step's window opens (the previous step's end, or the first forward)

@@ -21,7 +21,7 @@ const StepBreakdown* find(const std::vector<StepBreakdown>& v, int32_t rank, int
             return &b;
     return nullptr;
 }
-// DESIGN.md: the five parts add up to the wall.
+// docs/design.md: the five parts add up to the wall.
 void expectPartsAddUp(const StepBreakdown& b)
 {
     EXPECT_EQ(b.computeOnly + b.overlapped + b.exposed + b.memoryOnly + b.idle, b.wall)
@@ -252,7 +252,7 @@ TEST(StepBreakdown, OneRankHasNoOverlapRatio)
 {
     // A 1-rank run has nothing to hide: the ratio is not applicable (NaN) even with a
     // communication span (a world of one copies locally), and that local all-reduce is not
-    // communication (DESIGN.md: no communication to hide). W = [0,100), forward [0,60), comm
+    // communication (docs/design.md: no communication to hide). W = [0,100), forward [0,60), comm
     // [50,70): communication 0, overlapped 0, exposed 0, compute-only 60, idle 40 (the local
     // copy's [60,70) included): the parts still add up.
     RunBuilder b(1);

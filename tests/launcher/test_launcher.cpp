@@ -215,7 +215,7 @@ TEST_F(Launcher, CrashedRankStopsTheRun)
     std::printf("crashed run ended after %.0f ms\n", o.ms);
     ASSERT_TRUE(o.finished) << o.describe();
     EXPECT_EQ(o.exitCode, 1);
-    // The promise in DESIGN.md: a dead rank ends the whole run within seconds, not at
+    // The promise in docs/design.md: a dead rank ends the whole run within seconds, not at
     // the collective timeout or never.
     EXPECT_LT(o.ms, 30000) << o.describe();
     const core::Run run = load(file);

@@ -226,7 +226,7 @@ void TestUiWhatIf::oneRankIsNotApplicable()
     WhatIfPanel* panel = w.whatIfPanel();
     panel->worldSizeBox()->setValue(1);
     QTRY_VERIFY_WITH_TIMEOUT(!panel->busy() && panel->shown() && panel->shown()->config.worldSize == 1, kWaitMs);
-    // DESIGN.md: a 1-rank run has no communication to hide: overlap and exposed communication are
+    // docs/design.md: a 1-rank run has no communication to hide: overlap and exposed communication are
     // "not applicable", never numbers; the measured 2-rank run keeps its numbers.
     QTableWidget* t = panel->numbersTable();
     QCOMPARE(t->item(WhatIfPanel::OverlapRow, WhatIfPanel::PredictedColumn)->text(), QStringLiteral("n/a"));

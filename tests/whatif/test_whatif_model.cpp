@@ -390,7 +390,7 @@ TEST(WhatIfReplay, OneRankHasNoCommunication)
     // Rank 0 alone: no transfer slows its backward (the recorded b0 cost it 40 µs): backward ends
     // at compute time 360; completions at the launches; the wait ends at 360 + 5 = 365, the step
     // at 365 + 50 = 415 µs. No communication to hide: overlap and exposed communication are "not
-    // applicable" (DESIGN.md), never numbers.
+    // applicable" (docs/design.md), never numbers.
     const Prediction p = predictOk(m, c);
     EXPECT_NEAR(p.numbers.stepTimeMs, 415 * kUsInMs, 1e-9);
     EXPECT_TRUE(std::isnan(p.numbers.overlapRatio));

@@ -52,7 +52,7 @@ private:
     std::optional<core::StepBreakdown> m_b;
 };
 
-// The five parts of a breakdown as table rows (DESIGN.md: they add up to |W|).
+// The five parts of a breakdown as table rows (docs/design.md: they add up to |W|).
 QString partsTable(const core::StepBreakdown& b, bool multiRank)
 {
     auto pct = [&](core::TimeNs v) {
@@ -185,7 +185,7 @@ void SpanDetailsPanel::setSelection(const TimelineRunModel& model, qint64 spanIn
     if (s.bytes > 0)
         rows << qMakePair(tr("bytes"), formatBytes(double(s.bytes)) + QStringLiteral(" (%1)").arg(s.bytes));
     if (core::isCommunication(s.kind) && s.bytes > 0 && s.duration() > 0) {
-        // DESIGN.md: algbw = bytes / duration; busbw = algbw × 2(N−1)/N (nccl-tests).
+        // docs/design.md: algbw = bytes / duration; busbw = algbw × 2(N−1)/N (nccl-tests).
         const double algbw = double(s.bytes) / double(s.duration());
         int n = run.config.worldSize;
         if (n <= 0)

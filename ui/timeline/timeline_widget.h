@@ -60,7 +60,7 @@ struct TimelineRow {
 
 enum class RankOrder { ByRank, ByWaitCaused, ByStepTime };
 
-// The selected span's bucket on every rank (DESIGN.md's arrival skew and wait caused come from
+// The selected span's bucket on every rank (docs/design.md's arrival skew and wait caused come from
 // core's straggler report).
 struct LinkedBucket {
     int run = -1;

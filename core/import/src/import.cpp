@@ -87,7 +87,7 @@ Status parseFile(const std::string& path, const ImportOptions& options, Interner
     return fail(unknownFormatMessage(path));
 }
 
-// Which step a span belongs to (DESIGN.md). Host spans: the step whose host window holds their
+// Which step a span belongs to (docs/design.md). Host spans: the step whose host window holds their
 // start. Device spans (kernels, copies, memsets): the step whose host window holds the call
 // that LAUNCHED them (RankTrace::deviceLaunch), never where their own time falls: a GPU runs
 // behind its host, and step s's last kernels often run in step s+1's window or after the last
@@ -141,7 +141,7 @@ void assignSteps(std::vector<Span>& spans, std::vector<Step>& steps, size_t firs
 // names, the same on every rank of one job), never on their durations or on the order of the
 // events or threads in the file:
 //  - the communication kernels when the rank has any (device work, numbered by launching step);
-//  - else, on the host, DESIGN.md's "from launch to completion": the op the training thread
+//  - else, on the host, docs/design.md's "from launch to completion": the op the training thread
 //    calls (c10d::allreduce_, ...; record_param_comms where a trace has no c10d op) is the
 //    launch, and the op that runs it (gloo:all_reduce, nccl:all_reduce, ProcessGroup*::, often
 //    on a worker thread) lasts until the collective completes. Each launch is paired with the

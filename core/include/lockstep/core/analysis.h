@@ -1,4 +1,4 @@
-// Analyses: pure functions over a loaded Run, exactly as DESIGN.md ("Vocabulary and exact metric
+// Analyses: pure functions over a loaded Run, exactly as docs/design.md ("Vocabulary and exact metric
 // definitions") defines each metric. `lockstep report`, `report --json`, the timeline, the
 // summary panel and the charts all read these results; nothing else computes a metric.
 //
@@ -67,7 +67,7 @@ TimeNs alignmentOrigin(const Run& run);
 // ---------------------------------------------------------------------------------------------
 // Step breakdown
 //
-// Which spans count (the one lane classification, DESIGN.md):
+// Which spans count (the one lane classification, docs/design.md):
 //  - a rank that has a GpuStream lane with device work (isDeviceKind) follows the DEVICE rule:
 //    C, M and Mem are that rank's device spans only (host spans would count the same work twice,
 //    shifted by the launch latency); a device span belongs to the step that LAUNCHED it
@@ -219,7 +219,7 @@ std::vector<BucketStatus> bucketStatesAt(const Run& run, int32_t rank, int32_t s
 int32_t stepAt(const Run& run, int32_t rank, TimeNs t);
 
 // ---------------------------------------------------------------------------------------------
-// Stragglers (DESIGN.md; the rule and its noise test are explained in stragglers.cpp)
+// Stragglers (docs/design.md; the rule and its noise test are explained in stragglers.cpp)
 
 struct BucketSkew {
     int32_t step = 0;

@@ -1,4 +1,4 @@
-// Like-for-like runs (DESIGN.md "scaling efficiency"): a run's configuration signature, the
+// Like-for-like runs (docs/design.md "scaling efficiency"): a run's configuration signature, the
 // grouping of runs that may share a curve, and scaling efficiency within such a group.
 //
 // Runs are comparable only when everything but the varied parameter is equal: the model and all
@@ -48,7 +48,7 @@ std::vector<std::string> differingFields(const ConfigSignature& a, const ConfigS
 std::vector<std::vector<size_t>> comparableGroups(const std::vector<RunSummary>& runs, Varied varied,
                                                   bool needsCommunication = false);
 
-// Scaling efficiency (DESIGN.md). Runs are grouped by comparableGroups(runs, WorldSizeWeak or
+// Scaling efficiency (docs/design.md). Runs are grouped by comparableGroups(runs, WorldSizeWeak or
 // WorldSizeStrong) first, and each group is scaled on its own: N0 is the smallest world size of
 // the group, its baseline the mean over the group's runs at N0; weak E(N) = thr(N) / (N thr(N0)
 // / N0), strong E(N) = T(N0) N0 / (T(N) N). An efficiency that cannot be computed is NaN.

@@ -1,5 +1,5 @@
 // The one interval algebra every metric is built on: unions, intersections and differences of
-// time intervals, and the split of a window into DESIGN.md's five parts. Half-open [start, end)
+// time intervals, and the split of a window into docs/design.md's five parts. Half-open [start, end)
 // intervals of TimeNs; a "set" is a vector of intervals sorted by start, disjoint and not
 // touching (what unionClipped and appendMerged produce). Pure functions, no allocation beyond
 // their results.
@@ -37,7 +37,7 @@ std::vector<Interval> subtractIntervals(std::span<const Interval> a, std::span<c
 // The parts of `set` inside [lo, hi), clipped.
 std::vector<Interval> clipTo(std::span<const Interval> set, TimeNs lo, TimeNs hi);
 
-// DESIGN.md's split of a window W = [lo, hi) given C (compute), M (communication) and Mem
+// docs/design.md's split of a window W = [lo, hi) given C (compute), M (communication) and Mem
 // (memory operations), three sets: every instant of W is in exactly one of compute-only
 // (C \ M), overlapped (C ∩ M), exposed (M \ C), memory-only (Mem \ (C ∪ M)) or idle, so the five
 // parts add up to |W| exactly. The totals |C|, |M|, |Mem| (inside W) come with them.

@@ -89,7 +89,7 @@ private:
 Status recoverRunFile(const std::string& path);
 
 struct LoadOptions {
-    bool correctClocks = true; // apply each rank's offset to rank 0 (DESIGN.md "Time and clocks")
+    bool correctClocks = true; // apply each rank's offset to rank 0 (docs/design.md "Time and clocks")
     // A load whose stop is requested gives up within ~65 k rows (a few ms) and fails with
     // kCancelled: a viewer's superseded load of a 10 M-span run does not read it to the end.
     std::stop_token stop{};

@@ -64,7 +64,7 @@ inline constexpr int kSpanKindCount = 12;
 const char* spanKindName(SpanKind kind);
 bool spanKindFromName(std::string_view name, SpanKind* out);
 
-// The one classification of span kinds (DESIGN.md; Holistic Trace Analysis classifies GPU work
+// The one classification of span kinds (docs/design.md; Holistic Trace Analysis classifies GPU work
 // the same way): every kind is exactly one of compute, communication, memory or other. The step
 // breakdown's C, M and Mem, the timeline's strips and the importers all ask these functions.
 //  - compute: forward, backward, optimizer and imported host operators on the host; every

@@ -1,6 +1,6 @@
 // CUPTI activity collector: every kernel, memcpy and memset the process runs on a GPU, as
 // core::Spans on GpuStream lanes, on the host's clock, linked to the step (and bucket) whose
-// host code LAUNCHED it (DESIGN.md: device work belongs to its launching step, not to the host
+// host code LAUNCHED it (docs/design.md: device work belongs to its launching step, not to the host
 // window its time falls in). Torch-free. The trainer's contract:
 //   beginStep(s) ... endStep()            around each training step (everything launched in
 //                                         between, on the calling thread, is step s)
