@@ -9,6 +9,7 @@ packages=(
   libtorch-dev libgloo-dev                 # the DDP runtime: LibTorch 1.13 (CPU) + c10d gloo
   python3-torch                            # the peer we benchmark against; torchrun; torch.profiler traces in tests
   python3-dev pybind11-dev                 # the Python recorder's native module lockstep._core: Python headers, pybind11 (+ its CMake config)
+  python3-venv                             # scripts/gpu_build.sh: the virtual environment for pip's PyTorch 2.x (CUDA)
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev qt6-svg-dev libgl-dev  # the desktop app and Qt Test (Qt6Charts needs Qt6OpenGL)
   libgtest-dev                             # GoogleTest for the Qt-free suites (core, job, runtime)
   libsimdjson-dev                          # streaming Kineto JSON import

@@ -80,6 +80,9 @@ constexpr std::array kKinds = {
                        "belong to no step"},
     DiagnosticKindInfo{K::DeviceRecordsDropped, "device records dropped", kError,
                        "the GPU activity collector dropped records (its buffers were full)"},
+    DiagnosticKindInfo{K::DeviceActivityNotRecorded, "device activity not recorded", kWarn,
+                       "a run on a GPU without its kernels, copies and memsets: the activity collector "
+                       "(CUPTI) could not start; only host spans were recorded"},
     DiagnosticKindInfo{K::ReplicaCheck, "replica check", kInfo, "replicas were compared for equal parameters"},
     DiagnosticKindInfo{K::ReplicaDrift, "replica drift", kError,
                        "replicas' parameters differ: the ranks no longer train the same model"},

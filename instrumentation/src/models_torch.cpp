@@ -79,7 +79,7 @@ struct DecoderBlock : Stage {
         auto t = qkv->forward(ln1->forward(x)).view({b, s, 3, heads, d}).permute({2, 0, 3, 1, 4});
         auto q = t[0], k = t[1], v = t[2];
         auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-        auto mask = torch::ones({s, s}, torch::kBool).triu(1);
+        auto mask = torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
         scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
         auto a = torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({b, s, w});
         auto y = x + proj->forward(a);

@@ -40,7 +40,8 @@ void GradBuffers::drainInto(std::vector<GradEvent>& out)
 }
 
 core::Result<std::unique_ptr<Recorder>> Recorder::open(const std::string& path, const core::RunConfig& config,
-                                                       const core::RankInfo& rank, const ModelLayout& layout)
+                                                       const core::RankInfo& rank, const ModelLayout& layout,
+                                                       std::unique_ptr<DeviceActivity> device)
 {
     auto writer = core::RunWriter::create(path, config, core::RunWriter::Mode::Overwrite);
     if (!writer)
@@ -49,6 +50,7 @@ core::Result<std::unique_ptr<Recorder>> Recorder::open(const std::string& path, 
     r->m_writer = std::move(*writer);
     r->m_layout = layout;
     r->m_rank = rank.rank;
+    r->m_device = std::move(device);
     auto& w = *r->m_writer;
     if (auto s = w.addRank(rank); !s)
         return std::unexpected(s.error());
@@ -154,6 +156,16 @@ core::Status Recorder::finish(core::RunStatus status, const std::string& cause)
         if (!s && m_firstError.empty())
             m_firstError = s.error().message;
     };
+    if (m_device && m_firstError.empty()) {
+        // What ran after the last step (the final barrier, teardown) and the collector's counts.
+        m_spans.clear();
+        note(flushDevice());
+        note(m_writer->appendSpans(m_spans));
+        for (const core::Diagnostic& d : m_device->diagnostics())
+            note(m_writer->addDiagnostic(d));
+        note(m_writer->commit());
+        m_device.reset();
+    }
     note(m_writer->setStatus(status, cause, nowNs()));
     note(m_writer->close());
     if (!m_firstError.empty())
@@ -255,8 +267,25 @@ void Recorder::writeStep(const StepRecord& r)
             for (const core::BackwardSegment& b : core::cutBackward(mr.backwardStart, m_gradients, m_gradients.back().ts))
                 span(b.start, b.end, m_computeLane, m_stageIds[b.stage], core::SpanKind::Backward);
     }
-    for (const CommRecord& c : r.comms)
-        span(c.launch, c.end, m_commLane, m_commIds[c.bucket], core::SpanKind::Comm, c.bucket, c.bytes);
+    core::Status s;
+    const size_t hostSpans = m_spans.size();
+    if (m_device)
+        s = flushDevice();
+    for (const CommRecord& c : r.comms) {
+        TimeNs end = c.end;
+        if (end == 0) {
+            // Completed on the device (NCCL): the end of the bucket's last communication kernel,
+            // which this step's flush holds (the step ended after its device work). A collective
+            // that ran no kernel (one rank) or is not seen ends where it was launched.
+            end = c.launch;
+            for (size_t i = hostSpans; i < m_spans.size(); ++i) {
+                const core::Span& d = m_spans[i];
+                if (d.kind == core::SpanKind::CommKernel && d.step == r.step && d.bucket == c.bucket)
+                    end = std::max(end, d.end);
+            }
+        }
+        span(c.launch, end, m_commLane, m_commIds[c.bucket], core::SpanKind::Comm, c.bucket, c.bytes);
+    }
     if (r.waitEnd > 0)
         span(r.waitStart, r.waitEnd, m_computeLane, m_waitId, core::SpanKind::Wait);
     span(r.optStart, r.optEnd, m_computeLane, m_optId, core::SpanKind::Optimizer);
@@ -270,7 +299,8 @@ void Recorder::writeStep(const StepRecord& r)
     step.samples = r.samples;
     step.cpuNs = r.cpuNs;
     step.runqNs = r.runqNs;
-    core::Status s = m_writer->appendSpans(m_spans);
+    if (s)
+        s = m_writer->appendSpans(m_spans);
     if (s)
         s = m_writer->appendInstants(m_instants);
     if (s)
@@ -284,6 +314,33 @@ void Recorder::writeStep(const StepRecord& r)
             m_firstErrorStep = r.step;
         }
     }
+}
+
+} // namespace lockstep::rt
+
+namespace lockstep::rt {
+
+core::LaneId Recorder::deviceLane(int32_t device, int64_t stream)
+{
+    const auto key = std::pair{device, stream};
+    if (auto it = m_deviceLanes.find(key); it != m_deviceLanes.end())
+        return it->second;
+    core::Lane lane{.rank = m_rank, .kind = core::LaneKind::GpuStream, .device = device, .stream = stream,
+                    .name = "gpu " + std::to_string(device) + " stream " + std::to_string(stream)};
+    auto id = m_writer->addLane(lane);
+    // A lane that cannot be added is a write error the next commit reports; its spans go to lane 0
+    // meanwhile rather than to an id that does not exist.
+    const core::LaneId resolved = id ? *id : m_computeLane;
+    if (id)
+        m_deviceLanes.emplace(key, resolved);
+    return resolved;
+}
+
+core::Status Recorder::flushDevice()
+{
+    return m_device->flush(
+        m_spans, [this](int32_t device, int64_t stream) { return deviceLane(device, stream); },
+        [this](std::string_view text) { return m_writer->intern(text); });
 }
 
 } // namespace lockstep::rt

@@ -16,10 +16,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -74,6 +77,22 @@ struct StepRecord {
     int64_t cpuNs = -1, runqNs = -1; // the training thread's CPU time and run-queue wait (Step)
 };
 
+// Device activity written beside the host spans: on a CUDA build the CUPTI collector (every
+// kernel, copy and memset, already tagged with the step and bucket that launched it). The
+// recorder flushes it on its writer thread once per step, after the step's host rows (a step
+// ends only once its device work is done, so that work is complete by then), and once more at
+// the end. Torch-free, CUPTI-free: the trainer adapts its collector to this.
+class DeviceActivity {
+public:
+    using LaneResolver = std::function<core::LaneId(int32_t device, int64_t stream)>;
+    using Interner = std::function<core::StringId(std::string_view)>;
+    virtual ~DeviceActivity() = default;
+    // Appends every activity completed so far (lanes and names through the callbacks).
+    virtual core::Status flush(std::vector<core::Span>& out, const LaneResolver& lane, const Interner& intern) = 0;
+    // What the run's diagnostics must say about it (records outside every step, dropped records).
+    virtual std::vector<core::Diagnostic> diagnostics() const = 0;
+};
+
 // What the recorder needs to know of the model to name things.
 struct ModelLayout {
     std::vector<std::string> stageNames;  // top-level children, forward order
@@ -86,8 +105,10 @@ struct ModelLayout {
 class Recorder {
 public:
     // Creates the shard (overwriting an old file of the same name) and starts the writer thread.
+    // `device`, when given, is flushed once per step and at the end (see DeviceActivity).
     static core::Result<std::unique_ptr<Recorder>> open(const std::string& path, const core::RunConfig& config,
-                                                        const core::RankInfo& rank, const ModelLayout& layout);
+                                                        const core::RankInfo& rank, const ModelLayout& layout,
+                                                        std::unique_ptr<DeviceActivity> device = nullptr);
     ~Recorder();
 
     // A StepRecord to fill (recycled; its vectors keep their capacity).
@@ -113,6 +134,9 @@ private:
     Recorder() = default;
     void writerLoop();
     void writeStep(const StepRecord& r);
+    // Appends the device activity completed so far to m_spans (writer thread, or finish()).
+    core::Status flushDevice();
+    core::LaneId deviceLane(int32_t device, int64_t stream);
 
     std::unique_ptr<core::RunWriter> m_writer;
     ModelLayout m_layout;
@@ -120,6 +144,8 @@ private:
     core::LaneId m_computeLane, m_commLane;
     std::vector<core::StringId> m_stageIds, m_paramIds, m_commIds;
     core::StringId m_dataId, m_waitId, m_optId;
+    std::unique_ptr<DeviceActivity> m_device;
+    std::map<std::pair<int32_t, int64_t>, core::LaneId> m_deviceLanes; // (device, stream) -> lane
     std::vector<core::Span> m_spans;       // writer thread scratch
     std::vector<core::Instant> m_instants; // writer thread scratch
     std::vector<core::GradientReady> m_gradients; // writer thread scratch: one micro-batch's, for the backward cut

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <limits>
@@ -54,7 +55,7 @@ struct ReadyHook : torch::autograd::FunctionPostHook {
 // early in backward; later buckets use the large cap, trading launch latency for fewer
 // collectives. Buckets launch strictly in index order on every rank, which keeps the
 // collectives matched across ranks even when gradients become ready in a different order.
-Reducer::Reducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::ProcessGroup> pg, ReducerOptions options,
+Reducer::Reducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<CommGroup> pg, ReducerOptions options,
                  GradBuffers* grads)
     : m_params(std::move(params)), m_pg(std::move(pg)), m_options(std::move(options)), m_grads(grads)
 {
@@ -77,13 +78,15 @@ Reducer::Reducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::Pro
     if (!open.empty())
         m_bucketParams.push_back(std::move(open));
 
+    // The buckets live where the parameters do (a GPU's memory on --device cuda).
+    const torch::TensorOptions on = torch::TensorOptions().device(n > 0 ? m_params[0].device() : torch::Device(torch::kCPU));
     m_views.resize(n);
     for (size_t b = 0; b < m_bucketParams.size(); ++b) {
         auto bucket = std::make_unique<Bucket>();
         int64_t numel = 0;
         for (int32_t p : m_bucketParams[b])
             numel += m_params[p].numel();
-        bucket->flat = torch::zeros({numel}, torch::kFloat32);
+        bucket->flat = torch::zeros({numel}, on.dtype(torch::kFloat32));
         int64_t offset = 0;
         for (int32_t p : m_bucketParams[b]) {
             m_paramBucket[p] = static_cast<int32_t>(b);
@@ -95,14 +98,14 @@ Reducer::Reducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::Pro
             bucket->wire = bucket->flat;
             break;
         case Compress::Fp16:
-            bucket->wire = torch::zeros({numel}, torch::kHalf);
+            bucket->wire = torch::zeros({numel}, on.dtype(torch::kHalf));
             break;
         case Compress::Bf16:
             // gloo (1.13) cannot sum bfloat16: every rank's bf16 payload is all-gathered
             // (as 2-byte elements) and summed locally in float32.
-            bucket->wire = torch::zeros({numel}, torch::kBFloat16);
+            bucket->wire = torch::zeros({numel}, on.dtype(torch::kBFloat16));
             for (int r = 0; r < m_world; ++r)
-                bucket->gathered.push_back(torch::zeros({numel}, torch::kHalf));
+                bucket->gathered.push_back(torch::zeros({numel}, on.dtype(torch::kHalf)));
             break;
         }
         bucket->wireBytes = numel * static_cast<int64_t>(bucket->wire.element_size());
@@ -110,8 +113,9 @@ Reducer::Reducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::Pro
     }
     // Two ranks need no ring: each sends its (pre-divided) bucket to the other and adds what
     // it receives — one round trip where gloo's ring makes two (reduce-scatter, all-gather),
-    // same bytes. a + b == b + a in IEEE arithmetic, so both ranks hold identical sums.
-    m_pairwise = m_options.pairwise && m_world == 2 && m_options.compress == Compress::None;
+    // same bytes. a + b == b + a in IEEE arithmetic, so both ranks hold identical sums. CPU only:
+    // on a GPU the collective and the sum belong on the device's streams (NCCL's all-reduce).
+    m_pairwise = m_options.pairwise && m_world == 2 && m_options.compress == Compress::None && on.device().is_cpu();
     if (m_pairwise) {
         m_peer = 1 - m_pg->getRank();
         for (auto& b : m_buckets)
@@ -251,6 +255,17 @@ void Reducer::launch(int b)
     if (m_options.compress != Compress::None)
         bk.wire.copy_(bk.flat);
     bk.launchNs = nowNs();
+    if (m_options.launchBegin)
+        m_options.launchBegin(b);
+    struct End {
+        const std::function<void(int)>& f;
+        int b;
+        ~End()
+        {
+            if (f)
+                f(b);
+        }
+    } end{m_options.launchEnd, b};
     if (m_pairwise) {
         std::vector<torch::Tensor> out{bk.flat}, in{bk.peer};
         bk.sendWork = m_pg->send(out, m_peer, b);
@@ -274,7 +289,8 @@ void Reducer::launch(int b)
     }
     // The completion instant is stamped by whichever thread completes the work's future (a
     // gloo worker thread), not by the waiter, whose wake-up may come much later.
-    bk.work->getFuture()->addCallback([&bk](c10::ivalue::Future&) { bk.completeNs.store(nowNs()); });
+    if (m_options.hostCompletion)
+        bk.work->getFuture()->addCallback([&bk](c10::ivalue::Future&) { bk.completeNs.store(nowNs()); });
 }
 
 // The startup probe (runtime_torch.h). It runs before the first backward, so the buckets, the
@@ -305,7 +321,7 @@ std::vector<std::pair<int64_t, TimeNs>> Reducer::probeLink(const std::vector<int
         if (m_options.compress == Compress::Bf16) {
             p.wire = p.flat.to(torch::kBFloat16);
             for (int r = 0; r < m_world; ++r)
-                p.gathered.push_back(torch::zeros({numel}, torch::kHalf));
+                p.gathered.push_back(torch::zeros({numel}, options.dtype(torch::kHalf)));
         }
         probes.push_back(std::move(p));
     }
@@ -333,6 +349,9 @@ std::vector<std::pair<int64_t, TimeNs>> Reducer::probeLink(const std::vector<int
                 std::vector<torch::Tensor> t{p.wire};
                 m_pg->allreduce(t)->wait(m_options.timeout);
             }
+            // On a GPU wait() only orders the streams: the host waits for the device here.
+            if (!p.flat.is_cpu())
+                torch::cuda::synchronize(p.flat.device().index());
             p.best = std::min(p.best, nowNs() - start);
         }
     }
@@ -422,7 +441,7 @@ void Reducer::finalize()
                                      + e.what());
         }
         TimeNs done = bk.completeNs.load();
-        if (done == 0) {
+        if (done == 0 && m_options.hostCompletion) {
             done = nowNs();
             bk.completeNs.store(done);
         }

@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include "torch_compat.h"
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <atomic>
@@ -94,12 +94,20 @@ struct ReducerOptions {
     double linkGbps = 0;               // 0 = no link emulation
     std::chrono::milliseconds timeout{30000};
     std::function<void()> firstGradHook; // straggler injection: runs before the first gradient is stamped
-    bool pairwise = true; // world of 2, no compression: all-reduce as one send/recv exchange (see launch)
+    bool pairwise = true; // world of 2, no compression, CPU tensors: all-reduce as one send/recv exchange (see launch)
+    // Called on the launching thread (autograd's) right before and after bucket b's collective is
+    // issued: the trainer tags the device work launched in between with the bucket (CUPTI).
+    std::function<void(int)> launchBegin, launchEnd;
+    // Whether a collective's completion can be stamped on the host: true for gloo (its worker
+    // thread completes the future when the data is there). NCCL's future completes when the
+    // kernel is queued, so a host stamp would be the launch; its completion comes from the
+    // device (the recorder takes the end of the bucket's NCCL kernels).
+    bool hostCompletion = true;
 };
 
 class Reducer {
 public:
-    Reducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<c10d::ProcessGroup> pg, ReducerOptions options,
+    Reducer(std::vector<torch::Tensor> params, c10::intrusive_ptr<CommGroup> pg, ReducerOptions options,
             GradBuffers* grads);
     ~Reducer();
 
@@ -136,7 +144,7 @@ private:
     void exchangeLoop();
 
     std::vector<torch::Tensor> m_params;
-    c10::intrusive_ptr<c10d::ProcessGroup> m_pg;
+    c10::intrusive_ptr<CommGroup> m_pg;
     ReducerOptions m_options;
     GradBuffers* m_grads;
     int m_world = 1;

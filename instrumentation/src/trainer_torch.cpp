@@ -4,6 +4,7 @@
 #include "lockstep/rt/worker.h"
 #include "runtime_torch.h"
 
+#include "lockstep/core/diagnostics.h"
 #include "lockstep/core/stop_signal.h"
 #include "lockstep/core/thread_sched.h"
 #include "lockstep/core/whatif.h"
@@ -13,11 +14,16 @@
 #include "lockstep/job/progress.h"
 #include "lockstep/job/shard_layout.h"
 
+#include <c10/core/DeviceGuard.h>
+#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef LOCKSTEP_HAVE_CUPTI
+#include "lockstep/rt/cupti_collector.h"
+#endif
 #ifdef LOCKSTEP_HAVE_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -27,6 +33,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -188,7 +195,7 @@ c10::intrusive_ptr<c10d::Store> makeStore(const DistEnv& env, std::chrono::milli
     return c10::make_intrusive<c10d::PrefixStore>("lockstep/" + env.restart, tcp);
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> makeGlooGroup(const DistEnv& env, const c10::intrusive_ptr<c10d::Store>& store,
+c10::intrusive_ptr<CommGroup> makeGlooGroup(const DistEnv& env, const c10::intrusive_ptr<c10d::Store>& store,
                                                     std::chrono::milliseconds timeout)
 {
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -204,7 +211,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> makeGlooGroup(const DistEnv& env, const c
     return c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world, opts);
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> makeProcessGroup(const WorkerOptions& o, const DistEnv& env,
+c10::intrusive_ptr<CommGroup> makeProcessGroup(const WorkerOptions& o, const DistEnv& env,
                                                         const c10::intrusive_ptr<c10d::Store>& store,
                                                         std::chrono::milliseconds timeout)
 {
@@ -243,7 +250,7 @@ constexpr int kClockSamples = 8;
 // Tags of the clock exchange: above any bucket index (the reducer's pairwise exchange tags).
 constexpr int kClockTag = 1 << 20;
 
-void syncClockOverGroup(c10d::ProcessGroup& pg, const DistEnv& env, TimeNs* offset, TimeNs* rtt, TimeNs* at,
+void syncClockOverGroup(CommGroup& pg, const DistEnv& env, TimeNs* offset, TimeNs* rtt, TimeNs* at,
                         std::chrono::milliseconds timeout)
 {
     std::vector<at::Tensor> buf{torch::zeros({1}, torch::kLong)};
@@ -272,7 +279,7 @@ void syncClockOverGroup(c10d::ProcessGroup& pg, const DistEnv& env, TimeNs* offs
     *rtt = best;
 }
 
-void syncClock(c10d::Store& store, c10d::ProcessGroup* gloo, const DistEnv& env, const std::string& phase,
+void syncClock(c10d::Store& store, CommGroup* gloo, const DistEnv& env, const std::string& phase,
                TimeNs* offset, TimeNs* rtt, TimeNs* at, std::chrono::milliseconds timeout)
 {
     *offset = 0;
@@ -314,7 +321,7 @@ int64_t paramHash(const std::vector<torch::Tensor>& params)
 {
     uint64_t h = 0xCBF29CE484222325ull;
     for (const auto& p : params) {
-        auto c = p.detach().contiguous();
+        auto c = p.detach().cpu().contiguous();
         const auto* bytes = static_cast<const unsigned char*>(c.data_ptr());
         const size_t n = c.numel() * c.element_size();
         for (size_t i = 0; i < n; ++i)
@@ -344,6 +351,39 @@ std::string oneLine(std::string s)
     return s;
 }
 
+#ifdef LOCKSTEP_HAVE_CUPTI
+// The CUPTI collector as the recorder's device activity (recorder.h).
+class CuptiActivity : public DeviceActivity {
+public:
+    explicit CuptiActivity(std::unique_ptr<CuptiCollector> c) : m_collector(std::move(c)) {}
+    core::Status flush(std::vector<core::Span>& out, const LaneResolver& lane, const Interner& intern) override
+    {
+        return m_collector->flush(out, lane, intern);
+    }
+    std::vector<core::Diagnostic> diagnostics() const override { return m_collector->diagnostics(); }
+    CuptiCollector& collector() { return *m_collector; }
+
+private:
+    std::unique_ptr<CuptiCollector> m_collector;
+};
+#endif
+
+#ifdef LOCKSTEP_HAVE_CUPTI
+// Runs before a node of backward executes, on the thread that executes it.
+struct PreHook : torch::autograd::FunctionPreHook {
+    std::function<void()> fn;
+    explicit PreHook(std::function<void()> f) : fn(std::move(f)) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override
+    {
+        fn();
+        return grads;
+    }
+};
+
+// Whether this thread carries a step's tag (Trainer::tagBackwardThread).
+thread_local bool t_stepTagged = false;
+#endif
+
 class Trainer {
 public:
     Trainer(const WorkerOptions& o) : m_o(o) {}
@@ -354,7 +394,7 @@ public:
 
 private:
     void setup();
-    std::optional<core::ComputeProbe> probeCompute(c10d::ProcessGroup& pg, int64_t localRank, int64_t localWorld,
+    std::optional<core::ComputeProbe> probeCompute(CommGroup& pg, int64_t localRank, int64_t localWorld,
                                                    int* repeatsOut);
     std::optional<core::ComputeProbe> probeComputeWithPartner(int* repeatsOut, std::string* whyNot);
     void buildModel(int rank, int world);
@@ -364,13 +404,36 @@ private:
     void replicaCheck(int step);
     void throwIfRecordingFailed();
     // The process group when it is gloo (the clock exchange goes over it), else nullptr.
-    c10d::ProcessGroup* glooGroup() const { return m_o.backend == "gloo" ? m_pg.get() : nullptr; }
+    CommGroup* glooGroup() const { return m_o.backend == "gloo" ? m_pg.get() : nullptr; }
+    // A small tensor for a collective of this rank's group (NCCL takes device tensors only).
+    torch::Tensor forGroup(torch::Tensor t) const { return m_o.backend == "nccl" ? t.to(m_device) : t; }
+    // Waits for the device's queued work (nothing on the CPU).
+    void syncDevice() const
+    {
+        if (m_device.is_cuda())
+            torch::cuda::synchronize(m_device.index());
+    }
+    void selectDevice();
+    // Device work tags (CUPTI external correlation ids): what is launched between push and pop on
+    // the calling thread belongs to that step (and bucket). No-ops without a collector.
+    void tagPush(int32_t step, int32_t bucket);
+    void tagPop();
+    void tagBackwardThread(const torch::Tensor& objective);
 
     const WorkerOptions& m_o;
     DistEnv m_env;
+    torch::Device m_device{torch::kCPU};
+    std::optional<c10::DeviceGuard> m_deviceGuard; // the training thread's current device
+    std::unique_ptr<DeviceActivity> m_deviceActivity; // until the recorder takes it
+    std::string m_deviceActivityMissing;              // why there is none on a GPU run
+#ifdef LOCKSTEP_HAVE_CUPTI
+    CuptiCollector* m_cupti = nullptr; // owned by the recorder (through m_deviceActivity)
+#endif
+    std::atomic<int32_t> m_launchStep{core::kNoStep}; // the step backward's threads tag their work with
+    std::thread::id m_trainingThread = std::this_thread::get_id();
     std::chrono::milliseconds m_timeout{30000};
     c10::intrusive_ptr<c10d::Store> m_store;
-    c10::intrusive_ptr<c10d::ProcessGroup> m_pg;
+    c10::intrusive_ptr<CommGroup> m_pg;
     ModelSpec m_spec;
     std::unique_ptr<Model> m_model;
     std::unique_ptr<Dataset> m_data;
@@ -397,8 +460,7 @@ void Trainer::setup()
     // `lockstep run` checked them before starting; a worker started by hand learns the world here.
     if (auto ok = job::checkOptions(m_o, m_env.world); !ok)
         throw std::invalid_argument(ok.error().message);
-    if (m_o.device != "cpu")
-        throw std::invalid_argument("--device cuda needs a CUDA build of LibTorch; this build runs on the CPU only");
+    selectDevice();
     int threads = m_o.threads;
     if (threads <= 0)
         threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, m_env.localWorld));
@@ -438,6 +500,13 @@ void Trainer::setup()
     ro.compress = m_o.compress == "fp16" ? Compress::Fp16 : m_o.compress == "bf16" ? Compress::Bf16 : Compress::None;
     ro.linkGbps = m_o.linkGbps;
     ro.timeout = m_timeout;
+    ro.hostCompletion = m_o.backend != "nccl";
+#ifdef LOCKSTEP_HAVE_CUPTI
+    if (m_cupti) {
+        ro.launchBegin = [this](int b) { tagPush(m_launchStep.load(), b); };
+        ro.launchEnd = [this](int) { tagPop(); };
+    }
+#endif
     // LOCKSTEP_PAIRWISE=0: gloo's ring all-reduce on two ranks too (for comparisons)
     if (const char* pw = std::getenv("LOCKSTEP_PAIRWISE"); pw && std::string(pw) == "0")
         ro.pairwise = false;
@@ -478,7 +547,7 @@ void Trainer::setup()
     m_rankInfo.rank = m_env.rank;
     m_rankInfo.host = hostName();
     m_rankInfo.pid = getpid();
-    m_rankInfo.device = "cpu";
+    m_rankInfo.device = m_device.str();
     m_rankInfo.clockOffsetNs = offset;
     m_rankInfo.clockRttNs = rtt;
     m_rankInfo.clockSyncStartNs = at;
@@ -572,10 +641,13 @@ void Trainer::setup()
         // Another run's shard is not replaced without --force (a launcher's shard folder is new).
         if (!m_o.force && std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
             throw std::runtime_error(path + " already exists; pass --force to replace it");
-        auto rec = Recorder::open(path, c, m_rankInfo, layout);
+        auto rec = Recorder::open(path, c, m_rankInfo, layout, std::move(m_deviceActivity));
         if (!rec)
             throw std::runtime_error("cannot record into " + path + ": " + rec.error().message);
         m_recorder = std::move(*rec);
+        if (!m_deviceActivityMissing.empty())
+            m_recorder->addDiagnostic(core::makeDiagnostic(core::DiagnosticKind::DeviceActivityNotRecorded, 1,
+                                                           m_deviceActivityMissing));
         std::lock_guard lock(g_stopMutex);
         g_stopRecorder = m_recorder.get();
     } else {
@@ -595,11 +667,11 @@ void Trainer::setup()
 // gloo's pairs wait on theirs (tcp transport, no busy polling), so a waiting rank takes no core
 // (measured: a rank that waited 103 ms there used 0.5 ms of its process's CPU time).
 // Returns this rank's times.
-std::optional<core::ComputeProbe> Trainer::probeCompute(c10d::ProcessGroup& pg, int64_t localRank, int64_t localWorld,
+std::optional<core::ComputeProbe> Trainer::probeCompute(CommGroup& pg, int64_t localRank, int64_t localWorld,
                                                         int* repeatsOut)
 {
     const auto agreeMax = [&](int64_t v) {
-        std::vector<torch::Tensor> t{torch::tensor({v}, torch::kLong)};
+        std::vector<torch::Tensor> t{forGroup(torch::tensor({v}, torch::kLong))};
         c10d::AllreduceOptions opts;
         opts.reduceOp = c10d::ReduceOp::MAX;
         pg.allreduce(t, opts)->wait(m_timeout);
@@ -610,13 +682,15 @@ std::optional<core::ComputeProbe> Trainer::probeCompute(c10d::ProcessGroup& pg, 
     const int64_t turns = agreeMax(localWorld);
     if (turns < 2)
         return std::nullopt;
-    const auto [input, target] = m_data->batch(m_sampler->indices(0));
+    auto [cpuInput, cpuTarget] = m_data->batch(m_sampler->indices(0));
+    const torch::Tensor input = cpuInput.to(m_device), target = cpuTarget.to(m_device);
     const auto pass = [&] {
         const TimeNs start = nowNs();
         torch::Tensor x = input;
         for (auto& stage : m_model->stages)
             x = stage->forward(x);
         m_model->loss(x, target).backward();
+        syncDevice(); // on a GPU: the pass is done when its kernels are
         return nowNs() - start;
     };
     // Untimed warm-up (first-touch allocations, kernel selection), all ranks at once; the slowest
@@ -678,6 +752,9 @@ core::Status Trainer::finishRecorder(core::RunStatus status, const std::string& 
 {
     std::lock_guard lock(g_stopMutex);
     g_stopRecorder = nullptr;
+#ifdef LOCKSTEP_HAVE_CUPTI
+    m_cupti = nullptr; // the recorder owns the collector and ends it now
+#endif
     auto s = m_recorder->finish(status, cause);
     m_recorder.reset();
     return s;
@@ -689,6 +766,8 @@ void Trainer::buildModel(int rank, int world)
     // Seeded per rank on purpose: the broadcast of rank 0's parameters is what makes the
     // replicas equal, and the exactness tests would catch it missing.
     m_model = makeModel(m_spec, m_o.seed * 1000003ull + static_cast<uint64_t>(rank));
+    // In place: the parameters keep their identity (Model::params holds the same tensors).
+    m_model->root->to(m_device);
     m_data = std::make_unique<Dataset>(m_spec, m_o.seed, m_o.datasetSize);
     m_sampler = std::make_unique<Sampler>(m_o.datasetSize, m_o.seed, rank, world, m_o.batch);
 }
@@ -706,6 +785,10 @@ std::optional<core::ComputeProbe> Trainer::probeComputeWithPartner(int* repeatsO
 {
     if (m_o.threads <= 0) {
         *whyNot = "not probed: --threads 0 (each rank's thread count follows the ranks on its host)";
+        return std::nullopt;
+    }
+    if (!m_device.is_cpu()) {
+        *whyNot = "not probed: --device " + m_o.device + " (the partner process probes CPU compute)";
         return std::nullopt;
     }
     auto self = job::selfExecutable();
@@ -778,6 +861,85 @@ void Trainer::probePartner(const std::string& storePath)
     probeCompute(*pg, 1, 2, &repeats);
 }
 
+// --device cuda: the rank's GPU is LOCAL_RANK modulo the GPUs it sees (several ranks may share
+// one, as the gloo-over-CUDA case does). On a recording run the CUPTI collector starts here,
+// before the model's first copy to the device, so that every kernel, copy and memset of the
+// process is seen (what runs outside a step is counted as such).
+void Trainer::selectDevice()
+{
+    if (m_o.device == "cpu")
+        return;
+#ifndef LOCKSTEP_HAVE_NCCL
+    throw std::invalid_argument("--device cuda needs a CUDA build of LibTorch; this build runs on the CPU only");
+#else
+    if (!torch::cuda::is_available())
+        throw std::invalid_argument("--device cuda: no CUDA device is visible to this process (is the NVIDIA "
+                                    "driver loaded, and CUDA_VISIBLE_DEVICES not empty?)");
+    if (m_o.backend == "nccl" && m_o.linkGbps > 0)
+        throw std::invalid_argument("--link-gbps emulates a link on the host; NCCL's collectives run on the GPU, "
+                                    "where it cannot hold them: use --backend gloo to emulate a link");
+    const auto gpus = static_cast<int>(torch::cuda::device_count());
+    m_device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(m_env.localRank % gpus));
+    m_deviceGuard.emplace(m_device);
+#ifdef LOCKSTEP_HAVE_CUPTI
+    if (m_o.record) {
+        auto collector = CuptiCollector::start();
+        if (collector) {
+            m_cupti = collector->get();
+            m_deviceActivity = std::make_unique<CuptiActivity>(std::move(*collector));
+        } else {
+            m_deviceActivityMissing = collector.error().message;
+        }
+    }
+#else
+    m_deviceActivityMissing = "this build has no CUPTI (configure with LOCKSTEP_WITH_CUDA=ON)";
+#endif
+#endif
+}
+
+void Trainer::tagPush(int32_t step, int32_t bucket)
+{
+#ifdef LOCKSTEP_HAVE_CUPTI
+    if (m_cupti)
+        m_cupti->pushCorrelation(CuptiCollector::encodeCorrelation(step, bucket));
+#else
+    (void)step;
+    (void)bucket;
+#endif
+}
+
+void Trainer::tagPop()
+{
+#ifdef LOCKSTEP_HAVE_CUPTI
+    if (m_cupti)
+        m_cupti->popCorrelation();
+#endif
+}
+
+// On a GPU autograd runs backward on a thread of its own per device, which launches backward's
+// kernels and, through the gradient hooks, the buckets' collectives. CUPTI's tags are per thread,
+// so that thread must carry the step too: a hook before backward's first node swaps the tag it
+// carries for this step's. (The tag stays until the next backward's hook swaps it: nothing else
+// runs on that thread, and no hook at backward's end is sure to run there.)
+void Trainer::tagBackwardThread(const torch::Tensor& objective)
+{
+#ifdef LOCKSTEP_HAVE_CUPTI
+    if (!m_cupti || !objective.grad_fn())
+        return;
+    const int32_t step = m_launchStep.load();
+    objective.grad_fn()->add_pre_hook(std::make_unique<PreHook>([this, step] {
+        if (std::this_thread::get_id() == m_trainingThread)
+            return; // a CPU graph runs on the caller, which is tagged already
+        if (t_stepTagged)
+            tagPop();
+        tagPush(step, core::kNoBucket);
+        t_stepTagged = true;
+    }));
+#else
+    (void)objective;
+#endif
+}
+
 void Trainer::trainStep(int step)
 {
     std::unique_ptr<StepRecord> rec = m_recorder ? m_recorder->acquire() : std::move(m_scratch);
@@ -787,15 +949,20 @@ void Trainer::trainStep(int step)
     if (static_cast<int>(r.micro.size()) < m_o.accumulate)
         r.micro.resize(m_o.accumulate);
     r.start = nowNs();
+    m_launchStep.store(step);
+    tagPush(step, core::kNoBucket);
     const core::ThreadSchedStat sched0 = core::readThreadSchedStat();
-    double lossSum = 0;
+    // Summed on the device and read once, at the end of the step: a read per micro-batch would
+    // make the host wait for the GPU in the middle of the step, which no training loop need do.
+    torch::Tensor lossSum;
     const double scale = 1.0 / m_o.accumulate;
     for (int k = 0; k < m_o.accumulate; ++k) {
         MicroRecord& mr = r.micro[k];
         mr.forwardCuts.clear();
         mr.grads.clear();
         mr.dataStart = nowNs();
-        auto [input, target] = m_data->batch(m_sampler->indices(int64_t{step} * m_o.accumulate + k));
+        auto [cpuInput, cpuTarget] = m_data->batch(m_sampler->indices(int64_t{step} * m_o.accumulate + k));
+        const torch::Tensor input = cpuInput.to(m_device), target = cpuTarget.to(m_device);
         mr.dataEnd = nowNs();
         torch::Tensor x = input;
         for (auto& stage : m_model->stages) {
@@ -804,10 +971,13 @@ void Trainer::trainStep(int step)
         }
         torch::Tensor loss = m_model->loss(x, target);
         mr.forwardCuts.push_back(nowNs());
-        lossSum += loss.item<double>();
+        const torch::Tensor l = loss.detach().to(torch::kFloat64);
+        lossSum = k == 0 ? l : lossSum + l;
         m_reducer->prepareForBackward(k == m_o.accumulate - 1);
+        const torch::Tensor objective = m_o.accumulate > 1 ? loss * scale : loss;
+        tagBackwardThread(objective);
         mr.backwardStart = nowNs();
-        (m_o.accumulate > 1 ? loss * scale : loss).backward();
+        objective.backward();
         mr.backwardEnd = nowNs();
         m_gradBuffers.drainInto(mr.grads);
         std::sort(mr.grads.begin(), mr.grads.end(), [](const GradEvent& a, const GradEvent& b) { return a.ts < b.ts; });
@@ -819,11 +989,14 @@ void Trainer::trainStep(int step)
     // buckets refuse; zeroing the buckets in place keeps the .grads their views.
     m_reducer->zeroGrads();
     r.optEnd = nowNs();
-    r.end = r.optEnd;
+    // On a GPU this read waits for the step's device work (the optimizer's kernels last): the
+    // step ends when its work is done, as a training loop that reads its loss sees it.
+    r.loss = lossSum.item<double>() / m_o.accumulate;
+    r.end = nowNs();
+    tagPop();
     const core::ThreadSchedStat sched = core::schedStatDelta(sched0, core::readThreadSchedStat());
     r.cpuNs = sched.cpuNs;
     r.runqNs = sched.runqNs;
-    r.loss = lossSum / m_o.accumulate;
     r.samples = int64_t{m_o.batch} * m_o.accumulate;
     const double ms = static_cast<double>(r.end - r.start) / 1e6;
     const double loss = r.loss;
@@ -858,7 +1031,7 @@ void Trainer::throwIfRecordingFailed()
 void Trainer::replicaCheck(int step)
 {
     const int64_t h = paramHash(m_model->params);
-    std::vector<torch::Tensor> t{torch::tensor({h, -h}, torch::kLong)};
+    std::vector<torch::Tensor> t{forGroup(torch::tensor({h, -h}, torch::kLong))};
     c10d::AllreduceOptions opts;
     opts.reduceOp = c10d::ReduceOp::MAX;
     m_pg->allreduce(t, opts)->wait(m_timeout);
@@ -915,7 +1088,7 @@ int Trainer::run()
             const std::string path = expandRank(m_o.dumpParams, m_env.rank, m_env.world);
             std::ofstream f(path, std::ios::binary | std::ios::trunc);
             for (const auto& p : m_model->params) {
-                auto c = p.detach().to(torch::kFloat32).contiguous();
+                auto c = p.detach().to(torch::kCPU, torch::kFloat32).contiguous();
                 f.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * 4));
             }
             if (!f)

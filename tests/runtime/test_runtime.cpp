@@ -459,14 +459,19 @@ TEST_F(Runtime, StragglerAndSlowLink)
         }
 }
 
-// The worker runs unchanged under Debian's torchrun, whose agent hosts the rendezvous store.
+// The worker runs unchanged under torchrun, whose agent hosts the rendezvous store: the torchrun
+// of the PyTorch the worker was built against ($LOCKSTEP_TORCH_PYTHON, set when the suite runs
+// against the GPU build's pip PyTorch 2.x; Debian's by default). A 2.x worker cannot join a 1.13
+// agent's store: TCPStore's protocol changed between them, as it would for any client.
 TEST_F(Runtime, UnderTorchrun)
 {
-    if (!test::exists("/usr/bin/python3"))
-        GTEST_SKIP() << "no /usr/bin/python3 (Debian's python3-torch) on this machine";
+    const char* torchPython = std::getenv("LOCKSTEP_TORCH_PYTHON");
+    const std::string python = torchPython && *torchPython ? torchPython : "/usr/bin/python3";
+    if (!test::exists(python))
+        GTEST_SKIP() << "no " << python << " (Debian's python3-torch) on this machine";
     test::TempDir dir;
     const test::Outcome o = test::run(
-        "/usr/bin/python3",
+        python,
         {"-m", "torch.distributed.run", "--no_python", "--nproc_per_node", "2", "--master_port",
          std::to_string(test::freePort()), "--log_dir", dir.file("logs"), "-r", "1", "-t", "1", test::cliPath(), "worker",
          "--model", "mlp", "--layers", "2", "--width", "32", "--batch", "4", "--steps", "3", "--threads", "1",

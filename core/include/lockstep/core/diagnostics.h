@@ -53,6 +53,7 @@ enum class DiagnosticKind : uint16_t {
     DeviceSpanWithoutLaunch,
     DeviceSpanOutsideSteps,
     DeviceRecordsDropped,
+    DeviceActivityNotRecorded,
     // The recorder.
     ReplicaCheck,
     ReplicaDrift,
