@@ -2,6 +2,7 @@
 // never links LibTorch: `lockstep worker` hands over to lockstep-worker.
 #include "cli_flags.h"
 #include "commands.h"
+#include "lockstep/core/stop_signal.h"
 
 #include <CLI/CLI.hpp>
 
@@ -62,5 +63,7 @@ int main(int argc, char** argv)
         // --help and --version exit 0; every usage error exits 2, as the help says.
         return app.exit(e) == 0 ? 0 : 2;
     }
+    // A stop signal that arrived while the command finished decides the exit status (128+signal).
+    lockstep::core::yieldToStopSignal();
     return lockstep::app::exitStatus();
 }

@@ -35,9 +35,19 @@ std::mutex& tempFoldersMutex()
     return m;
 }
 
-std::vector<std::string>& tempFolders()
+// A private folder and whether its output has already been moved into place (the folder then
+// holds at most side files, and a signal removes it without calling the output unfinished).
+struct TempFolder {
+    std::string path;
+    bool committed = false;
+};
+
+// Whether an output of this process has been moved into place (under tempFoldersMutex).
+bool g_anyCommitted = false;
+
+std::vector<TempFolder>& tempFolders()
 {
-    static std::vector<std::string> folders;
+    static std::vector<TempFolder> folders;
     return folders;
 }
 
@@ -49,15 +59,26 @@ bool createTempFolder(std::string& tmpl)
     std::lock_guard lock(tempFoldersMutex());
     if (!::mkdtemp(tmpl.data()))
         return false;
-    tempFolders().push_back(tmpl);
+    tempFolders().push_back({tmpl});
     return true;
+}
+
+// Removes a private folder that the main thread may still be writing into: first renamed to a
+// name nobody writes to (a file SQLite creates by path afterwards, e.g. its journal, then fails
+// instead of landing in a folder being removed), then removed, again if something raced in.
+void removeFolder(const std::string& folder)
+{
+    std::error_code ec;
+    const std::string gone = folder + "-removed";
+    const std::string& victim = ::rename(folder.c_str(), gone.c_str()) == 0 ? gone : folder;
+    for (int attempt = 0; attempt < 100 && fs::exists(victim, ec); ++attempt)
+        fs::remove_all(victim, ec);
 }
 
 void unregisterTempFolder(const std::string& folder)
 {
     std::lock_guard lock(tempFoldersMutex());
-    auto& v = tempFolders();
-    std::erase(v, folder);
+    std::erase_if(tempFolders(), [&](const TempFolder& f) { return f.path == folder; });
 }
 
 } // namespace
@@ -69,13 +90,16 @@ void removeOutputsOnSignal()
         onStopSignal([](int) {
             // Kept to the exit: no output is created or committed after this point.
             tempFoldersMutex().lock();
-            for (const std::string& folder : tempFolders()) {
-                std::error_code ec;
-                fs::remove_all(folder, ec);
+            bool unfinished = false;
+            for (const TempFolder& folder : tempFolders()) {
+                removeFolder(folder.path);
+                unfinished = unfinished || !folder.committed;
             }
             const char msg[] = "lockstep: interrupted; the unfinished output was removed\n";
-            if (!tempFolders().empty())
+            if (unfinished)
                 (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+            else if (g_anyCommitted)
+                setStopExitStatus(0); // every output was already whole: the command succeeded
         });
     });
 }
@@ -181,6 +205,10 @@ Status OutputFile::commit()
         return fail(m_destination + " changed while it was being written; nothing was replaced");
     for (const char* suffix : {"-wal", "-shm", "-journal"})
         fs::remove(m_target + suffix, ec);
+    // Under the lock the signal thread takes before removing the private folders: a signal lands
+    // either before the move (the output is removed and the process exits 128+signal) or after it
+    // (the output is whole and reported as written; the process still exits 128+signal).
+    std::unique_lock lock(tempFoldersMutex());
     int rc = ::renameat2(AT_FDCWD, m_temp.c_str(), AT_FDCWD, m_target.c_str(), m_overwrite ? 0 : RENAME_NOREPLACE);
     if (rc != 0 && errno == EINVAL && !m_overwrite) {
         // A filesystem without RENAME_NOREPLACE: link() refuses an existing name just as atomically.
@@ -188,8 +216,14 @@ Status OutputFile::commit()
         if (rc == 0)
             ::unlink(m_temp.c_str());
     }
+    const int err = errno;
+    g_anyCommitted = g_anyCommitted || rc == 0;
+    if (rc == 0)
+        for (TempFolder& f : tempFolders())
+            if (f.path == m_folder)
+                f.committed = true;
+    lock.unlock();
     if (rc != 0) {
-        const int err = errno;
         if (err == EEXIST)
             return fail(m_destination + " appeared while it was being written; pass --force to replace it");
         return fail("cannot move the output to " + m_destination + ": " + std::strerror(err));

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -25,7 +26,18 @@ std::vector<std::function<void(int)>>& cleanups()
     return v;
 }
 
+std::atomic<int>& exitOverride()
+{
+    static std::atomic<int> status{-1};
+    return status;
+}
+
 } // namespace
+
+void setStopExitStatus(int status)
+{
+    exitOverride().store(status);
+}
 
 void onStopSignal(std::function<void(int sig)> cleanup)
 {
@@ -49,9 +61,16 @@ void onStopSignal(std::function<void(int sig)> cleanup)
             cleanupsMutex().lock();
             for (const auto& c : cleanups())
                 c(sig);
-            ::_exit(128 + sig);
+            const int status = exitOverride().load();
+            ::_exit(status >= 0 ? status : 128 + sig);
         }).detach();
     });
+}
+
+void yieldToStopSignal()
+{
+    // The signal thread keeps this lock to the exit once it has taken it.
+    std::lock_guard lock(cleanupsMutex());
 }
 
 } // namespace lockstep::core

@@ -14,4 +14,13 @@ namespace lockstep::core {
 
 void onStopSignal(std::function<void(int sig)> cleanup);
 
+// Called by a process's main before it returns: if a stop signal's cleanups are running, waits for
+// them (the process then exits 128 + signal), so that an ordinary exit never races the signal's
+// and the exit status always says the command was interrupted. Returns at once otherwise.
+void yieldToStopSignal();
+
+// Called from a cleanup: the process exits with `status` instead of 128 + signal (an output that
+// was already whole when the signal came: the command succeeded).
+void setStopExitStatus(int status);
+
 } // namespace lockstep::core
