@@ -175,11 +175,17 @@ core::Result<job::TrainingOptions> withWorkerArgs(const TrainingFlags& given, co
 }
 
 // What this build's lockstep-worker cannot do, known before it starts (it would fail at setup,
-// after the launch, with exit 1): its trainer runs on the CPU only.
+// after the launch, with exit 1): a worker linked to a CPU-only LibTorch trains on the CPU only.
+// (A GPU build's worker says itself, at setup, when no GPU is visible.)
 core::Status checkWorkerCanRun(const job::TrainingOptions& o)
 {
+#ifdef LOCKSTEP_WORKER_CUDA
+    (void)o;
+#else
     if (o.device != "cpu")
-        return core::fail("--device " + o.device + ": lockstep-worker trains on the CPU only in this build");
+        return core::fail("--device " + o.device + ": lockstep-worker trains on the CPU only in this build "
+                          "(scripts/gpu_build.sh builds one for GPUs)");
+#endif
     return {};
 }
 

@@ -14,6 +14,8 @@
 # Python recorder's module for that interpreter (pybind11 3.x). Nothing here needs a GPU.
 # gloo's headers are not in pip's wheel: they come from Debian's libgloo-dev (/usr/include), or
 # from GLOO_INCLUDE (a folder with gloo/ in it, e.g. the package unpacked with dpkg -x).
+# LOCKSTEP_GPU_CMAKE_ARGS adds configure arguments (scripts/gpu_device.sh points CMake at the
+# Debian packages it carries to a machine that lacks them).
 # The last line is `gpu_build: ok torch <version> cuda <version>` or `gpu_build: FAILED: <why>`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +34,7 @@ fail() {
 while [ $# -gt 0 ]; do
   case "$1" in
     --python) PYTHON=${2:?--python needs an interpreter}; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_build: unknown argument '$1' (see --help)"; exit 2 ;;
   esac
 done
@@ -91,7 +93,7 @@ if ! cmake --preset cuda -B "$BUILD" \
       -DCUDAToolkit_ROOT="$CUDA_ROOT" \
       -DCMAKE_CUDA_COMPILER="$CUDA_ROOT/bin/nvcc" \
       -DLOCKSTEP_GLOO_IN_TORCH=ON "${GLOO_FLAGS[@]}" \
-      -DLOCKSTEP_PYTHON="$PYTHON" -Dpybind11_DIR="$PYBIND11_DIR" > "$LOG" 2>&1; then
+      -DLOCKSTEP_PYTHON="$PYTHON" -Dpybind11_DIR="$PYBIND11_DIR" ${LOCKSTEP_GPU_CMAKE_ARGS:-} > "$LOG" 2>&1; then
   grep -E -A4 'CMake Error' "$LOG" | head -40
   fail "cmake --preset cuda (full log: $LOG)"
 fi

@@ -279,6 +279,20 @@ void CuptiCollector::popCorrelation()
     cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
 }
 
+void CuptiCollector::deliverCompleted() { cuptiActivityFlushAll(0); }
+
+core::Status CuptiCollector::setEnabled(bool enabled)
+{
+    for (auto kind : kKinds) {
+        if (kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)
+            continue;
+        if (CUptiResult r = enabled ? cuptiActivityEnable(kind) : cuptiActivityDisable(kind); r != CUPTI_SUCCESS)
+            return core::fail(std::string(enabled ? "cuptiActivityEnable" : "cuptiActivityDisable") + "("
+                              + std::to_string(int(kind)) + "): " + cuptiError(r));
+    }
+    return {};
+}
+
 core::Status CuptiCollector::flush(std::vector<core::Span>& out, const LaneResolver& lane, const Interner& intern)
 {
     if (CUptiResult r = cuptiActivityFlushAll(0); r != CUPTI_SUCCESS)

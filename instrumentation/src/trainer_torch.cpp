@@ -428,6 +428,7 @@ private:
     std::string m_deviceActivityMissing;              // why there is none on a GPU run
 #ifdef LOCKSTEP_HAVE_CUPTI
     CuptiCollector* m_cupti = nullptr; // owned by the recorder (through m_deviceActivity)
+    int m_cuptiAlternate = 0;          // LOCKSTEP_CUPTI_ALTERNATE: blocks of steps with CUPTI on, off, on...
 #endif
     std::atomic<int32_t> m_launchStep{core::kNoStep}; // the step backward's threads tag their work with
     std::thread::id m_trainingThread = std::this_thread::get_id();
@@ -605,6 +606,11 @@ void Trainer::setup()
                 + (m_env.agentStore ? " (torchrun agent store)" : "");
         c.extra["grad_ready"] = "gradient accumulator post-hooks";
         c.extra["allreduce"] = m_reducer->pairwise() ? "pairwise send/recv exchange (world of 2)" : "process group allreduce";
+#ifdef LOCKSTEP_HAVE_CUPTI
+        if (m_cuptiAlternate > 0)
+            c.extra["cupti_alternate"] = std::to_string(m_cuptiAlternate)
+                + " (benchmark: device activity recorded in every other block of this many steps)";
+#endif
 
         ModelLayout layout;
         layout.stageNames = m_model->stageNames;
@@ -887,6 +893,7 @@ void Trainer::selectDevice()
         if (collector) {
             m_cupti = collector->get();
             m_deviceActivity = std::make_unique<CuptiActivity>(std::move(*collector));
+            m_cuptiAlternate = envInt("LOCKSTEP_CUPTI_ALTERNATE", 0);
         } else {
             m_deviceActivityMissing = collector.error().message;
         }
@@ -949,6 +956,12 @@ void Trainer::trainStep(int step)
     if (static_cast<int>(r.micro.size()) < m_o.accumulate)
         r.micro.resize(m_o.accumulate);
     r.start = nowNs();
+#ifdef LOCKSTEP_HAVE_CUPTI
+    // The overhead benchmark (scripts/gpu_device.sh): CUPTI off in every other block of K steps.
+    if (m_cupti && m_cuptiAlternate > 0 && step % m_cuptiAlternate == 0)
+        if (auto s = m_cupti->setEnabled(step / m_cuptiAlternate % 2 == 0); !s)
+            throw std::runtime_error(s.error().message);
+#endif
     m_launchStep.store(step);
     tagPush(step, core::kNoBucket);
     const core::ThreadSchedStat sched0 = core::readThreadSchedStat();
@@ -994,6 +1007,10 @@ void Trainer::trainStep(int step)
     r.loss = lossSum.item<double>() / m_o.accumulate;
     r.end = nowNs();
     tagPop();
+#ifdef LOCKSTEP_HAVE_CUPTI
+    if (m_cupti)
+        m_cupti->deliverCompleted(); // the step's device records, whole, before the next step launches
+#endif
     const core::ThreadSchedStat sched = core::schedStatDelta(sched0, core::readThreadSchedStat());
     r.cpuNs = sched.cpuNs;
     r.runqNs = sched.runqNs;

@@ -66,6 +66,17 @@ public:
     // step (and bucket) comes from the correlation id pushed when it was launched; a span
     // launched outside every step keeps kNoStep and is counted in stats().outsideSteps.
     core::Status flush(std::vector<core::Span>& out, const LaneResolver& lane, const Interner& intern);
+    // Has CUPTI hand over every buffer whose records are all complete (not a forced flush, which
+    // would cut records still running), without converting them. The trainer calls it at the end
+    // of each step, once the step's device work is done and before the next step launches any:
+    // the step's buffers are then all complete, and the writer's flush() finds the whole step
+    // (a flush later, from the writer thread, would find buffers shared with the next step's
+    // running kernels and get nothing back).
+    void deliverCompleted();
+    // Stops (false) or resumes (true) recording kernels, copies and memsets; tags still flow.
+    // For the overhead benchmark only (scripts/gpu_device.sh: CUPTI on and off in one process,
+    // alternated by blocks of steps): a run recorded so is missing device work by design.
+    core::Status setEnabled(bool enabled);
     Stats stats() const;
     // The run diagnostics of what stats() counted (kinds from core/diagnostics.h): "device span
     // launched outside every step" (per span kind) and "device records dropped". Empty when
