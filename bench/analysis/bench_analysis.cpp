@@ -1,6 +1,6 @@
 // Benchmarks of the analyses and the timeline's level of detail on a synthetic run of about
 // 10 million spans (a different size can be given as the first argument).
-// Prints `name: value unit` lines (scripts/bench.sh collects them).
+// Prints `name: value unit` lines.
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/lod.h"
 #include "lockstep/core/synthetic.h"

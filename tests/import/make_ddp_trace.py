@@ -2,7 +2,7 @@
 
 Usage: make_ddp_trace.py OUT_DIR [--world-size N] [--steps S]
 Writes OUT_DIR/rank0.json, OUT_DIR/rank1.json, ... (one Chrome trace per rank) and exits 0.
-Used by tests/import/test_import.cpp with Debian's /usr/bin/python3 (python3-torch 1.13).
+Used by tests/import/test_import_real.cpp with Debian's /usr/bin/python3 (python3-torch 1.13).
 Rendezvous binds to 127.0.0.1 on a free port; everything is bounded by a timeout.
 """
 import argparse
