@@ -30,7 +30,7 @@ int main(int argc, char** argv)
     signal(SIGXFSZ, SIG_IGN);
     CLI::App app{"lockstep — record, analyse and compare data-parallel (DDP) training runs"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", "lockstep 0.1.0");
+    app.set_version_flag("--version", "lockstep " LOCKSTEP_VERSION);
     app.footer(lockstep::app::kExitStatusHelp);
     lockstep::app::registerCoreCommands(app);
     lockstep::app::registerImportCommands(app);

@@ -37,7 +37,7 @@ int main(int argc, char** argv)
     QApplication app(argc, argv);
     QApplication::setOrganizationName(QStringLiteral("Lockstep"));
     QApplication::setApplicationName(QStringLiteral("lockstep-ui"));
-    QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+    QApplication::setApplicationVersion(QStringLiteral(LOCKSTEP_VERSION));
 
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("Lockstep: see how DDP training overlaps communication with computation."));

@@ -15,7 +15,7 @@
 int main(int argc, char** argv)
 {
     CLI::App app{"lockstep-worker — one rank of a recorded DDP training run"};
-    app.set_version_flag("--version", "lockstep-worker 0.1.0");
+    app.set_version_flag("--version", "lockstep-worker " LOCKSTEP_VERSION);
     app.footer(std::string(
                    "Rank and world size come from RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE (torchrun) or\n"
                    "SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID (srun), the rendezvous from\n"

@@ -441,7 +441,7 @@ void MainWindow::showShortcuts()
 void MainWindow::showAbout()
 {
     QMessageBox::about(this, tr("About Lockstep"),
-                       tr("<h3>Lockstep 0.1.0</h3>"
+                       tr("<h3>Lockstep " LOCKSTEP_VERSION "</h3>"
                           "<p>A profiler and visualizer for data-parallel (DDP) training: when backward "
                           "computed each gradient, when each bucket's all-reduce ran, how much of it hid "
                           "behind computation, and which rank held the others back.</p>"

@@ -580,7 +580,7 @@ void TestUiApp::helpWithoutDisplay()
     p.start(LOCKSTEP_UI_EXE, {"--version"});
     QVERIFY(p.waitForFinished(30000));
     QCOMPARE(p.exitCode(), 0);
-    QVERIFY(QString::fromUtf8(p.readAllStandardOutput()).contains("0.1.0"));
+    QVERIFY(QString::fromUtf8(p.readAllStandardOutput()).contains(QStringLiteral(LOCKSTEP_VERSION)));
 }
 
 void TestUiApp::timelinePageSearchSummaryAndRanks()

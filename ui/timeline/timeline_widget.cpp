@@ -1283,11 +1283,6 @@ void TimelineWidget::setRankOrder(RankOrder order)
     emit rowsChanged();
 }
 
-RankOrder TimelineWidget::rankOrder() const
-{
-    return m_impl->order;
-}
-
 void TimelineWidget::revealRank(int run, int rank)
 {
     auto& d = *m_impl;

@@ -124,7 +124,6 @@ public:
     bool isCollapsed(int run, int rank) const;
     void setAllCollapsed(bool collapsed);
     void setRankOrder(RankOrder order);
-    RankOrder rankOrder() const;
     // Expands the rank and scrolls its rows into view.
     void revealRank(int run, int rank);
     int scrollOffset() const;
