@@ -9,6 +9,7 @@
 #include "lockstep/core/output_file.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/run_diff.h"
 
 #include <CLI/CLI.hpp>
 
@@ -27,6 +28,9 @@ struct CoreArgs {
     std::vector<std::string> shards;
     std::string mergeOut;
     bool force = false;
+    std::string diffA;
+    std::string diffB;
+    size_t diffTop = 10;
 };
 
 int fail(const std::string& message)
@@ -46,6 +50,20 @@ int runReport(const CoreArgs& a)
         std::cout << '\n';
     std::cout.flush();
     return std::cout ? 0 : fail("writing the report failed");
+}
+
+int runDiff(const CoreArgs& a)
+{
+    auto first = core::loadRun(a.diffA);
+    if (!first)
+        return fail(first.error().message);
+    auto second = core::loadRun(a.diffB);
+    if (!second)
+        return fail(second.error().message);
+    const core::RunDiff diff = core::diffRuns(*first, *second, core::DiffOptions{.topSpans = a.diffTop});
+    std::cout << (a.json ? core::diffJson(diff) + "\n" : core::diffText(diff));
+    std::cout.flush();
+    return std::cout ? 0 : fail("writing the diff failed");
 }
 
 int runExport(const CoreArgs& a)
@@ -104,6 +122,16 @@ void registerCoreCommands(CLI::App& app)
     exp->add_flag("--force,-f", args->exportForce, "replace the output if it exists");
     exp->callback([args] { exitStatus() = runExport(*args); });
     exp->footer(kExitStatusHelp);
+
+    CLI::App* diff = app.add_subcommand("diff", "What changed from run A to run B: the configuration fields that "
+                                                "differ, the parts of the step that moved beyond noise, the spans "
+                                                "whose time changed most");
+    diff->add_option("A", args->diffA, "the baseline run database (.db)")->required();
+    diff->add_option("B", args->diffB, "the run to compare with it")->required();
+    diff->add_flag("--json", args->json, "print the diff as JSON (schema lockstep.diff/1, docs/report-json.md)");
+    diff->add_option("--top", args->diffTop, "spans listed in each list")->check(CLI::Range(1, 1000))->capture_default_str();
+    diff->callback([args] { exitStatus() = runDiff(*args); });
+    diff->footer(kExitStatusHelp);
 
     CLI::App* merge = app.add_subcommand("merge", "Merge rank shards into one run database");
     merge->add_option("SHARD", args->shards, "shard run databases")->required();

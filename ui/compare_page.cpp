@@ -3,13 +3,17 @@
 
 #include "timeline/timeline_widget.h"
 
+#include "lockstep/core/run_diff.h"
+
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QPushButton>
 #include <QSpinBox>
 #include <QLabel>
+#include <QFontDatabase>
 #include <QListWidget>
+#include <QPlainTextEdit>
 #include <QScrollBar>
 #include <QSet>
 #include <QSplitter>
@@ -27,7 +31,14 @@ ComparePage::ComparePage(QWidget* parent)
     , m_hint(new QLabel(this))
     , m_baseline(new QComboBox(this))
     , m_align(new QSpinBox(this))
+    , m_changes(new QPlainTextEdit(this))
 {
+    m_changes->setReadOnly(true);
+    m_changes->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+    m_changes->setLineWrapMode(QPlainTextEdit::NoWrap);
+    m_changes->setObjectName(QStringLiteral("whatChanged"));
+    m_changes->setToolTip(tr("What changed from the baseline to each run: the settings that differ, the parts of "
+                             "the step that moved beyond noise, the spans whose time changed most (lockstep diff)"));
     m_list->setToolTip(tr("Check two or more open runs to compare them"));
     m_list->setMaximumWidth(220);
     m_table->setModel(m_model);
@@ -40,7 +51,10 @@ ComparePage::ComparePage(QWidget* parent)
     m_baseline->setToolTip(tr("The run the others are compared with"));
     m_baseline->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     m_baseline->setMinimumContentsLength(12);
-    connect(m_baseline, &QComboBox::activated, this, [this](int i) { m_model->setBaseline(i); });
+    connect(m_baseline, &QComboBox::activated, this, [this](int i) {
+        m_model->setBaseline(i);
+        updateChanges();
+    });
     m_align->setRange(-1, 1'000'000);
     m_align->setSpecialValueText(tr("first steady step"));
     m_align->setPrefix(tr("step "));
@@ -69,6 +83,7 @@ ComparePage::ComparePage(QWidget* parent)
     auto* right = new QSplitter(Qt::Vertical, this);
     right->addWidget(m_timeline);
     right->addWidget(m_table);
+    right->addWidget(m_changes);
     right->setStretchFactor(0, 1);
     right->setStretchFactor(1, 0);
     right->setCollapsible(0, false);
@@ -170,6 +185,27 @@ void ComparePage::refresh()
                      + m_table->horizontalScrollBar()->sizeHint().height();
     m_table->setFixedHeight(std::max(height, 60));
     m_hint->setVisible(m_compared.size() < 2);
+    updateChanges();
+}
+
+void ComparePage::updateChanges()
+{
+    const int baseline = m_baseline->currentIndex();
+    if (m_compared.size() < 2 || baseline < 0 || size_t(baseline) >= m_compared.size()) {
+        m_changes->setPlainText(tr("Check two runs to see what changed between them."));
+        return;
+    }
+    const LoadedRun& base = *m_compared[size_t(baseline)];
+    std::string text;
+    for (size_t i = 0; i < m_compared.size(); ++i) {
+        if (int(i) == baseline)
+            continue;
+        const LoadedRun& other = *m_compared[i];
+        if (!text.empty())
+            text += "\n\n";
+        text += core::diffText(core::diffRuns(*base.run, *base.analysis, *other.run, *other.analysis));
+    }
+    m_changes->setPlainText(QString::fromStdString(text));
 }
 
 } // namespace lockstep::ui

@@ -1,6 +1,7 @@
 // The Compare page: two or more open runs stacked on one time axis (one TimelineWidget, so zoom
 // and pan are shared and steps aligned by the widget, on the first steady step or a chosen one)
-// and their metrics side by side against a chosen baseline.
+// and their metrics side by side against a chosen baseline, and what changed from the baseline to
+// each run: configuration, the parts of the step that moved beyond noise, the spans that grew most.
 #pragma once
 
 #include "compare_model.h"
@@ -12,6 +13,7 @@
 
 class QComboBox;
 class QListWidget;
+class QPlainTextEdit;
 class QSpinBox;
 class QTableView;
 class QLabel;
@@ -37,10 +39,13 @@ public:
     QListWidget* runList() const { return m_list; }
     QComboBox* baselineBox() const { return m_baseline; }
     QSpinBox* alignBox() const { return m_align; }
+    // "What changed": core's diff (core/run_diff.h) of each compared run against the baseline.
+    QPlainTextEdit* changesView() const { return m_changes; }
     void uncheckAll();
 
 private:
     void refresh();
+    void updateChanges();
 
     std::vector<LoadedRunPtr> m_open;
     std::vector<LoadedRunPtr> m_compared;
@@ -51,6 +56,7 @@ private:
     QLabel* m_hint;
     QComboBox* m_baseline;
     QSpinBox* m_align; // -1: the first steady step of each run
+    QPlainTextEdit* m_changes;
 };
 
 } // namespace lockstep::ui

@@ -4,6 +4,7 @@
 #include "test_support.h"
 
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/run_diff.h"
 #include "lockstep/core/run_db.h"
 
 #include <gtest/gtest.h>
@@ -293,6 +294,45 @@ TEST_F(Launcher, StragglerIsNamed)
         << "candidate " << e.candidate << ", late " << e.stepsLate << " of " << e.steadySteps << " (chance " << e.chance
         << "), wait " << e.waitFraction * 100 << "%, above " << e.latenessAboveOthersNs * 1e-6 << " ms, floor "
         << e.noiseFloorNs * 1e-6 << " ms";
+}
+
+// Issue 28: `lockstep diff` says what changed. Clean against `--straggler 1:30` (30 ms of CPU
+// work at the start of rank 1's backward): the changed setting is named first, and the work that
+// grew most is rank 1's first backward segment; the waits it caused on rank 0 are listed apart.
+TEST_F(Launcher, DiffNamesTheChangedSettingAndTheGrownSpanFirst)
+{
+    const std::string clean = path("diff-clean.db");
+    const std::string slow = path("diff-straggler.db");
+    ASSERT_EQ(test::lockstep(cat({"run", "--nproc", "2", "--out", clean}, smallModel(10))).exitCode, 0);
+    ASSERT_EQ(test::lockstep(cat({"run", "--nproc", "2", "--out", slow, "--straggler", "1:30"}, smallModel(10))).exitCode, 0);
+    const core::RunDiff d = core::diffRuns(load(clean), load(slow));
+    ASSERT_FALSE(d.config.empty());
+    EXPECT_EQ(d.config.front().field, "straggler");
+    EXPECT_TRUE(d.config.front().signature);
+    EXPECT_EQ(d.config.front().b, "1:30");
+    for (const core::ConfigChange& c : d.config)
+        EXPECT_TRUE(c.field == "straggler" || !c.signature) << "setting " << c.field << " did not change";
+    ASSERT_FALSE(d.work.empty());
+    EXPECT_EQ(d.work.front().rank, 1);
+    EXPECT_EQ(d.work.front().kind, core::SpanKind::Backward);
+    EXPECT_GT(d.work.front().deltaMs, 20.0) << d.work.front().name;
+    ASSERT_FALSE(d.parts.empty());
+    EXPECT_EQ(d.parts.front().part, "step time");
+    EXPECT_TRUE(d.parts.front().moved) << d.parts.front().deltaMs << " ms, noise " << d.parts.front().noiseMs;
+    ASSERT_FALSE(d.waits.empty());
+    EXPECT_EQ(d.waits.front().rank, 0) << "the late rank's partner waits";
+    // The command line gives the same, as text and as JSON.
+    const test::Outcome text = test::lockstep({"diff", clean, slow});
+    ASSERT_EQ(text.exitCode, 0) << text.describe();
+    EXPECT_TRUE(contains(text.out, "straggler: (none) -> 1:30")) << text.out;
+    const test::Outcome json = test::lockstep({"diff", clean, slow, "--json"});
+    ASSERT_EQ(json.exitCode, 0) << json.describe();
+    EXPECT_TRUE(contains(json.out, "\"schema\":\"lockstep.diff/1\"")) << json.out;
+    // A file that is not a run: a clear error, exit 1.
+    test::writeFile(path("not-a-run.db"), "hello");
+    const test::Outcome bad = test::lockstep({"diff", clean, path("not-a-run.db")});
+    EXPECT_EQ(bad.exitCode, 1);
+    EXPECT_FALSE(bad.err.empty());
 }
 
 TEST_F(Launcher, SlowLinkExposesMoreCommunication)

@@ -3,6 +3,8 @@
 // runs, keyboard shortcuts, and `lockstep-ui --screenshot` for every view (the real binary).
 #include "charts_page.h"
 #include "compare_page.h"
+
+#include <QPlainTextEdit>
 #include "format.h"
 #include "ranks_page.h"
 #include "summary_panel.h"
@@ -331,6 +333,13 @@ void TestUiApp::compareTwoRuns()
     QVERIFY2(diff.startsWith("+") && diff.contains(" ms (+") && diff.endsWith("%)"), qPrintable(diff));
     QVERIFY(model->index(CompareModel::Comm, 3).data(Qt::ForegroundRole).isValid());
     QCOMPARE(model->index(CompareModel::Stragglers, 2).data().toString(), QString("rank 1"));
+    // What changed (core's diff, baseline alpha -> beta): the bucket cap first among the settings,
+    // the parts of the step, the straggler verdicts, the spans that changed.
+    const QString changes = page->changesView()->toPlainText();
+    QVERIFY2(changes.contains("What changed in the configuration"), qPrintable(changes));
+    QVERIFY2(changes.contains("bucket_cap_bytes: 26214400 -> 4194304"), qPrintable(changes));
+    QVERIFY2(changes.contains("straggler: none -> rank 1"), qPrintable(changes));
+    QVERIFY2(changes.contains("Work whose time changed most"), qPrintable(changes));
     // Unchecking one leaves a single run: no difference columns.
     page->setChecked({QFileInfo(m_runA).absoluteFilePath()});
     QCOMPARE(int(page->comparedRuns().size()), 1);
