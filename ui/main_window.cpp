@@ -375,9 +375,14 @@ QList<QPair<QColor, QString>> MainWindow::colourLegend()
         {palette::spanKindColor(SpanKind::Wait), tr("wait for buckets: the training thread blocked at the end of backward")},
     };
     for (int b = 0; b < palette::kBucketColorCount; ++b)
-        out.append({palette::bucketColor(b), tr("all-reduce of bucket %1 (the colours repeat every %2 buckets)")
-                                                 .arg(b)
-                                                 .arg(palette::kBucketColorCount)});
+        out.append({palette::bucketColor(b),
+                    tr("all-reduce of bucket %1, and of buckets %2, %3, %4 with diagonal lines, dots, horizontal "
+                       "lines over the colour (%5 buckets told apart before anything repeats)")
+                        .arg(b)
+                        .arg(b + palette::kBucketColorCount)
+                        .arg(b + 2 * palette::kBucketColorCount)
+                        .arg(b + 3 * palette::kBucketColorCount)
+                        .arg(palette::kBucketStyleCount)});
     out += {
         {palette::spanKindColor(SpanKind::Kernel), tr("GPU kernel (compute)")},
         {palette::spanKindColor(SpanKind::Memcpy), tr("memcpy; also memory only in the breakdowns")},

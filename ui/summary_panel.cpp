@@ -7,6 +7,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPainter>
+#include <QPixmap>
 #include <QSortFilterProxyModel>
 #include <QTableView>
 #include <QTextDocument>
@@ -162,8 +163,20 @@ QVariant BucketTableModel::data(const QModelIndex& index, int role) const
     }
     if (role == Qt::TextAlignmentRole)
         return index.column() == Bucket ? int(Qt::AlignLeft | Qt::AlignVCenter) : int(Qt::AlignRight | Qt::AlignVCenter);
-    if (role == Qt::BackgroundRole && index.column() == Bucket)
-        return palette::bucketColor(b.bucket);
+    if (role == Qt::BackgroundRole && index.column() == Bucket) {
+        // The colour key: the bucket's colour, and past the sixth bucket its pattern over it, as
+        // the timeline draws its all-reduces.
+        const QColor fill = palette::bucketColor(b.bucket);
+        const Qt::BrushStyle pattern = palette::bucketPattern(b.bucket);
+        if (pattern == Qt::NoBrush)
+            return fill;
+        QPixmap tile(16, 16);
+        tile.fill(fill);
+        QPainter painter(&tile);
+        painter.fillRect(tile.rect(), QBrush(palette::patternInk(fill), pattern));
+        painter.end();
+        return QBrush(tile);
+    }
     if (role == Qt::ForegroundRole && index.column() == Bucket)
         return palette::textOn(palette::bucketColor(b.bucket));
     if (role == Qt::ToolTipRole) {

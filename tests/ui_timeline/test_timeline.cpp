@@ -1361,6 +1361,14 @@ void TestTimeline::paletteSafeForColourBlindness()
             QVERIFY2(minDistance(ui::palette::bucketColor(a), s) >= kMin,
                      qPrintable(QStringLiteral("bucket %1 vs %2").arg(a).arg(s.name())));
     }
+    // Past six buckets the pattern tells them apart: 24 buckets, each its own colour and pattern.
+    for (int a = 0; a < ui::palette::kBucketStyleCount; ++a)
+        for (int b = a + 1; b < ui::palette::kBucketStyleCount; ++b)
+            QVERIFY2(ui::palette::bucketColor(a) != ui::palette::bucketColor(b)
+                         || ui::palette::bucketPattern(a) != ui::palette::bucketPattern(b),
+                     qPrintable(QStringLiteral("buckets %1 and %2 look the same").arg(a).arg(b)));
+    QCOMPARE(ui::palette::bucketPattern(0), Qt::NoBrush);
+    QVERIFY(ui::palette::bucketPattern(6) != Qt::NoBrush);
     // The three signal colours differ from each other as much.
     QVERIFY(minDistance(ui::palette::overlappedColor(), ui::palette::exposedColor()) >= kMin);
     QVERIFY(minDistance(ui::palette::overlappedColor(), ui::palette::stragglerColor()) >= kMin);

@@ -54,6 +54,7 @@ struct DrawArrow {
 struct DrawSpan {
     QRectF rect;
     QColor color;
+    Qt::BrushStyle pattern = Qt::NoBrush; // drawn over `color` (buckets past the sixth)
     int row = 0;          // index into the widget's rows
     int run = 0;
     uint32_t lane = 0;

@@ -35,6 +35,27 @@ QColor bucketColor(int bucket)
     return QColor(kColors[bucket % kBucketColorCount]);
 }
 
+Qt::BrushStyle bucketPattern(int bucket)
+{
+    if (bucket < 0)
+        return Qt::NoBrush;
+    static const Qt::BrushStyle kPatterns[] = {Qt::NoBrush, Qt::BDiagPattern, Qt::Dense6Pattern, Qt::HorPattern};
+    return kPatterns[(bucket / kBucketColorCount) % 4];
+}
+
+const char* bucketPatternName(int bucket)
+{
+    static const char* kNames[] = {"", "diagonal lines", "dots", "horizontal lines"};
+    return bucket < 0 ? "" : kNames[(bucket / kBucketColorCount) % 4];
+}
+
+QColor patternInk(QColor fill)
+{
+    QColor ink = textOn(fill);
+    ink.setAlpha(150);
+    return ink;
+}
+
 QColor spanColor(const core::Span& span)
 {
     if (core::isCommunication(span.kind) && span.bucket >= 0)

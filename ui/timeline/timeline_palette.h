@@ -8,7 +8,9 @@
 // folded grey and the background, differ by at least 25 CIELAB units for normal vision and as
 // seen with protanopia and deuteranopia (Machado et al. 2009 simulation; the test recomputes it).
 // Six, not ten: no larger set found keeps that distance, and neighbouring buckets are what must
-// differ (labels name the bucket anyway). Folded groups ("N spans too small to show") are one
+// differ (labels name the bucket anyway). Past six, a pattern drawn over the colour tells the
+// rounds apart (none, diagonal lines, dots, horizontal lines): 24 buckets, each its own colour and
+// pattern, before anything repeats. Folded groups ("N spans too small to show") are one
 // neutral grey: a fold of several buckets or kinds has no one colour to show.
 #pragma once
 
@@ -22,6 +24,14 @@ QColor spanKindColor(core::SpanKind kind);
 // Bucket b's colour (cycled). Negative indices get the plain communication colour.
 QColor bucketColor(int bucket);
 inline constexpr int kBucketColorCount = 6;
+// Bucket b's pattern over its colour (Qt::NoBrush for the first six); with bucketColor, distinct
+// for kBucketStyleCount buckets.
+Qt::BrushStyle bucketPattern(int bucket);
+inline constexpr int kBucketStyleCount = 24;
+// What the pattern is called in legends ("", "diagonal lines", "dots", "horizontal lines").
+const char* bucketPatternName(int bucket);
+// The pattern's ink over a fill: the fill's text colour, half transparent.
+QColor patternInk(QColor fill);
 // A span's fill: buckets by bucket index, everything else by kind.
 QColor spanColor(const core::Span& span);
 

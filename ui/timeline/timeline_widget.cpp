@@ -427,6 +427,8 @@ void TimelineWidget::Impl::buildTimeArea(TimelineDrawList& list, const QFontMetr
             d.maxDuration = it.maxDuration;
             const core::Span& s = run.spans[d.span];
             d.color = it.count == 1 ? palette::spanColor(s) : palette::foldedColor();
+            if (it.count == 1 && core::isCommunication(s.kind))
+                d.pattern = palette::bucketPattern(s.bucket);
             list.spans.push_back(d);
             if (px1 - px0 < kMinLabelPx)
                 continue;
@@ -1448,8 +1450,11 @@ void TimelineWidget::paintEvent(QPaintEvent*)
     // The time area.
     p.setClipRect(QRect(kGutterWidth, kRulerHeight, rightX - kGutterWidth, h - kRulerHeight));
     paintLines(p, list.stepLines);
-    for (const DrawSpan& s : list.spans)
+    for (const DrawSpan& s : list.spans) {
         fillRect(p, s.rect, s.color);
+        if (s.pattern != Qt::NoBrush)
+            p.fillRect(s.rect, QBrush(palette::patternInk(s.color), s.pattern));
+    }
     paintTexts(p, list.spanLabels, fonts);
     paintFills(p, list.ticks);
     paintFills(p, list.strips);
