@@ -6,6 +6,7 @@
 #include "commands.h"
 
 #include "lockstep/core/chrome_export.h"
+#include "lockstep/core/kernels.h"
 #include "lockstep/core/output_file.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
@@ -23,6 +24,7 @@ namespace {
 struct CoreArgs {
     std::string run;
     bool json = false;
+    bool kernels = false;
     std::string chromeOut;
     bool exportForce = false;
     std::vector<std::string> shards;
@@ -45,7 +47,18 @@ int runReport(const CoreArgs& a)
     if (!run)
         return fail(run.error().message);
     const core::RunAnalysis analysis = core::analyze(*run);
-    std::cout << (a.json ? core::reportJson(*run, analysis) : core::reportText(*run, analysis));
+    if (!a.kernels) {
+        std::cout << (a.json ? core::reportJson(*run, analysis) : core::reportText(*run, analysis));
+    } else if (a.json) {
+        // The report's object with one more key: "kernels", every row of the kernel table.
+        std::string json = core::reportJson(*run, analysis);
+        if (json.empty() || json.back() != '}')
+            return fail("the report's JSON is not an object");
+        json.pop_back();
+        std::cout << json << ",\"kernels\":" << core::kernelTableJson(core::kernelTable(*run, analysis)) << '}';
+    } else {
+        std::cout << core::reportText(*run, analysis) << '\n' << core::kernelTableText(core::kernelTable(*run, analysis));
+    }
     if (a.json)
         std::cout << '\n';
     std::cout.flush();
@@ -112,6 +125,9 @@ void registerCoreCommands(CLI::App& app)
     report->add_flag("--json", args->json,
                      "print the full report as JSON: run summary, per rank, per (rank, step), per step "
                      "straggler and per (step, bucket); schema in docs/report-json.md (schema_version 2)");
+    report->add_flag("--kernels", args->kernels,
+                     "also list the device kernels by name, largest total first: count, time per step, mean, share of "
+                     "the step, category (with --json: a \"kernels\" array of every one)");
     report->callback([args] { exitStatus() = runReport(*args); });
     report->footer(kExitStatusHelp);
 

@@ -22,7 +22,7 @@ namespace lockstep::ui {
 
 QStringList screenshotViews()
 {
-    return {"timeline", "summary", "ranks", "charts", "compare", "browser", "launch", "whatif"};
+    return {"timeline", "summary", "kernels", "ranks", "charts", "compare", "browser", "launch", "whatif"};
 }
 
 bool imageHasContent(const QImage& image, int minColors)
@@ -59,14 +59,16 @@ bool waitForWhatIf(WhatIfPanel* panel)
 
 int viewPage(const QString& view)
 {
-    // View name -> page; "summary" is the Timeline page with its Summary tab in front.
+    // View name -> page; "summary" and "kernels" are the Timeline page with that tab in front.
     static const QStringList views{"browser", "timeline", "ranks", "charts", "compare", "launch", "whatif"};
-    return view == QLatin1String("summary") ? int(MainWindow::TimelinePageIndex) : int(views.indexOf(view));
+    return view == QLatin1String("summary") || view == QLatin1String("kernels") ? int(MainWindow::TimelinePageIndex)
+                                                                                : int(views.indexOf(view));
 }
 
 int renderScreenshot(const ScreenshotOptions& options, QString* error)
 {
     const bool summary = options.view == QLatin1String("summary");
+    const bool kernels = options.view == QLatin1String("kernels");
     const int page = viewPage(options.view);
     auto fail = [&](const QString& message) {
         if (error)
@@ -117,8 +119,10 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
     // The side panel shows the summary for the summary view and the selection's details for
     // the timeline view (focusStep selected a bucket).
     if (page == MainWindow::TimelinePageIndex)
-        window.timelinePage()->showSideTab(summary || options.step < 0 ? TimelinePage::SummaryTab : TimelinePage::DetailsTab);
-    if (summary)
+        window.timelinePage()->showSideTab(kernels                        ? TimelinePage::KernelsTab
+                                           : summary || options.step < 0 ? TimelinePage::SummaryTab
+                                                                         : TimelinePage::DetailsTab);
+    if (summary || kernels)
         window.timelinePage()->setSideWidth(options.size.width() * 45 / 100);
     if (options.step >= 0 && page == MainWindow::ComparePageIndex)
         window.comparePage()->timeline()->zoomToStep(options.step);

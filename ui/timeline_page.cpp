@@ -1,5 +1,6 @@
 // Timeline page (see timeline_page.h).
 #include "timeline_page.h"
+#include "kernel_panel.h"
 
 #include "format.h"
 #include "step_box.h"
@@ -73,6 +74,7 @@ TimelinePage::TimelinePage(QWidget* parent)
     , m_timeline(new TimelineWidget(this))
     , m_summary(new SummaryPanel(this))
     , m_details(new SpanDetailsPanel(this))
+    , m_kernels(new KernelPanel(this))
     , m_replay(new ReplayController(this))
     , m_side(new QTabWidget(this))
     , m_step(new StepBox(this))
@@ -170,6 +172,14 @@ TimelinePage::TimelinePage(QWidget* parent)
     detailsSide->setStretchFactor(1, 2);
     m_side->addTab(m_summary, tr("Summary"));
     m_side->addTab(detailsSide, tr("Details"));
+    m_side->addTab(m_kernels, tr("Kernels"));
+    m_side->setTabToolTip(2, tr("Which kernels take the step: device work by name, count, time, share"));
+    // A kernel's row finds its launches in the timeline (the search outlines them; Enter steps on).
+    connect(m_kernels, &KernelPanel::kernelActivated, this, [this](const QString& name) {
+        m_search->setText(name);
+        runSearch();
+        nextMatch();
+    });
     m_side->setMinimumWidth(260);
     m_split = new QSplitter(Qt::Horizontal, this);
     auto* split = m_split;
@@ -233,9 +243,17 @@ bool TimelinePage::eventFilter(QObject* watched, QEvent* event)
 
 void TimelinePage::setRun(LoadedRunPtr run)
 {
+    const bool other = !m_run || !run || m_run->path != run->path;
     m_run = std::move(run);
     m_replay->stop();
     m_summary->setRun(m_run);
+    m_kernels->setRun(m_run);
+    if (other) {
+        // What belongs to the run before: its search, its selection's details.
+        m_search->clear();
+        runSearch();
+        m_details->clear();
+    }
     if (!m_run) {
         m_bucketStates->setRun(nullptr);
         m_timeline->setRuns({});
@@ -279,6 +297,7 @@ void TimelinePage::updateLiveRun(LoadedRunPtr run)
     m_bucketStates->setRun(m_run->run);
     m_bucketStates->setStep(m_step->value());
     m_summary->setRun(m_run);
+    m_kernels->setRun(m_run);
 }
 
 void TimelinePage::announce(const QString& text)

@@ -21,6 +21,7 @@ class QToolButton;
 namespace lockstep::ui {
 
 class BucketStatusView;
+class KernelPanel;
 class ReplayBar;
 class ReplayController;
 class SpanDetailsPanel;
@@ -41,6 +42,7 @@ public:
     TimelineWidget* timeline() const { return m_timeline; }
     SummaryPanel* summaryPanel() const { return m_summary; }
     SpanDetailsPanel* detailsPanel() const { return m_details; }
+    KernelPanel* kernelPanel() const { return m_kernels; }
     ReplayController* replay() const { return m_replay; }
     ReplayBar* replayBar() const { return m_replayBar; }
     BucketStatusView* bucketStates() const { return m_bucketStates; }
@@ -57,7 +59,7 @@ public:
     void focusStep(int step, double replayFraction = 0.5);
     // Shows `rank` (expanded, scrolled to) and, when step >= 0, zooms to the step.
     void jumpTo(int rank, int step);
-    enum SideTab { SummaryTab, DetailsTab };
+    enum SideTab { SummaryTab, DetailsTab, KernelsTab };
     void showSideTab(SideTab tab);
     // Width of the summary / details side panel, pixels (the summary screenshot widens it).
     void setSideWidth(int width);
@@ -86,6 +88,7 @@ private:
     TimelineWidget* m_timeline;
     SummaryPanel* m_summary;
     SpanDetailsPanel* m_details;
+    KernelPanel* m_kernels;
     ReplayController* m_replay;
     ReplayBar* m_replayBar;
     BucketStatusView* m_bucketStates;

@@ -5,6 +5,7 @@
 // pure parts (argument lists, progress lines, shard discovery).
 #include "compare_model.h"
 #include "format.h"
+#include "kernel_panel.h"
 #include "launch_panel.h"
 #include "ranks_page.h"
 #include "summary_panel.h"
@@ -14,6 +15,8 @@
 #include "ui_test_support.h"
 
 #include <QAbstractItemModelTester>
+#include <QComboBox>
+#include <QLabel>
 #include <QImage>
 #include <QTableView>
 #include <QDir>
@@ -23,6 +26,8 @@
 #include <QTest>
 
 #include <cmath>
+
+#include "lockstep/core/run_db.h"
 
 using namespace lockstep;
 using namespace lockstep::ui;
@@ -44,6 +49,7 @@ private slots:
     void hugeWorldSizeOpensWithoutRunawayMemory();
     void launchArguments();
     void liveFilesFindShards();
+    void kernelTableOfADeviceRun();
 
 private:
     QTemporaryDir m_dir;
@@ -514,4 +520,73 @@ void TestUiModels::liveFilesFindShards()
 }
 
 QTEST_MAIN(TestUiModels)
+// The Kernels tab on a device run written to a real run file: one rank, steps 0-3 (step 0 warm-up),
+// per step two 1 ms "gemm" kernels, one 0.5 ms "relu" and a 0.25 ms copy, in a 4 ms step.
+// Hand-derived: gemm 2 per step, 2 ms per step, 50 % of the step; relu 0.5 ms, 12.5 %.
+void TestUiModels::kernelTableOfADeviceRun()
+{
+    core::Run run;
+    run.config.name = "gpu-kernels";
+    run.config.worldSize = 1;
+    run.config.device = "cuda";
+    run.config.warmupSteps = 1;
+    run.config.status = core::RunStatus::Completed;
+    run.ranks.push_back(core::RankInfo{.rank = 0, .host = "h", .device = "cuda:0"});
+    run.lanes.push_back(core::Lane{.id = {0}, .rank = 0, .kind = core::LaneKind::Compute, .name = "compute"});
+    run.lanes.push_back(core::Lane{.id = {1}, .rank = 0, .kind = core::LaneKind::GpuStream, .device = 0, .stream = 7,
+                                   .name = "stream 7"});
+    const core::StringId gemm = run.strings.intern("gemm");
+    const core::StringId relu = run.strings.intern("relu");
+    const core::StringId copy = run.strings.intern("Memcpy HtoD");
+    const core::StringId fwd = run.strings.intern("forward");
+    constexpr core::TimeNs ms = 1'000'000;
+    for (int32_t step = 0; step < 4; ++step) {
+        const core::TimeNs t = 1'000 * ms + step * 4 * ms;
+        run.steps.push_back(core::Step{.rank = 0, .step = step, .start = t, .end = t + 4 * ms, .samples = 8});
+        run.spans.push_back(core::Span{.start = t, .end = t + 3 * ms, .lane = {0}, .name = fwd, .step = step,
+                                       .kind = core::SpanKind::Forward});
+        run.spans.push_back(core::Span{.start = t, .end = t + ms, .lane = {1}, .name = gemm, .step = step, .kind = core::SpanKind::Kernel});
+        run.spans.push_back(core::Span{.start = t + ms, .end = t + 2 * ms, .lane = {1}, .name = gemm, .step = step,
+                                       .kind = core::SpanKind::Kernel});
+        run.spans.push_back(core::Span{.start = t + 2 * ms, .end = t + 2 * ms + ms / 2, .lane = {1}, .name = relu,
+                                       .step = step, .kind = core::SpanKind::Kernel});
+        run.spans.push_back(core::Span{.start = t + 3 * ms, .end = t + 3 * ms + ms / 4, .bytes = 1 << 20, .lane = {1},
+                                       .name = copy, .step = step, .kind = core::SpanKind::Memcpy});
+    }
+    run.normalize();
+    const QString path = m_dir.filePath("gpu-kernels.db");
+    QVERIFY(core::saveRun(run, path.toStdString(), core::RunWriter::Mode::Overwrite).has_value());
+    auto loaded = loadAndAnalyze(path);
+    QVERIFY2(loaded, loaded ? "" : loaded.error().message.c_str());
+    KernelPanel panel;
+    QAbstractItemModelTester tester(panel.model(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    panel.setRun(*loaded);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    const auto& rows = panel.model()->rows();
+    QCOMPARE(int(rows.size()), 3);
+    QCOMPARE(QString::fromStdString(rows[0].name), QString("gemm"));
+    QCOMPARE(rows[0].countPerStep, 2.0);
+    QCOMPARE(rows[0].totalMsPerStep, 2.0);
+    const double step = (*loaded)->summary().stepTimeMs;
+    QVERIFY2(std::abs(rows[0].shareOfStep - 2.0 / step) < 1e-9, qPrintable(QString::number(step)));
+    QCOMPARE(QString::fromStdString(rows[1].name), QString("relu"));
+    QCOMPARE(rows[1].meanMs, 0.5);
+    QCOMPARE(rows[2].category, core::SpanCategory::Memory);
+    QCOMPARE(panel.rankBox()->count(), 2); // all ranks, rank 0
+    // Activating the top row names the kernel (the timeline page searches for it).
+    QSignalSpy activated(&panel, &KernelPanel::kernelActivated);
+    panel.table()->setFocus();
+    panel.table()->setCurrentIndex(panel.table()->model()->index(0, 0));
+    QTest::keyClick(panel.table(), Qt::Key_Return);
+    QCOMPARE(activated.count(), 1);
+    QCOMPARE(activated.at(0).at(0).toString(), QString("gemm"));
+    // A CPU run has none, and says so.
+    auto cpu = loadAndAnalyze(m_runA);
+    QVERIFY(cpu);
+    panel.setRun(*cpu);
+    QCOMPARE(panel.model()->rowCount(), 0);
+    QVERIFY(panel.hint()->text().contains("no device work"));
+}
+
 #include "test_ui_models.moc"
