@@ -101,7 +101,7 @@ build() {
   # Every carried library's headers must have come from the sysroot: on this machine a header
   # taken from /usr/include instead would be missing on the GPU machine.
   local leaked
-  leaked=$(find "$BUILD" -name '*.o.d' -print0 | xargs -0 grep -ohE '/usr/include/(sqlite3\.h|simdjson\.h|zlib\.h|rapidjson/[^ ]+|CLI/[^ ]+|gloo/[^ ]+)' | sort -u | head -5)
+  leaked=$(find "$BUILD" -name '*.o.d' -print0 | xargs -0 grep -ohE '(^| )/usr/include/(sqlite3\.h|simdjson\.h|zlib\.h|rapidjson/[^ ]+|CLI/[^ ]+|gloo/[^ ]+)' | sort -u | head -5)
   if [ -n "$leaked" ]; then echo "gpu_device: headers read from this machine, not the sysroot: $leaked"; return 1; fi
 }
 
