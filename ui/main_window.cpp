@@ -1,6 +1,8 @@
 // Main window (see main_window.h).
 #include "main_window.h"
 
+#include <algorithm>
+
 #include "charts_page.h"
 #include "compare_page.h"
 #include "format.h"
@@ -118,6 +120,14 @@ MainWindow::MainWindow(const Options& options)
     connect(m_pageList, &QListWidget::currentRowChanged, this, [this](int row) {
         if (row == WhatIfPageIndex)
             m_whatif->setRun(m_current);
+        // Runs selected on the Runs page are the ones Charts and Compare show.
+        if (row == ChartsPageIndex || row == ComparePageIndex) {
+            QStringList selected;
+            for (const QString& p : m_browser->selectedPaths())
+                selected << QFileInfo(p).absoluteFilePath();
+            if (selected.size() >= 2 && selected != m_compareSet)
+                pickRuns(selected, row);
+        }
     });
     // "Run it": the real run of the predicted configuration, through the Launch panel.
     connect(m_whatif, &WhatIfPanel::runRequested, this, [this](const LaunchSettings& settings) {
@@ -165,20 +175,16 @@ MainWindow::MainWindow(const Options& options)
         }
         addRun(run);
         if (m_comparePending.removeAll(path) > 0) {
-            if (m_comparePending.isEmpty()) {
-                m_compare->setChecked(m_compareSet);
-                showPage(ComparePageIndex);
-            }
+            if (m_comparePending.isEmpty())
+                applyPicked();
             return;
         }
         showPage(TimelinePageIndex);
     });
     connect(m_loader, &RunLoader::loadFailed, this, [this](const QString& path, const QString& message) {
         const bool dialog = m_explicitPending.removeAll(path) > 0;
-        if (m_comparePending.removeAll(path) > 0 && m_comparePending.isEmpty()) {
-            m_compare->setChecked(m_compareSet);
-            showPage(ComparePageIndex);
-        }
+        if (m_comparePending.removeAll(path) > 0 && m_comparePending.isEmpty())
+            applyPicked();
         reportError(path, message, dialog);
     });
     // Runs being recorded: re-read off the GUI thread, grown in place on the Timeline page.
@@ -507,11 +513,31 @@ void MainWindow::openFiles(const QStringList& paths, bool explicitly)
 
 void MainWindow::compareFiles(const QStringList& paths)
 {
+    pickRuns(paths, ComparePageIndex);
+}
+
+void MainWindow::pickRuns(const QStringList& paths, int page)
+{
     m_compareSet.clear();
     for (const QString& p : paths)
         m_compareSet << QFileInfo(p).absoluteFilePath();
-    m_comparePending = m_compareSet;
-    openFiles(m_compareSet, true);
+    m_pickPage = page;
+    QStringList missing;
+    for (const QString& p : m_compareSet)
+        if (std::none_of(m_open.begin(), m_open.end(), [&](const LoadedRunPtr& r) { return r->path == p; }))
+            missing << p;
+    m_comparePending = missing;
+    if (missing.isEmpty())
+        applyPicked();
+    else
+        openFiles(missing, true);
+}
+
+void MainWindow::applyPicked()
+{
+    m_compare->setChecked(m_compareSet);
+    m_charts->setPicked(m_compareSet);
+    showPage(m_pickPage);
 }
 
 bool MainWindow::openFilesBlocking(const QStringList& paths, QString* error)

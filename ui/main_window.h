@@ -52,6 +52,10 @@ public:
     void openFiles(const QStringList& paths, bool explicitly = true);
     // Opens the runs and, once all are loaded, shows them stacked in Compare.
     void compareFiles(const QStringList& paths);
+    // The runs picked for comparison, wherever they were picked (the Runs page's selection, the
+    // command line, Compare selected): opened if need be, then checked on the Compare page and
+    // picked for the Charts page's cross-run charts, and `page` shown.
+    void pickRuns(const QStringList& paths, int page);
     // Blocking open (screenshot mode, tests); false with `error` on the first failure.
     bool openFilesBlocking(const QStringList& paths, QString* error);
 
@@ -130,6 +134,8 @@ private:
     QStringList m_explicitPending; // paths opened explicitly, for the error dialog
     QStringList m_comparePending;  // compareFiles(): still loading
     QStringList m_compareSet;
+    int m_pickPage = 0;            // the page pickRuns() shows once the picked runs are open
+    void applyPicked();
     bool m_errorDialogs = true;
     bool m_launchLive = false; // the Timeline page shows the Launch panel's recording
     QString m_lastError;

@@ -182,6 +182,27 @@ void TestUiApp::browserListsWorkspace()
     w.compareFiles(page->selectedPaths());
     QTRY_COMPARE_WITH_TIMEOUT(w.currentPage(), int(MainWindow::ComparePageIndex), 20000);
     QCOMPARE(int(w.comparePage()->comparedRuns().size()), 2);
+    QCOMPARE(int(w.chartsPage()->pickedRuns().size()), 2); // the same runs for the charts
+    // The selection on the Runs page is what Charts and Compare show: a fresh window, both runs
+    // selected on the Runs page (none open yet), then the Charts page opened.
+    MainWindow w2(options());
+    w2.setErrorDialogsEnabled(false);
+    QSignalSpy scanned2(w2.browserPage(), &RunBrowserPage::scanned);
+    w2.setWorkspace(m_dir.path());
+    QTRY_COMPARE_WITH_TIMEOUT(scanned2.count(), 1, 20000);
+    w2.browserPage()->view()->selectAll();
+    QCOMPARE(w2.browserPage()->selectedPaths().size(), 2);
+    QCOMPARE(int(w2.openRuns().size()), 0);
+    w2.showPage(MainWindow::ChartsPageIndex);
+    QTRY_COMPARE_WITH_TIMEOUT(int(w2.chartsPage()->pickedRuns().size()), 2, 20000);
+    QCOMPARE(w2.currentPage(), int(MainWindow::ChartsPageIndex));
+    QCOMPARE(int(w2.comparePage()->comparedRuns().size()), 2);
+    // A pick made on the Charts page stays while the Runs page's selection is the same.
+    w2.chartsPage()->setPicked({QFileInfo(m_runA).absoluteFilePath()});
+    w2.showPage(MainWindow::RunsPage);
+    w2.showPage(MainWindow::ChartsPageIndex);
+    QCOMPARE(int(w2.chartsPage()->pickedRuns().size()), 1);
+    QCOMPARE(int(w.comparePage()->comparedRuns().size()), 2);
 }
 
 void TestUiApp::chartsRenderAndExport()
