@@ -104,6 +104,7 @@ struct Rank {
     int waitStatus = 0;
     bool killedByUs = false;
     int lastStep = -1;        // last completed step reported
+    int waitingStep = -1;     // last step whose all-reduce it reported reaching (`waiting`)
     std::string failedCause;  // from the rank's own `failed` line
 };
 
@@ -301,6 +302,13 @@ void Job::handleLine(Rank& r, const std::string& line, bool isOut)
         }
         break;
     }
+    case ProgressLine::Kind::Info:
+        if (p.text == "waiting") {
+            r.waitingStep = std::max(r.waitingStep, p.step);
+            break;
+        }
+        echo();
+        break;
     case ProgressLine::Kind::Done:
         m_lastProgress = Clock::now();
         break;
@@ -440,14 +448,26 @@ void Job::loop()
         }
         // Hang watchdog: no progress line from any rank for too long.
         if (m_failures.empty() && m_opt.hangTimeoutS > 0 && secondsSince(m_lastProgress) > m_opt.hangTimeoutS) {
+            // The rank that hung: the one furthest behind, and among those one that did not reach
+            // the next step's all-reduce (the others wait there for it).
+            const auto behind = [](const Rank& r) { return std::pair{r.lastStep, r.waitingStep > r.lastStep ? 1 : 0}; };
             int slowest = -1;
             for (const Rank& r : m_ranks)
-                if (!r.exited && (slowest < 0 || r.lastStep < m_ranks[size_t(slowest)].lastStep))
+                if (!r.exited && (slowest < 0 || behind(r) < behind(m_ranks[size_t(slowest)])))
                     slowest = r.rank;
             std::string cause = "hung: no progress from any rank for " + formatNumber(m_opt.hangTimeoutS) + " s";
-            if (slowest >= 0)
-                cause += " (rank " + std::to_string(slowest) + " stuck at step "
-                    + std::to_string(m_ranks[size_t(slowest)].lastStep + 1) + ")";
+            if (slowest >= 0) {
+                const int stuckAt = m_ranks[size_t(slowest)].lastStep + 1;
+                cause += " (rank " + std::to_string(slowest) + " stuck at step " + std::to_string(stuckAt);
+                std::string waiting;
+                for (const Rank& r : m_ranks)
+                    if (!r.exited && r.rank != slowest && r.waitingStep >= stuckAt && r.lastStep < stuckAt)
+                        waiting += (waiting.empty() ? "" : ", ") + std::to_string(r.rank);
+                if (!waiting.empty())
+                    cause += "; rank" + std::string(waiting.find(',') == std::string::npos ? " " : "s ") + waiting
+                        + " waiting for it in that step's all-reduce";
+                cause += ")";
+            }
             noteFailure(slowest, cause, true);
             m_hung = true;
             // The job has already had its time to recover: no grace period on top.
