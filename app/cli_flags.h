@@ -31,7 +31,9 @@ job::ProgressStyle progressStyle(const std::string& value);
 inline constexpr const char* kExitStatusHelp =
     "Exit status: 0 success; 1 the command failed (a bad or unreadable input, a run that failed, an\n"
     "output that could not be written); 2 usage error (a bad flag or value) or a job that could not\n"
-    "start; 130 interrupted (Ctrl-C).";
+    "start; 128 + the signal when interrupted: 130 SIGINT (Ctrl-C), 143 SIGTERM, 129 SIGHUP (nothing\n"
+    "half-written is left: an output is whole, and the status then says how the command ended, or\n"
+    "absent).";
 
 class TrainingFlags {
 public:

@@ -10,7 +10,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -118,32 +120,56 @@ int runPredict(const WhatIfArgs& a)
     if (!model)
         return fail(model.error().message);
     const std::vector<core::WhatIfConfig> grid = configurations(a, model->recorded());
+    // Every output is checked before the first is written, and all are moved into place in one
+    // decision at the end (OutputFile::commitAll): a signal or a failure leaves none of them.
+    core::removeOutputsOnSignal();
     if (!a.outDir.empty()) {
         std::error_code ec;
-        std::filesystem::create_directories(a.outDir, ec);
-        if (ec)
-            return fail("cannot create " + a.outDir + ": " + ec.message());
-        // Every output is checked before the first is written: none or all of them.
+        // The missing folders of the path, created (and removed again on a signal) outermost first.
+        std::vector<std::filesystem::path> missing;
+        for (std::filesystem::path p = std::filesystem::absolute(a.outDir, ec).lexically_normal();
+             !p.empty() && !std::filesystem::exists(std::filesystem::symlink_status(p, ec)); p = p.parent_path()) {
+            missing.push_back(p);
+            if (p == p.parent_path())
+                break;
+        }
+        for (auto it = missing.rbegin(); it != missing.rend(); ++it)
+            if (!core::createOutputFolder(it->string()))
+                return fail("cannot create " + it->string() + ": " + std::strerror(errno));
+        if (!std::filesystem::is_directory(a.outDir, ec))
+            return fail(a.outDir + " is not a folder");
         for (const core::WhatIfConfig& c : grid)
             if (auto t = core::checkOutputPath((std::filesystem::path(a.outDir) / outFileName(a.run, c)).string(), a.force);
                 !t)
                 return fail(t.error().message);
     }
-    core::removeOutputsOnSignal();
     std::vector<core::Prediction> predictions;
+    std::vector<core::OutputFile> outputs;
+    outputs.reserve(grid.size());
     for (const core::WhatIfConfig& c : grid) {
         auto p = model->predict(c, core::PredictOptions{.keepTimeline = !a.outDir.empty()});
         if (!p)
             return fail(describe(c) + ": " + p.error().message);
         if (!a.outDir.empty()) {
             const std::string path = (std::filesystem::path(a.outDir) / outFileName(a.run, c)).string();
-            const auto mode = a.force ? core::RunWriter::Mode::Overwrite : core::RunWriter::Mode::CreateNew;
-            if (auto s = core::saveRun(p->run, path, mode); !s)
-                return fail(s.error().message);
-            std::cerr << "wrote " << path << '\n';
+            auto out = core::OutputFile::create(path, a.force, {a.run});
+            if (!out)
+                return fail(out.error().message);
+            if (auto s = core::writeRun(p->run, out->path()); !s)
+                return fail(out->explain(s.error()).message);
+            outputs.push_back(std::move(*out));
             p->run = core::Run{};
         }
         predictions.push_back(std::move(*p));
+    }
+    if (!outputs.empty()) {
+        std::vector<core::OutputFile*> all;
+        for (core::OutputFile& o : outputs)
+            all.push_back(&o);
+        if (auto s = core::OutputFile::commitAll(all); !s)
+            return fail(s.error().message);
+        for (const core::OutputFile& o : outputs)
+            std::cerr << "wrote " << o.destination() << '\n';
     }
     std::cout << (a.json ? core::predictionsJson(*model, predictions) + "\n" : core::predictionsText(*model, predictions));
     std::cout.flush();
@@ -233,7 +259,9 @@ void registerWhatIfCommands(CLI::App& app)
         "  lockstep predict runs/mlp.db --bucket-mb 1,4,25,100\n"
         "  lockstep predict runs/mlp.db --nproc 2,4,8 --link-gbps 1 --out-dir runs/whatif\n"
         "  lockstep predict runs/mlp.db --compress fp16 --json\n"
-        "  lockstep predict runs/mlp.db --compute-scale 0.5,0.25   # would faster compute expose the all-reduce?");
+        "  lockstep predict runs/mlp.db --compute-scale 0.5,0.25   # would faster compute expose the all-reduce?\n\n"
+        "--out-dir writes every file or none: they are moved into place together at the end.\n"
+        + std::string(kExitStatusHelp));
     predict->callback([args] { exitStatus() = runPredict(*args); });
 
     CLI::App* advise = app.add_subcommand(
@@ -252,7 +280,8 @@ void registerWhatIfCommands(CLI::App& app)
     advise->footer("The gain is the model's prediction for the advised caps against its own replay of the\n"
                    "recorded caps; \"how sure\" compares it with the model's error on the recorded run itself.\n\n"
                    "Example:\n"
-                   "  lockstep advise runs/mlp.db");
+                   "  lockstep advise runs/mlp.db\n\n"
+                   + std::string(kExitStatusHelp));
     advise->callback([args] { exitStatus() = runAdvise(*args); });
 }
 

@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lockstep::app {
@@ -41,7 +42,7 @@ struct RecordCommand {
     bool force = false;
     bool keepShards = false;
     bool quiet = false;
-    double hangTimeoutS = 0;
+    double hangTimeoutS = 600;
     double graceS = 3;
     std::string progress = "auto";
     std::vector<std::string> script; // the script and its arguments
@@ -69,6 +70,33 @@ std::string packageDir()
     return {};
 }
 
+// The bootstrap of every rank (python -c): the entry `python -c` puts first on sys.path is the
+// working folder; it goes before anything is imported (site's own imports come before it is
+// added), and the lockstep package comes from the folder given as the first argument.
+constexpr const char* kRecordBootstrap =
+    "import sys\n"
+    "if sys.path and sys.path[0] in ('', '.'):\n"
+    "    del sys.path[0]\n"
+    "sys.path.insert(0, sys.argv.pop(1))\n"
+    "import lockstep.record\n"
+    "sys.exit(lockstep.record.main())\n";
+
+// The user's PYTHONPATH without its empty or relative entries (they name the working folder).
+std::string absolutePythonPath()
+{
+    const char* old = std::getenv("PYTHONPATH");
+    std::string out;
+    std::string_view rest = old ? old : "";
+    while (!rest.empty()) {
+        const size_t colon = rest.find(':');
+        const std::string_view entry = rest.substr(0, colon);
+        if (entry.starts_with('/'))
+            out += (out.empty() ? "" : ":") + std::string(entry);
+        rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+    }
+    return out;
+}
+
 std::string defaultPython()
 {
     if (const char* env = std::getenv("LOCKSTEP_PYTHON"); env && *env)
@@ -77,14 +105,18 @@ std::string defaultPython()
 }
 
 // The script's exit status is ours: that of the rank whose failure is the run's cause (the
-// others usually die of its death), 130 when interrupted, 1 when that rank exited cleanly but the
-// job still failed (nothing recorded) or no rank is to blame (a hang).
+// others usually die of its death), 128 + the signal when interrupted (130 SIGINT, 143 SIGTERM,
+// 129 SIGHUP, as every command), 1 when the job hung (the watchdog's SIGTERM is not the
+// script's status), when that rank exited cleanly but the job still failed (nothing recorded) or
+// no rank is to blame.
 int exitStatusOf(const job::LaunchResult& r)
 {
     if (r.success)
         return 0;
     if (r.interrupted)
-        return 130;
+        return 128 + r.signal;
+    if (r.hung)
+        return 1;
     if (r.failedRank >= 0 && static_cast<size_t>(r.failedRank) < r.exitCodes.size() && r.exitCodes[r.failedRank] != 0)
         return r.exitCodes[r.failedRank];
     return 1;
@@ -125,13 +157,18 @@ int recordMain(const RecordCommand& cmd)
     o.progress = progressStyle(cmd.progress);
     o.echoWorkerOutput = !cmd.quiet;
     o.messagePrefix = me;
+    o.noStepCause = "no step was recorded: the script built no torch DistributedDataParallel, or ended before "
+                    "its first step";
+    o.blockSignalsAtEnd = true;
     // The shard folder and run name come from the launcher's environment (LOCKSTEP_SHARD_DIR,
     // LOCKSTEP_RUN_NAME), which python -m lockstep.record reads.
-    o.worker.argv = {python, "-m", "lockstep.record", "--warmup", std::to_string(cmd.warmup), "--"};
+    // Nothing from the working folder runs: not `python -m lockstep.record`, which puts the working
+    // folder first on sys.path (a lockstep/ or torch/ there would be imported by every rank), but a
+    // bootstrap that drops that entry before the first import and takes the package from `pkg`
+    // only. The script then gets sys.path[0] = its own folder, as `python script.py` gives it.
+    o.worker.argv = {python, "-c", kRecordBootstrap, pkg, "--warmup", std::to_string(cmd.warmup), "--"};
     o.worker.argv.insert(o.worker.argv.end(), cmd.script.begin(), cmd.script.end());
-    const char* oldPath = std::getenv("PYTHONPATH");
-    o.worker.env = {"PYTHONPATH=" + pkg + (oldPath && *oldPath ? ":" + std::string(oldPath) : std::string()),
-                    "LOCKSTEP_PROGRESS_FD=1",
+    o.worker.env = {"PYTHONPATH=" + absolutePythonPath(), "LOCKSTEP_PROGRESS_FD=1",
                     // The script's own prints reach the launcher line by line, as they happen.
                     "PYTHONUNBUFFERED=1"};
     // A local job: gloo's connections on the loopback interface only (unless chosen already).
@@ -183,9 +220,11 @@ void registerRecordCommand(CLI::App& app)
         "code change), shows progress and the script's output (prefixed by rank), and merges the\n"
         "ranks' shards into RUN.db, written whole. A crashing rank stops the job as in `lockstep run`;\n"
         "completed steps are kept, marked failed.\n"
-        "Exit status: the script's own; 1 when the job failed otherwise (nothing recorded: the script\n"
-        "built no DistributedDataParallel); 2 usage error or a job that could not start; 130\n"
-        "interrupted (Ctrl-C).\n"
+        "Exit status: 0 success; the script's own when a rank failed; 1 when the job failed otherwise\n"
+        "(nothing recorded: the script built no DistributedDataParallel or ended before its first step;\n"
+        "a hung rank, named); 2 usage error or a job that could not start; 128 + the signal when\n"
+        "interrupted: 130 SIGINT (Ctrl-C), 143 SIGTERM, 129 SIGHUP (the run file keeps the completed\n"
+        "steps, marked failed; a signal before the ranks start leaves nothing).\n"
         "\n"
         "Examples:\n"
         "  lockstep record --nproc 2 -- train.py --lr 0.1\n"
@@ -203,8 +242,9 @@ void registerRecordCommand(CLI::App& app)
     rec->add_flag("--keep-shards", cmd->keepShards, "keep the per-rank shards and logs (next to the run file)");
     rec->add_flag("-q,--quiet", cmd->quiet, "do not show the script's output (it is kept in the rank logs)");
     rec->add_option("--hang-timeout-s", cmd->hangTimeoutS,
-                    "stop the job when no rank reports a step for this long (default 0 = never: a script may "
-                    "prepare for minutes before its first step)")
+                    "stop the job when no rank reports a step for this long, counted from the start for the "
+                    "first step (default 600: a script may prepare for minutes; 0 = never). A hung job exits 1 "
+                    "and names the rank that hung")
         ->check(numberCheck(0, 1e9));
     rec->add_option("--grace-s", cmd->graceS,
                     "after a rank fails, seconds the others get to exit on their own (default 3)")

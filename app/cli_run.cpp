@@ -241,6 +241,8 @@ int runMain(const RunCommand& cmd)
         return 2;
     }
     o->runName = cmd.launcher.runName;
+    o->noStepCause = "no rank reported a step";
+    o->blockSignalsAtEnd = true;
     auto result = job::launchRun(*o);
     if (!result) {
         std::fprintf(stderr, "lockstep run: %s\n", result.error().message.c_str());
@@ -263,7 +265,7 @@ int runMain(const RunCommand& cmd)
         std::fprintf(stderr, "lockstep run: all ranks stopped %.1f s after the first failure\n", result->stopS);
         if (result->haveRunFile)
             std::fprintf(stderr, "lockstep run: completed steps are kept in %s (marked failed)\n", outPath.c_str());
-        return result->interrupted ? 130 : 1;
+        return result->interrupted ? 128 + result->signal : 1;
     }
     return 0;
 }
@@ -324,6 +326,7 @@ int sweepMain(const SweepCommand& cmd)
     };
     std::vector<Point> points;
     bool interrupted = false;
+    int interruptSignal = 0;
     const int total = int(cmd.nprocs.size() * cmd.bucketMbs.size());
     for (int n : cmd.nprocs) {
         for (double mb : cmd.bucketMbs) {
@@ -353,6 +356,7 @@ int sweepMain(const SweepCommand& cmd)
                     p.ok = result->success;
                     p.cause = result->cause;
                     interrupted = result->interrupted;
+                    interruptSignal = result->signal;
                     wrote = result->haveRunFile;
                 }
             }
@@ -415,7 +419,7 @@ int sweepMain(const SweepCommand& cmd)
     std::printf("\nrun files in %s\n", fs::absolute(cmd.outDir).c_str());
     std::fflush(stdout);
     if (interrupted)
-        return 130;
+        return 128 + interruptSignal;
     return failed > 0 ? 1 : 0;
 }
 
@@ -431,7 +435,10 @@ void registerRunCommands(CLI::App& app)
                     "shows step, loss and step time while they train, and merges their shards into RUN.db.\n"
                     "If a rank dies, fails, runs out of disk or the job hangs, every rank is stopped within\n"
                     "seconds, the run file keeps every completed step and is marked failed with the cause.\n"
-                    "Ctrl-C does the same (cause \"interrupted\"). The run file is written whole or not at all.\n"
+                    "Ctrl-C does the same (cause \"interrupted\"). The run file is written whole or not at all, and\n"
+                    "no shard folder is left: a signal before the ranks start leaves nothing (128+signal); during\n"
+                    "training, the run file keeps the completed steps, marked failed (128+signal); once the ranks\n"
+                    "have ended, the merge finishes and the status is the run's.\n"
                     "\n"
                     "Examples:\n"
                     "  lockstep run --nproc 2 --out runs/mlp.db --model mlp --layers 8 --width 1024 --steps 20\n"

@@ -3,6 +3,7 @@
 #include "lockstep/core/stop_signal.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -51,6 +52,18 @@ std::vector<TempFolder>& tempFolders()
     return folders;
 }
 
+// Folders created for outputs (createOutputFolder), and whether an output was moved into them.
+struct OutputFolder {
+    std::string path;
+    bool committed = false;
+};
+
+std::vector<OutputFolder>& outputFolders()
+{
+    static std::vector<OutputFolder> folders;
+    return folders;
+}
+
 // Creates the private folder from `tmpl` (mkdtemp) and registers it in one step under the lock
 // the signal thread holds to the end: a signal between the two would leave an unregistered
 // folder behind (seen under load: the test's shell signals as soon as the folder appears).
@@ -95,6 +108,9 @@ void removeOutputsOnSignal()
                 removeFolder(folder.path);
                 unfinished = unfinished || !folder.committed;
             }
+            for (auto it = outputFolders().rbegin(); it != outputFolders().rend(); ++it)
+                if (const OutputFolder& folder = *it; !folder.committed)
+                    ::rmdir(folder.path.c_str()); // only if empty: nothing of the user's goes
             const char msg[] = "lockstep: interrupted; the unfinished output was removed\n";
             if (unfinished)
                 (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -102,6 +118,15 @@ void removeOutputsOnSignal()
                 setStopExitStatus(0); // every output was already whole: the command succeeded
         });
     });
+}
+
+bool createOutputFolder(const std::string& path)
+{
+    std::lock_guard lock(tempFoldersMutex());
+    if (::mkdir(path.c_str(), 0777) != 0)
+        return false;
+    outputFolders().push_back({path});
+    return true;
 }
 
 Status refuseOutputIsInput(const std::string& out, const std::vector<std::string>& inputs)
@@ -186,10 +211,8 @@ OutputFile::~OutputFile()
     }
 }
 
-Status OutputFile::commit()
+Status OutputFile::prepareCommit()
 {
-    if (m_committed)
-        return {};
     std::error_code ec;
     if (!fs::is_regular_file(m_temp, ec))
         return fail("nothing was written to " + m_destination);
@@ -205,10 +228,11 @@ Status OutputFile::commit()
         return fail(m_destination + " changed while it was being written; nothing was replaced");
     for (const char* suffix : {"-wal", "-shm", "-journal"})
         fs::remove(m_target + suffix, ec);
-    // Under the lock the signal thread takes before removing the private folders: a signal lands
-    // either before the move (the output is removed and the process exits 128+signal) or after it
-    // (the output is whole and reported as written; the process still exits 128+signal).
-    std::unique_lock lock(tempFoldersMutex());
+    return {};
+}
+
+int OutputFile::moveIntoPlace()
+{
     int rc = ::renameat2(AT_FDCWD, m_temp.c_str(), AT_FDCWD, m_target.c_str(), m_overwrite ? 0 : RENAME_NOREPLACE);
     if (rc != 0 && errno == EINVAL && !m_overwrite) {
         // A filesystem without RENAME_NOREPLACE: link() refuses an existing name just as atomically.
@@ -216,24 +240,82 @@ Status OutputFile::commit()
         if (rc == 0)
             ::unlink(m_temp.c_str());
     }
-    const int err = errno;
-    g_anyCommitted = g_anyCommitted || rc == 0;
-    if (rc == 0)
-        for (TempFolder& f : tempFolders())
-            if (f.path == m_folder)
-                f.committed = true;
-    lock.unlock();
-    if (rc != 0) {
-        if (err == EEXIST)
-            return fail(m_destination + " appeared while it was being written; pass --force to replace it");
-        return fail("cannot move the output to " + m_destination + ": " + std::strerror(err));
-    }
+    if (rc != 0)
+        return errno;
+    g_anyCommitted = true;
+    for (TempFolder& f : tempFolders())
+        if (f.path == m_folder)
+            f.committed = true;
+    for (OutputFolder& f : outputFolders())
+        f.committed = true;
+    return 0;
+}
+
+Status OutputFile::explainMoveError(int err) const
+{
+    if (err == EEXIST)
+        return fail(m_destination + " appeared while it was being written; pass --force to replace it");
+    return fail("cannot move the output to " + m_destination + ": " + std::strerror(err));
+}
+
+void OutputFile::finishCommit()
+{
     const fs::path parent = fs::path(m_target).has_parent_path() ? fs::path(m_target).parent_path() : fs::path(".");
     syncPath(parent.string(), O_RDONLY | O_DIRECTORY);
     m_committed = true;
+    std::error_code ec;
     fs::remove_all(m_folder, ec);
     unregisterTempFolder(m_folder);
     m_folder.clear();
+}
+
+Status OutputFile::commit()
+{
+    if (m_committed)
+        return {};
+    if (auto s = prepareCommit(); !s)
+        return s;
+    // Under the lock the signal thread takes before removing the private folders: a signal lands
+    // either before the move (the output is removed and the process exits 128+signal) or after it
+    // (the output is whole and the command exits 0).
+    std::unique_lock lock(tempFoldersMutex());
+    const int err = moveIntoPlace();
+    lock.unlock();
+    if (err != 0)
+        return explainMoveError(err);
+    finishCommit();
+    return {};
+}
+
+Status OutputFile::commitAll(const std::vector<OutputFile*>& outputs)
+{
+    for (OutputFile* o : outputs)
+        if (!o->m_committed)
+            if (auto s = o->prepareCommit(); !s)
+                return s;
+    std::unique_lock lock(tempFoldersMutex());
+    std::vector<OutputFile*> moved;
+    for (OutputFile* o : outputs) {
+        if (o->m_committed)
+            continue;
+        if (const int err = o->moveIntoPlace(); err != 0) {
+            // Take back the ones moved: all or none.
+            for (OutputFile* m : moved) {
+                ::unlink(m->m_target.c_str());
+                for (TempFolder& f : tempFolders())
+                    if (f.path == m->m_folder)
+                        f.committed = false;
+            }
+            if (!moved.empty())
+                for (OutputFolder& f : outputFolders())
+                    f.committed = false;
+            return o->explainMoveError(err);
+        }
+        moved.push_back(o);
+    }
+    lock.unlock();
+    for (OutputFile* o : moved)
+        o->finishCommit();
     return {};
 }
 

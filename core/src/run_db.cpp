@@ -1459,7 +1459,6 @@ Result<Run> loadRun(const std::string& path, const LoadOptions& options)
     return (*reader)->load(options);
 }
 
-namespace {
 // saveRun's writing, into a new file.
 Status writeRun(const Run& run, const std::string& path)
 {
@@ -1533,7 +1532,6 @@ Status writeRun(const Run& run, const std::string& path)
             return s;
     return w.close();
 }
-} // namespace
 
 Status saveRun(const Run& run, const std::string& path, RunWriter::Mode mode)
 {

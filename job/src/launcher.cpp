@@ -104,6 +104,7 @@ struct Rank {
     int waitStatus = 0;
     bool killedByUs = false;
     int lastStep = -1;        // last completed step reported
+    int waitingStep = -1;     // last step whose all-reduce it reported reaching (`waiting`)
     std::string failedCause;  // from the rank's own `failed` line
 };
 
@@ -151,6 +152,8 @@ private:
     Clock::time_point m_lastProgress;
     FailureLog m_failures;
     bool m_interrupted = false;
+    int m_signal = 0;
+    bool m_hung = false;
     bool m_termSent = false;
     Clock::time_point m_termAt;
     bool m_killSent = false;
@@ -299,6 +302,13 @@ void Job::handleLine(Rank& r, const std::string& line, bool isOut)
         }
         break;
     }
+    case ProgressLine::Kind::Info:
+        if (p.text == "waiting") {
+            r.waitingStep = std::max(r.waitingStep, p.step);
+            break;
+        }
+        echo();
+        break;
     case ProgressLine::Kind::Done:
         m_lastProgress = Clock::now();
         break;
@@ -425,6 +435,7 @@ void Job::loop()
         // Signals first: the first Ctrl-C stops the ranks politely, a second one at once.
         if (g_signal != 0 && !m_interrupted) {
             m_interrupted = true;
+            m_signal = g_signal;
             noteFailure(-1, "interrupted", true);
             message(signalName(g_signal) + " received, stopping " + std::to_string(m_opt.nproc) + " workers");
             killAll(SIGTERM);
@@ -437,15 +448,28 @@ void Job::loop()
         }
         // Hang watchdog: no progress line from any rank for too long.
         if (m_failures.empty() && m_opt.hangTimeoutS > 0 && secondsSince(m_lastProgress) > m_opt.hangTimeoutS) {
+            // The rank that hung: the one furthest behind, and among those one that did not reach
+            // the next step's all-reduce (the others wait there for it).
+            const auto behind = [](const Rank& r) { return std::pair{r.lastStep, r.waitingStep > r.lastStep ? 1 : 0}; };
             int slowest = -1;
             for (const Rank& r : m_ranks)
-                if (!r.exited && (slowest < 0 || r.lastStep < m_ranks[size_t(slowest)].lastStep))
+                if (!r.exited && (slowest < 0 || behind(r) < behind(m_ranks[size_t(slowest)])))
                     slowest = r.rank;
             std::string cause = "hung: no progress from any rank for " + formatNumber(m_opt.hangTimeoutS) + " s";
-            if (slowest >= 0)
-                cause += " (rank " + std::to_string(slowest) + " stuck at step "
-                    + std::to_string(m_ranks[size_t(slowest)].lastStep + 1) + ")";
+            if (slowest >= 0) {
+                const int stuckAt = m_ranks[size_t(slowest)].lastStep + 1;
+                cause += " (rank " + std::to_string(slowest) + " stuck at step " + std::to_string(stuckAt);
+                std::string waiting;
+                for (const Rank& r : m_ranks)
+                    if (!r.exited && r.rank != slowest && r.waitingStep >= stuckAt && r.lastStep < stuckAt)
+                        waiting += (waiting.empty() ? "" : ", ") + std::to_string(r.rank);
+                if (!waiting.empty())
+                    cause += "; rank" + std::string(waiting.find(',') == std::string::npos ? " " : "s ") + waiting
+                        + " waiting for it in that step's all-reduce";
+                cause += ")";
+            }
             noteFailure(slowest, cause, true);
+            m_hung = true;
             // The job has already had its time to recover: no grace period on top.
             killAll(SIGTERM);
             m_termSent = true;
@@ -582,9 +606,36 @@ core::Status Job::mergeShards(LaunchResult& result)
 
 core::Result<LaunchResult> Job::run()
 {
+    // Before the shard folder exists: a signal from here on is the launcher's to handle (it
+    // removes the folder), never the default action that would leave the folder behind.
+    SignalGuard guard;
+    struct BlockAtEnd {
+        bool on;
+        ~BlockAtEnd()
+        {
+            if (!on)
+                return;
+            sigset_t set;
+            sigemptyset(&set);
+            for (int sig : {SIGINT, SIGTERM, SIGHUP})
+                sigaddset(&set, sig);
+            pthread_sigmask(SIG_BLOCK, &set, nullptr);
+        }
+    } blockAtEnd{m_opt.blockSignalsAtEnd}; // destroyed before the guard: no default action between
     if (auto st = prepare(); !st)
         return std::unexpected(st.error());
-    SignalGuard guard;
+    const auto interruptedBeforeStart = [&] {
+        std::error_code ec;
+        fs::remove_all(m_shardDir, ec);
+        message(signalName(g_signal) + " received before the workers started; nothing was written");
+        LaunchResult result;
+        result.interrupted = true;
+        result.signal = g_signal;
+        result.cause = "interrupted (" + signalName(g_signal) + ") before the workers started";
+        return result;
+    };
+    if (g_signal != 0)
+        return interruptedBeforeStart();
     if (auto st = spawnAll(); !st) {
         std::error_code ec;
         fs::remove_all(m_shardDir, ec);
@@ -600,6 +651,8 @@ core::Result<LaunchResult> Job::run()
     result.wallS = secondsSince(m_start);
     result.stopS = m_failures.empty() ? 0 : secondsSince(m_start) - m_failures.firstAtS();
     result.interrupted = m_interrupted;
+    result.signal = m_interrupted ? m_signal : 0;
+    result.hung = m_hung;
     std::vector<RankEnd> ends;
     for (const Rank& r : m_ranks) {
         result.exitCodes.push_back(exitCodeOf(r.waitStatus));
@@ -609,13 +662,19 @@ core::Result<LaunchResult> Job::run()
         return WIFEXITED(r.waitStatus) && WEXITSTATUS(r.waitStatus) == 0;
     });
     result.success = m_failures.empty() && allClean;
-    if (!result.success) {
+    const bool anyStep = std::any_of(m_ranks.begin(), m_ranks.end(), [](const Rank& r) { return r.lastStep >= 0; });
+    if (result.success && !anyStep && !m_opt.noStepCause.empty()) {
+        result.success = false;
+        result.cause = m_opt.noStepCause;
+        message("FAILED: " + m_opt.noStepCause);
+    }
+    if (!result.success && result.cause.empty()) {
         result.cause = m_failures.cause(ends, m_interrupted);
         if (result.cause.empty())
             result.cause = "a worker failed";
         const FailureEvent* primary = m_failures.primary();
         if (!m_interrupted && primary)
-            result.failedRank = primary->rank;
+            result.failedRank = primary->rank; // for a hang: the rank that hung
         if (!m_interrupted && primary && primary->rank >= 0) {
             // Show the failing rank's own last words: they are gone with the shards otherwise.
             const Rank& r = m_ranks[size_t(primary->rank)];

@@ -101,7 +101,8 @@ ProgressLine parseProgressLine(std::string_view line)
         if (const auto* v = field("step_ms"); v && !toDouble(*v, out.stepMs))
             out.stepMs = 0;
         out.kind = K::Step;
-    } else if (verb == "done" || verb == "failed" || verb == "layout" || verb == "crash" || verb == "drift") {
+    } else if (verb == "done" || verb == "failed" || verb == "layout" || verb == "crash" || verb == "drift"
+               || verb == "waiting") {
         if (!intField("rank", out.rank))
             return {};
         if (verb == "done") {
@@ -169,6 +170,11 @@ std::string crashLine(int rank, int step)
 std::string driftLine(int rank, int step)
 {
     return std::string(kPrefix) + "drift rank=" + std::to_string(rank) + " step=" + std::to_string(step);
+}
+
+std::string waitingLine(int rank, int step)
+{
+    return std::string(kPrefix) + "waiting rank=" + std::to_string(rank) + " step=" + std::to_string(step);
 }
 
 std::string jobLine(int nproc, int steps, std::string_view shardFolder)

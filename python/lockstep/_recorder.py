@@ -243,6 +243,7 @@ class Recorder:
 
         # Step state (see the module's docstring).
         self._step = 0
+        self._waiting_reported = -1
         self._open = False
         self._prev_end = None
         self._in_forward = False
@@ -475,6 +476,11 @@ class Recorder:
             self._slot_label = (slot.user_hook, label)
             self._config["compress"] = _COMPRESS_OF_HOOK.get(slot.hook_name, slot.hook_name) \
                 if slot.user_hook is not None else "none"
+        if self._waiting_reported != self._step:
+            # The launcher learns this rank reached the step's all-reduce: if the job hangs, the
+            # rank that hung is one that did not.
+            self._waiting_reported = self._step
+            self._write_progress(_core.waiting_line(self.rank, self._step))
         launch = self._core.comm_launch(index, nbytes, label)
         token = self._device.bucket_ready(index, nbytes, label) if self._device else None
         return launch, token
@@ -598,7 +604,12 @@ class Recorder:
         """The progress line of the launcher's protocol, when asked for (LOCKSTEP_PROGRESS_FD)."""
         if self._progress_fd is None:
             return
-        line = _core.step_line(self.rank, step, loss, (end_ns - start_ns) / 1e6) + "\n"
+        self._write_progress(_core.step_line(self.rank, step, loss, (end_ns - start_ns) / 1e6))
+
+    def _write_progress(self, text):
+        if self._progress_fd is None:
+            return
+        line = text + "\n"
         try:
             if self._progress_fd == 1:
                 sys.stdout.flush()  # the script's own complete lines first, never half a line

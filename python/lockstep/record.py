@@ -111,6 +111,8 @@ def main(argv=None):
     code, cause = 0, ""
     try:
         if opts.module:
+            # As `python -m` does: the working folder first (a module is looked up from there).
+            sys.path[0:1] = [os.getcwd()]
             runpy.run_module(opts.script, run_name="__main__", alter_sys=True)
         else:
             if not os.path.isfile(opts.script):

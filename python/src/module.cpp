@@ -503,5 +503,6 @@ PYBIND11_MODULE(_core, m)
     m.def("step_line", &job::stepLine, pb::arg("rank"), pb::arg("step"), pb::arg("loss"), pb::arg("step_ms"),
           "the protocol line of a completed step (no newline)");
     m.def("done_line", &job::doneLine, pb::arg("rank"));
+    m.def("waiting_line", &job::waitingLine, pb::arg("rank"), pb::arg("step"));
     m.def("failed_line", &job::failedLine, pb::arg("rank"), pb::arg("cause"));
 }

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -38,6 +39,8 @@ p.add_argument("--disk-full-at", type=int, default=-1,
 p.add_argument("--sleep-ms", type=float, default=0,
                help="sleep this long in every step (keeps a short job recording for seconds: the app's live view)")
 p.add_argument("--threads", type=int, default=1)
+p.add_argument("--hang", metavar="RANK:STEP", help="that rank stops making progress at the start of that step")
+p.add_argument("--exit-before-ddp", action="store_true", help="os._exit(0) before building DDP")
 p.add_argument("--cuda", action="store_true", help="NCCL, one GPU per rank (LOCAL_RANK), for scripts/gpu_device.sh")
 p.add_argument("--dump")
 p.add_argument("--ddp-info")
@@ -67,6 +70,8 @@ def register_hook(ddp):
     ddp.register_comm_hook(dist.group.WORLD, hook)
 
 
+if a.exit_before_ddp:
+    os._exit(0)
 if a.no_ddp:
     ddp = model
 else:
@@ -92,6 +97,8 @@ for step in range(a.steps):
         raise RuntimeError(f"injected failure at step {step}")
     if a.crash and a.crash == f"{rank}:{step}":
         os._exit(3)
+    if a.hang and a.hang == f"{rank}:{step}":
+        threading.Event().wait()  # forever: the launcher's hang timeout ends it
     if step == a.disk_full_at:
         import resource
         import signal

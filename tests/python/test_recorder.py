@@ -413,6 +413,57 @@ class RecordCommand(unittest.TestCase):
             for r in range(2):
                 self.assertIn(f"[rank {r}] rank {r} listeners beyond loopback: 0", p.stderr)
 
+    def test_code_in_the_working_folder_does_not_run(self):
+        # Issue 26 item 1: a lockstep/ (or torch/) package in the working folder was imported by
+        # every rank (python -m puts the working folder first on sys.path). The script's own
+        # folder stays on the path, as `python script.py` has it.
+        with tempfile.TemporaryDirectory() as d:
+            work, scripts = os.path.join(d, "work"), os.path.join(d, "scripts")
+            marker = os.path.join(d, "PWNED")
+            for pkg in ("lockstep", "torch"):
+                os.makedirs(os.path.join(work, pkg))
+                with open(os.path.join(work, pkg, "__init__.py"), "w") as f:
+                    f.write(f"open({marker!r}, 'a').write({pkg!r} + chr(10))\n")
+            os.makedirs(scripts)
+            with open(os.path.join(scripts, "helper.py"), "w") as f:
+                f.write(f"import runpy\ndef go():\n    runpy.run_path({JOB!r}, run_name='__main__')\n")
+            with open(os.path.join(scripts, "train.py"), "w") as f:
+                f.write("import helper\nhelper.go()\n")
+            out = os.path.join(d, "run.db")
+            env = dict(os.environ, PYTHONPATH=".:" + os.environ.get("PYTHONPATH", ""))  # a relative entry too
+            p = subprocess.run([CLI, "record", "--nproc", "2", "--out", out, "--python", sys.executable, "-q",
+                                "--progress", "none", "--", os.path.join(scripts, "train.py"), *MODEL],
+                               capture_output=True, text=True, timeout=300, cwd=work, env=env)
+            self.assertFalse(os.path.exists(marker), open(marker).read() if os.path.exists(marker) else "")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(lockstep.load_run(out)["config"]["status"], "completed")
+
+    def test_a_hung_rank_ends_the_job_and_is_named(self):
+        # Issue 26 item 4: exit 1 (not the watchdog's SIGTERM), the rank that hung named (rank 0
+        # waits for it in the step's all-reduce and was blamed before).
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "run.db")
+            p = self.record(out, *MODEL, "--hang", "1:3", extra=["-q", "--hang-timeout-s", "15"])  # start-up under load takes seconds
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("rank 1 stuck at step 3", p.stderr)
+            self.assertIn("rank 0 waiting for it", p.stderr)
+            run = lockstep.load_run(out)
+            self.assertEqual(run["config"]["status"], "failed")
+            self.assertIn("rank 1 stuck at step 3", run["config"]["failure_cause"])
+        help_ = subprocess.run([CLI, "record", "--help"], capture_output=True, text=True, timeout=60).stdout
+        self.assertIn("default 600", help_)
+
+    def test_a_script_that_ends_before_ddp_is_a_failed_run(self):
+        # Issue 26 item 5: os._exit(0) before DDP gave exit 0 and a 0-step run marked completed.
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "run.db")
+            p = self.record(out, *MODEL, "--exit-before-ddp", extra=["-q"])
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("no step was recorded", p.stderr)
+            run = lockstep.load_run(out)
+            self.assertEqual(run["config"]["status"], "failed")
+            self.assertIn("no step was recorded", run["config"]["failure_cause"])
+
     def test_a_script_without_ddp_fails_clearly(self):
         with tempfile.TemporaryDirectory() as d:
             p = self.record(os.path.join(d, "run.db"), "--no-ddp", "--steps", "2")

@@ -36,6 +36,11 @@ Result<std::string> checkOutputPath(const std::string& destination, bool overwri
 // 128+signal (130 for Ctrl-C), instead of leaving them behind (core::onStopSignal). Once.
 void removeOutputsOnSignal();
 
+// A folder the command created for its outputs (predict --out-dir): removed on a signal that
+// leaves none of its outputs, if it is empty then. Registered under the signal thread's lock.
+// Returns false (errno set) when it cannot be created.
+bool createOutputFolder(const std::string& path);
+
 class OutputFile {
 public:
     // Checks the destination (not an input, then checkOutputPath) and creates the private folder
@@ -57,12 +62,23 @@ public:
     // write-ahead log to the new file). Then removes the private folder.
     Status commit();
 
+    // Commits every output in one decision: all are checked and synced first, then moved into
+    // place under the lock the signal thread takes, so a signal lands before every move (nothing
+    // is left, 128+signal) or after the last (all are whole, exit 0). A move that fails midway
+    // takes back the ones already made (they are removed; nothing of a replaced file comes back,
+    // so callers check every destination before writing).
+    static Status commitAll(const std::vector<OutputFile*>& outputs);
+
     // `message` with the private path replaced by the destination's (errors of the writer name
     // the file it wrote; the user knows the destination).
     Error explain(const Error& error) const;
 
 private:
     OutputFile() = default;
+    Status prepareCommit();
+    int moveIntoPlace(); // under the signal thread's lock: 0 or an errno
+    Status explainMoveError(int err) const;
+    void finishCommit();
     std::string m_folder;
     std::string m_temp;
     std::string m_destination;

@@ -134,6 +134,9 @@ Result<Run> loadRun(const std::string& path, const LoadOptions& options = {});
 // Writes a whole in-memory Run into a file (importers, tests), whole or not at all
 // (output_file.h): CreateNew refuses an existing file, Overwrite replaces it only on success.
 Status saveRun(const Run& run, const std::string& path, RunWriter::Mode mode = RunWriter::Mode::CreateNew);
+// saveRun's writing alone: a new file at `path`, not atomic (for an OutputFile's path, committed
+// by the caller, e.g. with OutputFile::commitAll).
+Status writeRun(const Run& run, const std::string& path);
 
 struct MergeStats {
     int ranks = 0;

@@ -75,18 +75,27 @@ struct LaunchOptions {
     std::vector<std::string> inputs; // files `out` must not be (the script and its arguments)
     std::string commandLine;        // recorded in the run's configuration when no shard has one
     std::string messagePrefix = "lockstep run"; // how the launcher's own messages start
+    // Set: a job whose ranks all exited 0 without one reporting a step is a failed run with this
+    // cause (a script that never built DistributedDataParallel, or ended before its first step).
+    std::string noStepCause;
+    // For a command that launches once and then ends (run, record): SIGINT, SIGTERM and SIGHUP
+    // stay blocked after launchRun returns, so a signal after the verdict (the run file is in
+    // place) cannot make the command exit 128+signal with a whole, completed run file.
+    bool blockSignalsAtEnd = false;
 };
 
 struct LaunchResult {
     bool success = false;
     std::string cause;          // why the run failed ("rank 1 exited with status 3 at step 5")
     bool interrupted = false;   // SIGINT/SIGTERM/SIGHUP reached the launcher
+    int signal = 0;             // which (the first), when interrupted
+    bool hung = false;          // the hang watchdog stopped the job (failedRank: the rank that hung)
     bool haveRunFile = false;   // `out` was written (also for failed runs: completed steps)
     core::MergeStats merge;
     double wallS = 0;           // from starting the first rank to the last one's exit
     double stopS = 0;           // from the first failure seen to the last rank's exit
     std::vector<int> exitCodes; // per rank: exit status, 128+signal when killed by one
-    int failedRank = -1;        // the rank whose failure is the cause (-1: none, a hang, an interrupt)
+    int failedRank = -1;        // the rank whose failure is the cause, or that hung (-1: none, an interrupt)
 };
 
 // Checks the options and everything that must hold before a rank starts (nproc in

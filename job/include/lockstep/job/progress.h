@@ -14,6 +14,9 @@
 //   LOCKSTEP layout rank=<r> ...                       informational (bucket layout)
 //   LOCKSTEP crash rank=<r> step=<s> (injected)        informational (fault injection)
 //   LOCKSTEP drift rank=<r> step=<s>                   informational (replica check)
+//   LOCKSTEP waiting rank=<r> step=<s>                 rank r launched step s's first all-reduce:
+//                                                      from here it waits for the others (names
+//                                                      the rank that hung: the one not waiting)
 // Launcher -> app (`lockstep run|sweep --progress protocol`, on stderr):
 //   LOCKSTEP job nproc=<n> steps=<k> shards=<dir>      a job started; its shard folder
 //   LOCKSTEP progress step=<s> steps=<k> loss=<f> step_ms=<f>
@@ -53,6 +56,7 @@ std::string failedLine(int rank, std::string_view cause);
 std::string layoutLine(int rank, size_t buckets, std::string_view bucketBytes, int threads, bool pairwise);
 std::string crashLine(int rank, int step);
 std::string driftLine(int rank, int step);
+std::string waitingLine(int rank, int step);
 std::string jobLine(int nproc, int steps, std::string_view shardFolder);
 std::string progressLine(int step, int steps, double loss, double stepMs);
 std::string pointLine(int index, int points, std::string_view runFile);
