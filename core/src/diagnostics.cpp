@@ -88,6 +88,8 @@ constexpr std::array kKinds = {
                        "replicas' parameters differ: the ranks no longer train the same model"},
     DiagnosticKindInfo{K::EventOnUnknownLane, "event on unknown lane", kWarn,
                        "spans or instants that name a lane the file does not have were skipped"},
+    DiagnosticKindInfo{K::ClockAssumedShared, "clock assumed shared", kInfo,
+                       "the ranks' clocks were taken as one clock from their host names (the file has no boot ids)"},
     DiagnosticKindInfo{K::ClockOffsetNotMeasured, "clock offset", kWarn,
                        "a rank's clock offset to rank 0 could not be measured; its times are its own clock's"},
     DiagnosticKindInfo{K::BucketLayoutRebuilt, "bucket layout rebuilt", kInfo,

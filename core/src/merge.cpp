@@ -361,7 +361,9 @@ Result<Run> loadShards(const std::vector<std::string>& shards, std::stop_token s
     std::string firstError;
     bool any = false;
     for (const ShardHead& head : *heads) {
-        auto part = loadRun(head.path, LoadOptions{.stop = stop});
+        // Uncorrected: whose clock a rank shares is decided over all ranks (rank 0's boot id is
+        // in rank 0's shard), once they are stitched.
+        auto part = loadRun(head.path, LoadOptions{.correctClocks = false, .stop = stop});
         if (!part) {
             if (stop.stop_requested())
                 return fail(kCancelled);
@@ -379,7 +381,8 @@ Result<Run> loadShards(const std::vector<std::string>& shards, std::stop_token s
         return fail(firstError);
     if (auto s = stitcher.finish(ranks); !s)
         return std::unexpected(s.error());
-    run.clocksCorrected = true;
+    // The live view reads shards that this build's recorders are writing: boot ids recorded.
+    correctRunClocks(run, true);
     run.normalize();
     return run;
 }

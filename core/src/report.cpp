@@ -4,6 +4,7 @@
 // written as null, never as a bogus 0. Text escapes control characters in everything that comes
 // from a run file.
 #include "lockstep/core/report.h"
+#include "lockstep/core/clock_sync.h"
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -232,7 +233,10 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
     kv(w, "confidence", have ? e.confidence() : nan);
     kvBool(w, "most_steps", e.mostSteps);
     kvBool(w, "wait_above_threshold", e.waitAboveThreshold);
+    ms(w, "clock_uncertainty_ms", have ? e.clockUncertaintyNs : nan);
+    ms(w, "clock_floor_ms", have ? e.clockFloorNs : nan);
     kvBool(w, "clears_noise", e.clearsNoise);
+    kvBool(w, "within_clock", e.withinClock);
     kvBool(w, "straggler", e.straggler);
     kv(w, "cpu_ms", have ? e.cpuMs : nan);
     kv(w, "others_cpu_ms", have ? e.othersCpuMs : nan);
@@ -370,6 +374,10 @@ std::string summaryText(const RunSummary& s)
         const double stepMs = e.meanStepNs * kToMs;
         if (e.straggler)
             out += format("  rank %d is the straggler\n", e.candidate);
+        else if (e.withinClock)
+            out += format("  none (clock \u00b1%.3f ms): rank %d was late most often, but by less than the ranks'\n"
+                          "    clocks can disagree\n",
+                          e.clockUncertaintyNs * kToMs, e.candidate);
         else
             out += format("  none (rank %d was late most often, but the evidence does not clear the noise)\n",
                           e.candidate);
@@ -390,9 +398,13 @@ std::string summaryText(const RunSummary& s)
                       e.clearsNoise ? "[x]" : "[ ]", e.latenessAboveOthersNs * kToMs, e.noiseFloorNs * kToMs,
                       e.steadySteps, e.noiseSpreadNs * kToMs);
         out += std::isnan(e.rankSpreadNs)
-                   ? std::string("\n        (no rank floor: too few other ranks to show how far healthy ranks sit apart)\n")
-                   : format(",\n        rank floor %.3f ms (the other ranks' typical latenesses spread %.3f ms)\n",
+                   ? std::string("\n        (no rank floor: too few other ranks to show how far healthy ranks sit apart)")
+                   : format(",\n        rank floor %.3f ms (the other ranks' typical latenesses spread %.3f ms)",
                             e.rankFloorNs * kToMs, e.rankSpreadNs * kToMs);
+        out += e.clockUncertaintyNs > 0
+                   ? format(",\n        each raised by %.3f ms for the clocks (\u00b1%.3f ms between the ranks, x N/(N-1))\n",
+                            e.clockFloorNs * kToMs, e.clockUncertaintyNs * kToMs)
+                   : std::string("\n");
         if (!std::isnan(e.cpuMs)) {
             out += format("    its training thread per step: %.3f ms on a CPU (others %.3f), %.3f ms waiting for one "
                           "(others %.3f)\n",
@@ -443,6 +455,17 @@ std::string reportText(const Run& run, const RunAnalysis& a)
     out += renderTable(table, "  ");
     out += "  (cpu ms, cpu wait ms: the training thread's time on a CPU and waiting for one, per step;\n"
            "   " + std::string(kNotApplicable) + " where not measured)\n";
+    if (run.ranks.size() > 1) {
+        out += "\nClocks (each rank's times on rank 0's clock)\n";
+        std::vector<std::vector<std::string>> clocks = {{"rank", "host", "clock", "offset ms", "uncertainty ms"}};
+        for (const RankInfo& r : run.ranks)
+            clocks.push_back({std::to_string(r.rank), escapeControl(r.host), clockBasisName(r.clockBasis),
+                              format("%.3f", static_cast<double>(r.clockOffsetNs) * kToMs),
+                              r.clockBasis == ClockBasis::NotMeasured
+                                  ? std::string("unknown")
+                                  : format("\u00b1%.3f", static_cast<double>(r.clockUncertaintyNs) * kToMs)});
+        out += renderTable(clocks, "  ");
+    }
     out += "\nDiagnostics\n";
     if (run.diagnostics.empty())
         out += "  none\n";
@@ -485,6 +508,13 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         kv(w, "host", ri ? ri->host : std::string());
         kv(w, "device", ri ? ri->device : std::string());
         kvInt(w, "clock_offset_ns", ri ? ri->clockOffsetNs : 0);
+        kv(w, "boot_id", ri ? ri->bootId : std::string());
+        kv(w, "clock_basis", std::string(clockBasisName(ri ? ri->clockBasis : ClockBasis::NotMeasured)));
+        kvInt(w, "clock_rtt_ns", ri ? ri->clockRttNs : 0);
+        if (ri && ri->clockBasis != ClockBasis::NotMeasured)
+            kvInt(w, "clock_uncertainty_ns", ri->clockUncertaintyNs);
+        else
+            kvNull(w, "clock_uncertainty_ns");
         kvInt(w, "steps", r.steps);
         kv(w, "step_time_ms", r.stepTimeMs);
         kv(w, "compute_ms", r.computeMs);
@@ -620,7 +650,9 @@ std::string summaryTable(const std::vector<RunSummary>& summaries)
         for (int32_t r : s.stragglers)
             strag += (strag.empty() ? "" : ",") + std::to_string(r);
         if (strag.empty())
-            strag = s.multiRank ? "none" : kNotApplicable;
+            strag = !s.multiRank            ? std::string(kNotApplicable)
+                    : s.straggler.withinClock ? format("none (clock \u00b1%.3f ms)", s.straggler.clockUncertaintyNs * 1e-6)
+                                              : std::string("none");
         rows.push_back({s.name.empty() ? "(unnamed)" : escapeControl(s.name), std::to_string(s.worldSize),
                         bytesText(s.bucketCapBytes), std::to_string(s.steps), numText(s.stepTimeMs, "%.3f"),
                         numText(s.computeMs, "%.3f"), numText(s.commMs, "%.3f"), numText(s.exposedCommMs, "%.3f"),

@@ -42,6 +42,7 @@
 // outside the step structure: imports, setup). So a reader sees whole steps only.
 #include "lockstep/core/run_db.h"
 
+#include "lockstep/core/clock_sync.h"
 #include "lockstep/core/diagnostics.h"
 #include "lockstep/core/output_file.h"
 
@@ -279,8 +280,8 @@ struct RunWriter::Impl {
             {&insStep, "INSERT OR REPLACE INTO steps (rank, step, start_ns, end_ns, loss, samples, cpu_ns, runq_ns) "
                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
             {&insRank, "INSERT OR REPLACE INTO ranks (rank, host, pid, device, clock_offset_ns, "
-                       "clock_rtt_ns, clock_sync_start_ns, clock_offset_end_ns, clock_sync_end_ns) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"},
+                       "clock_rtt_ns, clock_sync_start_ns, clock_offset_end_ns, clock_sync_end_ns, boot_id, "
+                       "clock_uncertainty_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"},
             {&insLane, "INSERT INTO lanes (id, rank, kind, device, stream, name, max_dur_ns) "
                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)"},
             {&insBucket, "INSERT OR REPLACE INTO buckets (idx, bytes, params) VALUES (?1, ?2, ?3)"},
@@ -574,6 +575,8 @@ Status RunWriter::addRank(const RankInfo& r)
     st.bind(7, r.clockSyncStartNs);
     st.bind(8, r.clockOffsetEndNs);
     st.bind(9, r.clockSyncEndNs);
+    st.bind(10, std::string_view(r.bootId));
+    st.bind(11, r.clockUncertaintyNs);
     const int rc = st.run();
     if (rc != SQLITE_DONE)
         return d.error(rc, "storing a rank");
@@ -1097,10 +1100,13 @@ Result<RunConfig> RunReader::config()
 
 Result<std::vector<RankInfo>> RunReader::ranks()
 {
+    const bool boot = m_impl->version >= schema::kBootIdVersion;
     return m_impl->readRows<RankInfo>(
-        "SELECT rank, host, pid, device, clock_offset_ns, clock_rtt_ns, clock_sync_start_ns, "
-        "clock_offset_end_ns, clock_sync_end_ns FROM ranks ORDER BY rank",
-        "reading ranks", [](sqlite3_stmt* s) {
+        boot ? "SELECT rank, host, pid, device, clock_offset_ns, clock_rtt_ns, clock_sync_start_ns, "
+               "clock_offset_end_ns, clock_sync_end_ns, boot_id, clock_uncertainty_ns FROM ranks ORDER BY rank"
+             : "SELECT rank, host, pid, device, clock_offset_ns, clock_rtt_ns, clock_sync_start_ns, "
+               "clock_offset_end_ns, clock_sync_end_ns FROM ranks ORDER BY rank",
+        "reading ranks", [boot](sqlite3_stmt* s) {
             RankInfo r;
             r.rank = sqlite3_column_int(s, 0);
             r.host = columnText(s, 1);
@@ -1111,6 +1117,12 @@ Result<std::vector<RankInfo>> RunReader::ranks()
             r.clockSyncStartNs = sqlite3_column_int64(s, 6);
             r.clockOffsetEndNs = sqlite3_column_int64(s, 7);
             r.clockSyncEndNs = sqlite3_column_int64(s, 8);
+            if (boot) {
+                r.bootId = columnText(s, 9);
+                r.clockUncertaintyNs = sqlite3_column_int64(s, 10);
+            } else {
+                r.clockUncertaintyNs = halfRoundTrip(r.clockRttNs);
+            }
             return r;
         });
 }
@@ -1239,6 +1251,44 @@ Result<std::vector<Span>> RunReader::spansInWindow(LaneId lane, TimeNs t0, TimeN
     for (Span& s : out)
         s.name = d.mapString(s.name.v);
     return out;
+}
+
+void correctRunClocks(Run& run, bool bootIdsRecorded)
+{
+    // Whose offset applies first (clock_sync.h): ranks that share rank 0's clock take none.
+    const ClockAlignment alignment = alignClocks(run.ranks, bootIdsRecorded);
+    if (alignment.assumedFromHostNames) {
+        const char* kind = diagnosticInfo(DiagnosticKind::ClockAssumedShared).name;
+        if (std::none_of(run.diagnostics.begin(), run.diagnostics.end(),
+                         [&](const Diagnostic& g) { return g.kind == kind; }))
+            run.diagnostics.push_back(makeDiagnostic(DiagnosticKind::ClockAssumedShared, 1, alignment.note));
+    }
+    std::unordered_map<int32_t, const RankInfo*> byRank;
+    for (const RankInfo& r : run.ranks)
+        byRank.emplace(r.rank, &r);
+    std::vector<const RankInfo*> laneInfo(run.lanes.size(), nullptr);
+    for (size_t i = 0; i < run.lanes.size(); ++i) {
+        auto it = byRank.find(run.lanes[i].rank);
+        laneInfo[i] = it == byRank.end() ? nullptr : it->second;
+    }
+    for (Span& s : run.spans) {
+        if (const RankInfo* r = laneInfo[s.lane.v]) {
+            s.start = r->correct(s.start);
+            s.end = r->correct(s.end);
+        }
+    }
+    for (Instant& in : run.instants) {
+        if (const RankInfo* r = laneInfo[in.lane.v])
+            in.ts = r->correct(in.ts);
+    }
+    for (Step& s : run.steps) {
+        auto it = byRank.find(s.rank);
+        if (it != byRank.end()) {
+            s.start = it->second->correct(s.start);
+            s.end = it->second->correct(s.end);
+        }
+    }
+    run.clocksCorrected = true;
 }
 
 Result<Run> RunReader::load(const LoadOptions& options)
@@ -1394,34 +1444,8 @@ Result<Run> RunReader::load(const LoadOptions& options)
     if (orphans > 0)
         run.diagnostics.push_back(makeDiagnostic(DiagnosticKind::EventOnUnknownLane, orphans));
 
-    if (options.correctClocks) {
-        std::unordered_map<int32_t, const RankInfo*> byRank;
-        for (const RankInfo& r : run.ranks)
-            byRank.emplace(r.rank, &r);
-        std::vector<const RankInfo*> laneInfo(run.lanes.size(), nullptr);
-        for (size_t i = 0; i < run.lanes.size(); ++i) {
-            auto it = byRank.find(run.lanes[i].rank);
-            laneInfo[i] = it == byRank.end() ? nullptr : it->second;
-        }
-        for (Span& s : run.spans) {
-            if (const RankInfo* r = laneInfo[s.lane.v]) {
-                s.start = r->correct(s.start);
-                s.end = r->correct(s.end);
-            }
-        }
-        for (Instant& in : run.instants) {
-            if (const RankInfo* r = laneInfo[in.lane.v])
-                in.ts = r->correct(in.ts);
-        }
-        for (Step& s : run.steps) {
-            auto it = byRank.find(s.rank);
-            if (it != byRank.end()) {
-                s.start = it->second->correct(s.start);
-                s.end = it->second->correct(s.end);
-            }
-        }
-        run.clocksCorrected = true;
-    }
+    if (options.correctClocks)
+        correctRunClocks(run, d.version >= schema::kBootIdVersion);
     // The scan follows the table's key (lane, start_ns, seq), so spans arrive sorted by lane and
     // start already (clock correction is monotonic within a lane); only runs of equal starts
     // need ordering by end. That is O(n) where normalize() would sort 10 M spans again (~1.5 s).

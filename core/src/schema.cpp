@@ -20,6 +20,10 @@
 //     t0 - max_dur). Migration adds the column and backfills it from spans.
 //  3  steps.cpu_ns, steps.runq_ns: the training thread's CPU time and run-queue wait in the step
 //     (Step::cpuNs, runqNs), NULL when not measured. Migration adds the columns (NULL).
+//  4  ranks.boot_id, ranks.clock_uncertainty_ns: the kernel boot id of each rank's host (ranks
+//     with rank 0's boot id share its clock: no offset) and the offset's uncertainty (half the
+//     kept round trip). Migration adds them ('' and half the stored round trip); readers of
+//     older files fall back to host names (clock_sync.h).
 // A new file runs the base DDL and then every migration step: the path old files take is the
 // path every new file takes, so migrations cannot rot.
 #include "schema.h"
@@ -36,7 +40,7 @@
 
 namespace lockstep::core {
 
-const int kSchemaVersion = 3;
+const int kSchemaVersion = 4;
 
 namespace schema {
 namespace {
@@ -172,7 +176,7 @@ struct Migration {
 };
 
 // Each step takes the file from toVersion - 1 to toVersion, in one transaction.
-constexpr std::array<Migration, 2> kMigrations = {{
+constexpr std::array<Migration, 3> kMigrations = {{
     {2, R"sql(
 -- lanes.max_dur_ns: the longest span (dur_ns) of the lane, 0 if none. Kept by the
 -- writer (updated in the same transaction as the spans); window queries widen their lower bound
@@ -186,6 +190,14 @@ UPDATE lanes SET max_dur_ns =
 -- runnable but waiting for a CPU. NULL = not measured.
 ALTER TABLE steps ADD COLUMN cpu_ns INTEGER;
 ALTER TABLE steps ADD COLUMN runq_ns INTEGER;
+)sql"},
+    {4, R"sql(
+-- The rank's kernel boot id (/proc/sys/kernel/random/boot_id): ranks with rank 0's boot id read
+-- its clock and take no offset. '' = not recorded.
+ALTER TABLE ranks ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';
+-- The offset is right within +- this (half the kept exchange's round trip), ns.
+ALTER TABLE ranks ADD COLUMN clock_uncertainty_ns INTEGER NOT NULL DEFAULT 0;
+UPDATE ranks SET clock_uncertainty_ns = (clock_rtt_ns + 1) / 2 WHERE clock_rtt_ns > 0;
 )sql"},
 }};
 

@@ -47,6 +47,8 @@ Result<sqlite3*> openReadOnly(const std::string& path, int* version);
 inline constexpr int kMaxDurVersion = 2;
 // The steps.cpu_ns and steps.runq_ns columns exist from this version on; older files read -1.
 inline constexpr int kStepCpuVersion = 3;
+// ranks.boot_id and ranks.clock_uncertainty_ns (clock_sync.h).
+inline constexpr int kBootIdVersion = 4;
 
 // The spans table's columns (schema.cpp declares the table with a comment per column), in the
 // table's order. The writer's INSERT and its binds, and every reader's SELECT and its reads, are

@@ -77,6 +77,13 @@
 //     about 18% smaller for Gaussian noise, were tried offline on the 352 kept runs of eight
 //     bench/straggler passes: the same 178 of 192 injected stragglers named and the same 20 of
 //     160 clean runs, machine-made ones included; the simpler median stays.)
+//     And clear of the clocks: the lead is a difference of times taken on two ranks' clocks,
+//     which agree only within the stored uncertainty of their offsets (clock_sync.h: 0 on one
+//     host, half the best exchange's round trip across hosts). That uncertainty is added to each
+//     floor, scaled like the floors by N/(N-1) (the lead is a difference of medians of
+//     latenesses; a clock error e moves it by e N/(N-1)): jitter and a constant offset error are
+//     independent causes, and a lead the clocks alone can produce names nobody ("none (clock
+//     +-5.140 ms)"). Two ranks on one host share a clock: 0, and nothing changes.
 //
 // What it assumes: the healthy ranks' jitter is like the candidate's would be without its
 // delay (the ranks run the same program on similar machines), and lateness is comparable
@@ -108,6 +115,7 @@
 // each rank, sampled from outside the process) judges false positives with the same rule. The
 // cause explains; it never decides whether a rank is named.
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/clock_sync.h"
 #include "lockstep/core/diagnostics.h"
 
 #include "analysis_internal.h"
@@ -424,8 +432,27 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
     ev.mostSteps = 2 * ev.stepsLate > steadyCount && ev.chance <= kChanceLevel;
     ev.waitAboveThreshold =
         ev.waitFraction >= kStragglerWaitFraction && ev.delayFraction >= kStragglerWaitFraction;
-    ev.clearsNoise = ev.latenessAboveOthersNs > 0 && ev.latenessAboveOthersNs >= ev.noiseFloorNs &&
-                     ev.latenessAboveOthersNs >= ev.rankFloorNs;
+    // The clocks (clock_sync.h): the lead is a difference of two ranks' corrected times, so an
+    // error of the candidate's offset or of another rank's moves it one for one. The floors
+    // measure the ranks' jitter, which a constant offset error does not show: the uncertainty is
+    // added to them, never folded into them.
+    {
+        std::map<int32_t, TimeNs> uncertainty;
+        for (const RankInfo& r : run.ranks)
+            uncertainty[r.rank] = r.clockUncertaintyNs;
+        TimeNs others = 0;
+        for (size_t k = 0; k < rankList.size(); ++k)
+            if (k != bestIndex)
+                others = std::max(others, uncertainty[rankList[k]]);
+        ev.clockUncertaintyNs = static_cast<double>(uncertainty[cand.rank] + others);
+    }
+    // In the lead's units: an error e of the candidate's clock moves its lateness by e and each
+    // other's by -e/(N-1), the difference of the medians by e N/(N-1) (the floors' factor).
+    const double floors = std::max(ev.noiseFloorNs, std::isnan(ev.rankFloorNs) ? 0.0 : ev.rankFloorNs);
+    const bool clearsFloors = ev.latenessAboveOthersNs > 0 && ev.latenessAboveOthersNs >= floors;
+    ev.clockFloorNs = ev.clockUncertaintyNs * participants / (participants - 1.0);
+    ev.clearsNoise = clearsFloors && ev.latenessAboveOthersNs >= floors + ev.clockFloorNs;
+    ev.withinClock = clearsFloors && !ev.clearsNoise;
     ev.straggler = ev.mostSteps && ev.waitAboveThreshold && ev.clearsNoise;
     if (ev.straggler)
         rep.stragglers.push_back(ev.candidate);

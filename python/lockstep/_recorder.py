@@ -198,7 +198,8 @@ class Recorder:
             rank=self.rank, host=socket.gethostname(), pid=os.getpid(),
             device=f"cuda:{device_index}" if self._cuda else "cpu",
             clock_offset_ns=start.offset_ns if start else 0, clock_rtt_ns=start.rtt_ns if start else 0,
-            clock_sync_start_ns=start.at_ns if start else 0)
+            clock_sync_start_ns=start.at_ns if start else 0,
+            boot_id=_clock.boot_id(), clock_uncertainty_ns=start.uncertainty_ns if start else 0)
 
         hook_name = self._slot_hook_name(_patches.comm_slot(ddp, create=False))
         compress = _COMPRESS_OF_HOOK.get(hook_name, hook_name)
@@ -662,7 +663,11 @@ class Recorder:
                     end = _clock.measure(self._store(), self.rank, self.world, self._clock_prefix + "/end",
                                          _CLOCK_END_TIMEOUT_S)
                     if self.rank != 0:
-                        self._rank_info.update(clock_offset_end_ns=end.offset_ns, clock_sync_end_ns=end.at_ns)
+                        # Between the two samples the offset is interpolated: its error is at
+                        # most the larger of the two samples' errors.
+                        self._rank_info.update(
+                            clock_offset_end_ns=end.offset_ns, clock_sync_end_ns=end.at_ns,
+                            clock_uncertainty_ns=max(self._rank_info["clock_uncertainty_ns"], end.uncertainty_ns))
                         self._core.update_rank(self._rank_info)
                 except Exception as e:
                     self._core.add_diagnostic("clock offset", 1,

@@ -9,6 +9,7 @@
 #include "shard_recorder.h"
 
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/clock_sync.h"
 #include "lockstep/core/diagnostics.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
@@ -128,7 +129,7 @@ core::RankInfo rankFromDict(const pybind11::dict& d)
 {
     checkKeys(d,
               {"rank", "host", "pid", "device", "clock_offset_ns", "clock_rtt_ns", "clock_sync_start_ns",
-               "clock_offset_end_ns", "clock_sync_end_ns"},
+               "clock_offset_end_ns", "clock_sync_end_ns", "boot_id", "clock_uncertainty_ns"},
               "rank");
     core::RankInfo r;
     take(d, "rank", r.rank);
@@ -140,6 +141,8 @@ core::RankInfo rankFromDict(const pybind11::dict& d)
     take(d, "clock_sync_start_ns", r.clockSyncStartNs);
     take(d, "clock_offset_end_ns", r.clockOffsetEndNs);
     take(d, "clock_sync_end_ns", r.clockSyncEndNs);
+    take(d, "boot_id", r.bootId);
+    take(d, "clock_uncertainty_ns", r.clockUncertaintyNs);
     return r;
 }
 
@@ -155,6 +158,8 @@ pybind11::dict rankToDict(const core::RankInfo& r)
     d["clock_sync_start_ns"] = r.clockSyncStartNs;
     d["clock_offset_end_ns"] = r.clockOffsetEndNs;
     d["clock_sync_end_ns"] = r.clockSyncEndNs;
+    d["boot_id"] = r.bootId;
+    d["clock_uncertainty_ns"] = r.clockUncertaintyNs;
     return d;
 }
 
@@ -336,6 +341,26 @@ PYBIND11_MODULE(_core, m)
     m.doc() = "Lockstep's native core for the PyTorch DDP recorder: run database writes and reads";
 
     m.def("now_ns", &lockstep::record::nowNs, "CLOCK_REALTIME in nanoseconds (the clock of every Lockstep timestamp)");
+    m.def("boot_id", &core::readBootId, "this machine's kernel boot id ('' when unreadable; clock_sync.h)");
+    m.def(
+        "best_clock_exchange",
+        [](const std::vector<std::tuple<int64_t, int64_t, int64_t>>& exchanges) -> pybind11::object {
+            std::vector<core::ClockExchange> ex;
+            for (const auto& [sent, remote, received] : exchanges)
+                ex.push_back({sent, remote, received});
+            const auto best = core::bestClockExchange(ex);
+            if (!best)
+                return pybind11::none();
+            pybind11::dict d;
+            d["offset_ns"] = best->offsetNs;
+            d["rtt_ns"] = best->rttNs;
+            d["uncertainty_ns"] = best->uncertaintyNs;
+            d["at_ns"] = best->atNs;
+            return d;
+        },
+        pb::arg("exchanges"),
+        "Of [(sent, remote, received)] ping-pongs, the one with the smallest round trip as "
+        "{offset_ns, rtt_ns, uncertainty_ns, at_ns}; None when none is valid (core's bestClockExchange)");
     m.attr("SCHEMA_VERSION") = core::kSchemaVersion;
     // The startup link probe's sizes and turns (whatif.h, kLinkProbeKey), for Recorder._probe_link.
     m.attr("LINK_PROBE_KEY") = core::kLinkProbeKey;

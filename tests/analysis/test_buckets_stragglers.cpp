@@ -489,3 +489,28 @@ TEST(Stragglers, TheCauseFromTheTrainingThreadsSchedulerStatistics)
     EXPECT_EQ(rep.evidence.cause, StragglerCause::Unknown);
     EXPECT_TRUE(std::isnan(analyze(partial).ranks[2].cpuMs));
 }
+
+TEST(Stragglers, TheClocksUncertaintyRaisesTheFloors)
+{
+    // RunStragglerThreshold's lag at a 500 step: rank 1 is 30 late every step; its lateness +30
+    // against the others' -15, a lead of 45 over floors of 0. The clocks: rank 0 is the
+    // reference (0), rank 1 uncertain by 10, rank 2 by u2. The candidate's clock may sit
+    // 10 + u2 from another's, which moves the lead by that x N/(N-1) = 1.5: with u2 = 20 the
+    // clock floor is 45 and the lead just clears it; with u2 = 21 it is 46.5 and nobody is named
+    // ("none (clock +-31)"). Ranks that share one clock (all 0) change nothing.
+    const Launches lag(6, {{{100, 130, 100}, {300, 330, 300}}});
+    for (const TimeNs u2 : {0, 20, 21}) {
+        core::Run run = threeRankRun(500, 1000, 0, lag);
+        ASSERT_EQ(run.ranks.size(), 3u);
+        run.ranks[1].clockUncertaintyNs = u2 == 0 ? 0 : 10;
+        run.ranks[2].clockUncertaintyNs = u2;
+        const StragglerReport rep = stragglers(run);
+        const StragglerEvidence& e = rep.evidence;
+        EXPECT_DOUBLE_EQ(e.latenessAboveOthersNs, 45.0);
+        EXPECT_DOUBLE_EQ(e.clockUncertaintyNs, u2 == 0 ? 0.0 : 10.0 + u2) << u2;
+        EXPECT_DOUBLE_EQ(e.clockFloorNs, e.clockUncertaintyNs * 1.5) << u2;
+        EXPECT_EQ(e.straggler, u2 != 21) << u2;
+        EXPECT_EQ(e.withinClock, u2 == 21) << u2;
+        EXPECT_EQ(rep.stragglers, u2 == 21 ? std::vector<int32_t>{} : std::vector<int32_t>{1}) << u2;
+    }
+}

@@ -78,7 +78,7 @@ TEST_F(RunDb, roundTripKeepsEveryField)
     ASSERT_TRUE(saveRun(in, path).has_value());
     ASSERT_EQ(pragmaInt(path, "PRAGMA application_id"), int64_t(kApplicationId));
     ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(kSchemaVersion));
-    ASSERT_EQ(kSchemaVersion, 3);
+    ASSERT_EQ(kSchemaVersion, 4);
     ASSERT_TRUE(!exists(path + "-wal")) << ("closing leaves no WAL");
     ASSERT_TRUE(validateRunFile(path).has_value());
 
@@ -499,6 +499,7 @@ TEST_F(RunDb, versionOneFileIsReadThenMigrated)
         const char* fill =
             "INSERT INTO strings (id, text) VALUES (1, 'op');"
             "INSERT INTO ranks (rank, host) VALUES (0, 'old');"
+            "INSERT INTO ranks (rank, host, clock_offset_ns, clock_rtt_ns) VALUES (1, 'old', 700, 1001);"
             "INSERT INTO lanes (id, rank, kind, name) VALUES (0, 0, 'host_thread', 't0'), (1, 0, 'compute', 'c');"
             "INSERT INTO steps (rank, step, start_ns, end_ns, samples) VALUES (0, 0, 0, 100000, 4);"
             "INSERT INTO spans (lane, kind, name, start_ns, dur_ns, step, bucket, bytes, seq) VALUES"
@@ -539,14 +540,18 @@ TEST_F(RunDb, versionOneFileIsReadThenMigrated)
         ASSERT_TRUE((*w)->appendSpans(std::span(&s, 1)).has_value());
         ASSERT_TRUE((*w)->close().has_value());
     }
-    ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(3));
+    ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(4));
     ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM steps WHERE cpu_ns IS NULL AND runq_ns IS NULL"), int64_t(1));
+    // Version 4: no boot ids; the offset's uncertainty is half the stored round trip, rounded up.
+    ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM ranks WHERE boot_id = ''"), int64_t(2));
+    ASSERT_EQ(pragmaInt(path, "SELECT clock_uncertainty_ns FROM ranks WHERE rank = 1"), int64_t(501));
+    ASSERT_EQ(pragmaInt(path, "SELECT clock_uncertainty_ns FROM ranks WHERE rank = 0"), int64_t(0));
     ASSERT_EQ(pragmaInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 0"), int64_t(50000));
     ASSERT_EQ(pragmaInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 1"), int64_t(500));
     ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM strings"), int64_t(2)); // "op" reused
     auto reader = RunReader::open(path);
     ASSERT_TRUE(reader.has_value());
-    ASSERT_EQ((*reader)->schemaVersion(), 3);
+    ASSERT_EQ((*reader)->schemaVersion(), 4);
     auto w = (*reader)->spansInWindow(LaneId{0}, 40000, 41000);
     ASSERT_EQ(w->size(), size_t(1));
     ASSERT_EQ(w->front().end, TimeNs(52000));

@@ -284,9 +284,18 @@ struct StragglerEvidence {
     double rankSpreadNs = 0;     // standard deviation of the other ranks' median latenesses (NaN: < 2 others)
     double rankFloorNs = 0;      // 2 x rankSpreadNs x sqrt(1 + 1/k) over k others (0: fewer than 2 others)
     double chance = 1;           // probability that noise alone makes some rank late this often
+    // How far the candidate's clock may sit from the others' (clock_sync.h): its uncertainty
+    // against rank 0 plus the largest of the other ranks'. 0 when all share one clock.
+    double clockUncertaintyNs = 0;
+    double clockFloorNs = 0;     // the same in the lead's units: clockUncertaintyNs x N/(N-1)
     bool mostSteps = false;      // stepsLate > steadySteps / 2 and chance <= 5%
     bool waitAboveThreshold = false; // waitFraction >= 5% and delayFraction >= 5%
-    bool clearsNoise = false;    // latenessAboveOthersNs > 0, >= noiseFloorNs and >= rankFloorNs
+    // latenessAboveOthersNs > 0 and >= clockFloorNs + each floor (noise, rank): a lead the
+    // clocks alone could produce is no evidence
+    bool clearsNoise = false;
+    // The lead clears the floors but not the clock's uncertainty on top of them: the verdict is
+    // "none (clock +-...)", the clocks stand in the way
+    bool withinClock = false;
     bool straggler = false;      // all three
     double confidence() const { return 1.0 - chance; }
     // The cause, from the kernel's scheduler statistics of each rank's training thread

@@ -59,6 +59,7 @@ enum class DiagnosticKind : uint16_t {
     ReplicaDrift,
     // The reader.
     EventOnUnknownLane,
+    ClockAssumedShared,
     // The Python recorder (python/lockstep).
     ClockOffsetNotMeasured,
     BucketLayoutRebuilt,

@@ -94,6 +94,13 @@ struct LoadOptions {
     // kCancelled: a viewer's superseded load of a 10 M-span run does not read it to the end.
     std::stop_token stop{};
 };
+// Puts every rank's times on rank 0's clock: decides whose offset applies (clock_sync.h
+// alignClocks: ranks with rank 0's boot id take none; `bootIdsRecorded` false for files older
+// than schema 4, where one host name stands in), records that decision in run.ranks, applies the
+// offsets to spans, instants and steps and sets clocksCorrected. RunReader::load does it unless
+// told not to; the live view does it on the stitched shards.
+void correctRunClocks(Run& run, bool bootIdsRecorded);
+
 // The message of a load or analysis that stopped because its stop was requested.
 inline constexpr const char* kCancelled = "cancelled: a stop was requested";
 

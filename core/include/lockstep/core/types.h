@@ -177,9 +177,21 @@ struct Bucket {
     std::vector<std::string> params; // parameter names, in the order they were packed
 };
 
+// How a rank's times were put on rank 0's clock (clock_sync.h alignClocks; docs/design.md
+// "Time and clocks"). Not stored: the reader decides it from boot ids and hosts.
+enum class ClockBasis : uint8_t {
+    Measured = 0,   // another host: the measured offset, uncertain by clockUncertaintyNs
+    Reference,      // rank 0 itself
+    SameBoot,       // the same kernel boot id as rank 0: one clock, offset 0, uncertainty 0
+    SameHostName,   // a file without boot ids whose ranks all name one host: taken as one clock
+    NotMeasured,    // no offset was measured: its own clock, uncertainty unknown
+};
+const char* clockBasisName(ClockBasis basis); // "measured", "rank 0", "same boot", ...
+
 // Clock alignment: offset = rank 0's clock - this rank's clock, measured by ping-pong over the
 // rendezvous store at start and again at the end. Between the two samples the correction is
-// interpolated linearly (drift); outside, the nearer sample holds.
+// interpolated linearly (drift); outside, the nearer sample holds. Ranks that share rank 0's
+// clock (same boot id) take no offset at all: the reader zeroes it (clock_sync.h).
 struct RankInfo {
     int32_t rank = 0;
     std::string host;
@@ -190,6 +202,9 @@ struct RankInfo {
     TimeNs clockSyncStartNs = 0;   // local time of the start measurement (0 = unknown)
     TimeNs clockOffsetEndNs = 0;   // at clockSyncEndNs
     TimeNs clockSyncEndNs = 0;     // local time of the end measurement (0 = none)
+    std::string bootId;            // /proc/sys/kernel/random/boot_id ("" = not recorded)
+    TimeNs clockUncertaintyNs = 0; // the offset is right within +- this (half the kept round trip)
+    ClockBasis clockBasis = ClockBasis::Measured; // set by the reader (not stored)
     TimeNs correct(TimeNs local) const;
 };
 
