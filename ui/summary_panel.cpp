@@ -255,6 +255,32 @@ void SummaryPanel::setRun(LoadedRunPtr run)
              .arg(displayText(s.backend, 20).toHtmlEscaped(), displayText(s.device, 20).toHtmlEscaped(),
                   s.bucketCapBytes > 0 ? formatBytes(double(s.bucketCapBytes)) : tr("unknown"));
     h += tr("Steady steps: %1<br>").arg(QString::fromStdString(s.steady.describe()).toHtmlEscaped());
+    // How the ranks' times were put on rank 0's clock (core/clock_sync.h): one clock on one host,
+    // or measured offsets and how far they can be off.
+    if (m_run->run && m_run->run->ranks.size() > 1) {
+        int shared = 0, measured = 0, named = 0, unknown = 0;
+        core::TimeNs worst = 0;
+        for (const core::RankInfo& r : m_run->run->ranks) {
+            switch (r.clockBasis) {
+            case core::ClockBasis::Reference: break;
+            case core::ClockBasis::SameBoot: ++shared; break;
+            case core::ClockBasis::SameHostName: ++named; break;
+            case core::ClockBasis::Measured: ++measured; worst = std::max(worst, r.clockUncertaintyNs); break;
+            case core::ClockBasis::NotMeasured: ++unknown; break;
+            }
+        }
+        QStringList parts;
+        if (shared > 0)
+            parts << tr("%n rank(s) on rank 0's host (same boot id): one clock", nullptr, shared);
+        if (named > 0)
+            parts << tr("%n rank(s) taken as on rank 0's host by host name (file without boot ids)", nullptr, named);
+        if (measured > 0)
+            parts << tr("%n rank(s) on other hosts: offsets within \u00b1%1", nullptr, measured).arg(formatDuration(double(worst)));
+        if (unknown > 0)
+            parts << tr("%n rank(s) in their own clock (no offset measured)", nullptr, unknown);
+        if (!parts.isEmpty())
+            h += tr("Clocks: %1<br>").arg(parts.join(QStringLiteral("; ")).toHtmlEscaped());
+    }
     h += QStringLiteral("<table cellspacing='0' cellpadding='1'>");
     h += row(tr("step time"), QStringLiteral("<b>%1</b>").arg(ms(s.stepTimeMs)));
     h += row(tr("throughput"), std::isfinite(s.throughput) ? tr("%1 samples/s").arg(s.throughput, 0, 'f', 1) : QStringLiteral("—"));
@@ -311,13 +337,21 @@ void SummaryPanel::setRun(LoadedRunPtr run)
                                   .arg(formatDuration(e.systematicDelayNs), formatPercent(e.delayFraction)));
         // In the straggler sentence's units: its systematic delay against what the run's jitter
         // (noise floor) or the healthy ranks' spread (rank floor) explain.
-        if (!e.clearsNoise)
+        // The clocks (core's clock floor is the clocks' uncertainty in the lead's units; in the
+        // delay's units it is the uncertainty itself).
+        if (e.withinClock)
+            missing << tr("its delay (%1) is within what the ranks' clocks can disagree by (\u00b1%2) on top of the "
+                          "run's own jitter (%3)")
+                           .arg(formatDuration(delay), formatDuration(e.clockUncertaintyNs),
+                                formatDuration(std::max(e.noiseFloorNs, e.rankFloorNs) * toDelay));
+        else if (!e.clearsNoise)
             missing << (e.latenessAboveOthersNs >= e.noiseFloorNs && e.latenessAboveOthersNs > 0
                             ? tr("its delay (%1) is within how far the other ranks sit apart (%2)")
                                   .arg(formatDuration(delay), formatDuration(e.rankFloorNs * toDelay))
                             : tr("its delay (%1) is within what the run's own jitter explains (%2)")
                                   .arg(formatDuration(delay), formatDuration(e.noiseFloorNs * toDelay)));
-        h += tr("none. Rank %1 was late most often, but %2.").arg(e.candidate).arg(missing.join(tr("; ")));
+        h += (e.withinClock ? tr("none (clock \u00b1%1). ").arg(formatDuration(e.clockUncertaintyNs)) : tr("none. "))
+             + tr("Rank %1 was late most often, but %2.").arg(e.candidate).arg(missing.join(tr("; ")));
     } else {
         h += tr("none");
     }

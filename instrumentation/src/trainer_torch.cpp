@@ -4,6 +4,7 @@
 #include "lockstep/rt/worker.h"
 #include "runtime_torch.h"
 
+#include "lockstep/core/clock_sync.h"
 #include "lockstep/core/diagnostics.h"
 #include "lockstep/core/stop_signal.h"
 #include "lockstep/core/thread_sched.h"
@@ -246,12 +247,27 @@ int64_t decode(const std::vector<uint8_t>& v) { return std::stoll(std::string(v.
 // rendezvous store otherwise (NCCL runs). A TCPStore would do, but the FileStore of a local run
 // polls its file every 10 ms: round trips of tens of milliseconds, offsets uncertain by as much
 // (so a local NCCL run's offsets are that coarse; its ranks share one host clock anyway).
-constexpr int kClockSamples = 8;
+// Many exchanges, the best kept (clock_sync.h bestClockExchange): 16 round trips of ~0.1 ms over
+// gloo cost a few ms once at start. Ranks with rank 0's boot id take no offset at all (the
+// reader's rule); the exchange matters across hosts.
+constexpr int kClockSamples = 16;
 // Tags of the clock exchange: above any bucket index (the reducer's pairwise exchange tags).
 constexpr int kClockTag = 1 << 20;
 
-void syncClockOverGroup(CommGroup& pg, const DistEnv& env, TimeNs* offset, TimeNs* rtt, TimeNs* at,
-                        std::chrono::milliseconds timeout)
+struct ClockResult {
+    TimeNs offset = 0, rtt = 0, uncertainty = 0, at = 0;
+};
+
+ClockResult keepBest(const std::vector<core::ClockExchange>& exchanges)
+{
+    ClockResult out;
+    out.at = nowNs();
+    if (const auto best = core::bestClockExchange(exchanges))
+        out = {best->offsetNs, best->rttNs, best->uncertaintyNs, best->atNs};
+    return out;
+}
+
+ClockResult syncClockOverGroup(CommGroup& pg, const DistEnv& env, std::chrono::milliseconds timeout)
 {
     std::vector<at::Tensor> buf{torch::zeros({1}, torch::kLong)};
     if (env.rank == 0) {
@@ -261,36 +277,26 @@ void syncClockOverGroup(CommGroup& pg, const DistEnv& env, TimeNs* offset, TimeN
                 buf[0].fill_(static_cast<int64_t>(nowNs()));
                 pg.send(buf, r, kClockTag + i)->wait(timeout);
             }
-        return;
+        return ClockResult{0, 0, 0, nowNs()};
     }
-    TimeNs best = std::numeric_limits<TimeNs>::max();
+    std::vector<core::ClockExchange> exchanges;
     for (int i = 0; i < kClockSamples; ++i) {
         const TimeNs t0 = nowNs();
         pg.send(buf, 0, kClockTag + i)->wait(timeout);
         pg.recv(buf, 0, kClockTag + i)->wait(timeout);
         const TimeNs t1 = nowNs();
-        const TimeNs remote = buf[0].item<int64_t>();
-        if (t1 - t0 < best) {
-            best = t1 - t0;
-            *offset = remote - (t0 + t1) / 2;
-            *at = t0;
-        }
+        exchanges.push_back({t0, buf[0].item<int64_t>(), t1});
     }
-    *rtt = best;
+    return keepBest(exchanges);
 }
 
-void syncClock(c10d::Store& store, CommGroup* gloo, const DistEnv& env, const std::string& phase,
-               TimeNs* offset, TimeNs* rtt, TimeNs* at, std::chrono::milliseconds timeout)
+ClockResult syncClock(c10d::Store& store, CommGroup* gloo, const DistEnv& env, const std::string& phase,
+                      std::chrono::milliseconds timeout)
 {
-    *offset = 0;
-    *rtt = 0;
-    *at = nowNs();
     if (env.world == 1)
-        return;
-    if (gloo) {
-        syncClockOverGroup(*gloo, env, offset, rtt, at, timeout);
-        return;
-    }
+        return ClockResult{0, 0, 0, nowNs()};
+    if (gloo)
+        return syncClockOverGroup(*gloo, env, timeout);
     if (env.rank == 0) {
         for (int r = 1; r < env.world; ++r)
             for (int i = 0; i < kClockSamples; ++i) {
@@ -298,22 +304,18 @@ void syncClock(c10d::Store& store, CommGroup* gloo, const DistEnv& env, const st
                 store.get(k + "/ping");
                 store.set(k + "/pong", encode(nowNs()));
             }
-        return;
+        return ClockResult{0, 0, 0, nowNs()};
     }
-    TimeNs best = std::numeric_limits<TimeNs>::max();
+    std::vector<core::ClockExchange> exchanges;
     for (int i = 0; i < kClockSamples; ++i) {
         const std::string k = "clock/" + phase + "/" + std::to_string(env.rank) + "/" + std::to_string(i);
         const TimeNs t0 = nowNs();
         store.set(k + "/ping", encode(t0));
         const TimeNs remote = decode(store.get(k + "/pong"));
         const TimeNs t1 = nowNs();
-        if (t1 - t0 < best) {
-            best = t1 - t0;
-            *offset = remote - (t0 + t1) / 2;
-            *at = t0;
-        }
+        exchanges.push_back({t0, remote, t1});
     }
-    *rtt = best;
+    return keepBest(exchanges);
 }
 
 // A hash of every parameter's bytes (FNV-1a over 64-bit words): equal replicas hash equal.
@@ -543,15 +545,16 @@ void Trainer::setup()
         std::fflush(stdout);
     }
 
-    TimeNs offset = 0, rtt = 0, at = 0;
-    syncClock(*m_store, glooGroup(), m_env, "start", &offset, &rtt, &at, m_timeout);
+    const ClockResult clock = syncClock(*m_store, glooGroup(), m_env, "start", m_timeout);
     m_rankInfo.rank = m_env.rank;
     m_rankInfo.host = hostName();
+    m_rankInfo.bootId = core::readBootId();
     m_rankInfo.pid = getpid();
     m_rankInfo.device = m_device.str();
-    m_rankInfo.clockOffsetNs = offset;
-    m_rankInfo.clockRttNs = rtt;
-    m_rankInfo.clockSyncStartNs = at;
+    m_rankInfo.clockOffsetNs = clock.offset;
+    m_rankInfo.clockRttNs = clock.rtt;
+    m_rankInfo.clockUncertaintyNs = clock.uncertainty;
+    m_rankInfo.clockSyncStartNs = clock.at;
 
     m_reducer->broadcastParameters();
     // The link at three small sizes (whatif.h, kLinkProbeKey: kLinkProbeBytes, the fastest of
@@ -1093,11 +1096,12 @@ int Trainer::run()
             throwIfRecordingFailed();
         }
         m_phase = "at the end: ";
-        TimeNs offset = 0, rtt = 0, at = 0;
-        syncClock(*m_store, glooGroup(), m_env, "end", &offset, &rtt, &at, m_timeout);
+        const ClockResult clock = syncClock(*m_store, glooGroup(), m_env, "end", m_timeout);
         if (m_env.world > 1) {
-            m_rankInfo.clockOffsetEndNs = offset;
-            m_rankInfo.clockSyncEndNs = at;
+            m_rankInfo.clockOffsetEndNs = clock.offset;
+            m_rankInfo.clockSyncEndNs = clock.at;
+            // Interpolated between the two samples: wrong by at most the larger of their errors.
+            m_rankInfo.clockUncertaintyNs = std::max(m_rankInfo.clockUncertaintyNs, clock.uncertainty);
         }
         if (m_recorder)
             m_recorder->updateRank(m_rankInfo);

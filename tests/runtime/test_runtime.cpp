@@ -13,6 +13,7 @@
 #include "test_support.h"
 
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/clock_sync.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/job/flags.h"
 
@@ -241,6 +242,10 @@ TEST_F(Runtime, RecordedShards)
         EXPECT_EQ(run->config.extra.count("straggler"), 0u); // not injected
         ASSERT_EQ(run->ranks.size(), 1u);
         EXPECT_EQ(run->ranks[0].rank, r);
+        // Its host's boot id, and the offset's uncertainty: at least half the kept round trip.
+        EXPECT_EQ(run->ranks[0].bootId, core::readBootId());
+        EXPECT_EQ(run->ranks[0].bootId.size(), 36u);
+        EXPECT_GE(run->ranks[0].clockUncertaintyNs, (run->ranks[0].clockRttNs + 1) / 2);
         if (r == 1) {
             EXPECT_GT(run->ranks[0].clockRttNs, 0);
             EXPECT_GT(run->ranks[0].clockSyncEndNs, run->ranks[0].clockSyncStartNs);

@@ -42,6 +42,8 @@
 #include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
+
+#include <sqlite3.h>
 #include <QTest>
 
 using namespace lockstep;
@@ -68,6 +70,7 @@ private slots:
     void screenshotErrors();
     void helpWithoutDisplay();
     void timelinePageSearchSummaryAndRanks();
+    void clocksInTheSummary();
     void stepBoxRefusesWhatIsNotAStep();
     void closeRun();
     void liveRunGrowsOnTheTimeline();
@@ -611,6 +614,36 @@ void TestUiApp::helpWithoutDisplay()
     QVERIFY(p.waitForFinished(30000));
     QCOMPARE(p.exitCode(), 0);
     QVERIFY(QString::fromUtf8(p.readAllStandardOutput()).contains(QStringLiteral(LOCKSTEP_VERSION)));
+}
+
+void TestUiApp::clocksInTheSummary()
+{
+    // The GPU recording of 2 ranks on one host (schema 3, no boot ids, both on host "vm"): one
+    // clock, said in the Summary, no verdict from the clock. The same file as if rank 1 were on
+    // another host: its stored offsets apply with +-5.140 ms, more than the lead they make, and
+    // the verdict says "none (clock +-...)" (core's numbers: tests/db/test_clock_sync.cpp).
+    const QString fixture = QStringLiteral(LOCKSTEP_TEST_DATA_DIR "/gpu/record-gloo-cuda-2.db");
+    const QString copy = m_dir.filePath("two-hosts.db");
+    QVERIFY(QFile::copy(fixture, copy));
+    QVERIFY(QFile::setPermissions(copy, QFile::permissions(copy) | QFileDevice::WriteOwner));
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open(copy.toUtf8().constData(), &db), SQLITE_OK);
+    QCOMPARE(sqlite3_exec(db, "UPDATE ranks SET host = 'vm2' WHERE rank = 1", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    for (const bool twoHosts : {false, true}) {
+        MainWindow w(options());
+        w.setErrorDialogsEnabled(false);
+        QString error;
+        QVERIFY2(w.openFilesBlocking({twoHosts ? copy : fixture}, &error), qPrintable(error));
+        const QString text = w.timelinePage()->summaryPanel()->summaryText();
+        if (twoHosts) {
+            QVERIFY2(text.contains(QString::fromUtf8("Straggler: none (clock \u00b15.14 ms)")), qPrintable(text));
+            QVERIFY2(text.contains(QString::fromUtf8("offsets within \u00b15.14 ms")), qPrintable(text));
+        } else {
+            QVERIFY2(text.contains("by host name"), qPrintable(text));
+            QVERIFY2(!text.contains(QString::fromUtf8("clock \u00b1")), qPrintable(text));
+        }
+    }
 }
 
 void TestUiApp::timelinePageSearchSummaryAndRanks()
