@@ -2,6 +2,7 @@
 #include "timeline_model.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -166,14 +167,43 @@ bool TimelineRunModel::construct(std::stop_token stop)
         auto rl = std::make_unique<RankLanes>();
         rl->rank = rank;
         std::vector<const core::Lane*> lanes = lanesByRank[rank];
-        std::stable_sort(lanes.begin(), lanes.end(), [](const core::Lane* x, const core::Lane* y) {
+        // What the eye needs first: the training thread, the communication, then the host
+        // threads that launch or run collectives (gloo's worker threads on an imported trace),
+        // the GPU streams busiest first (a trace's dozens of nearly idle streams sink to the
+        // bottom), then the other host threads.
+        std::unordered_map<uint32_t, std::pair<bool, TimeNs>> work; // lane -> (has communication, busy time)
+        for (const core::Lane* l : lanes) {
+            auto [first, last] = r.laneSpanRange(l->id);
+            auto& [comm, busy] = work[l->id.v];
+            for (size_t i = first; i < last; ++i) {
+                comm = comm || core::isCommunication(r.spans[i].kind);
+                busy += r.spans[i].duration();
+            }
+        }
+        const auto group = [&](const core::Lane& l) {
+            switch (l.kind) {
+            case LaneKind::Compute: return 0;
+            case LaneKind::Comm: return 1;
+            case LaneKind::HostThread: return work[l.id.v].first ? 2 : 4;
+            case LaneKind::GpuStream: return 3;
+            }
+            return 5;
+        };
+        std::stable_sort(lanes.begin(), lanes.end(), [&](const core::Lane* x, const core::Lane* y) {
+            const int gx = group(*x), gy = group(*y);
+            if (gx != gy)
+                return gx < gy;
+            if (gx == 3 && work[x->id.v].second != work[y->id.v].second)
+                return work[x->id.v].second > work[y->id.v].second;
             return std::tuple{laneOrder(*x), x->device, x->stream} < std::tuple{laneOrder(*y), y->device, y->stream};
         });
         for (const core::Lane* l : lanes)
             rl->lanes.push_back(l->id);
-        // The strip goes under the communication lane; a rank without one carries it on its
-        // last lane.
+        // The strip goes under the communication lane (or the first lane that communicates); a
+        // rank without one carries it on its last lane.
         auto comm = std::find_if(lanes.begin(), lanes.end(), [](const core::Lane* l) { return l->kind == LaneKind::Comm; });
+        if (comm == lanes.end())
+            comm = std::find_if(lanes.begin(), lanes.end(), [&](const core::Lane* l) { return work[l->id.v].first; });
         if (comm != lanes.end())
             rl->stripLane = (*comm)->id;
         else if (!lanes.empty())
