@@ -147,20 +147,22 @@ TEST(KinetoImport, ObjectFormGpuRank)
     EXPECT_EQ(diagCount(*run, "python_function events skipped"), 1);
     ASSERT_EQ(run->buckets.size(), 1u);
     EXPECT_EQ(run->buckets[0].bytes, 4096);
-    // Analyses: device rule. Step 5: W = [1100, 1700] µs; C = [1100, 1500] 400, M = [1300, 1700]
-    // 400, overlapped 200 (ratio 0.5), compute-only 200, exposed 200, idle 0.
-    // Step 6: W = the copy [2100, 2150]: memory-only 50 µs.
+    // Analyses: device rule, tiling windows. Step 5: W = [1100, 2100) µs (to step 6's first
+    // device work, the copy); C = [1100, 1500] 400, M = [1300, 1700] 400, overlapped 200 (ratio
+    // 0.5), compute-only 200, exposed 200, idle the rest.
+    // Step 6 (the last): W = [2100, 3000) (its host step's end, later than its copy's): the copy
+    // [2100, 2150) and, by time, the memset of no step [2200, 2210): memory-only 60 µs.
     const auto breakdown = stepBreakdown(*run);
     ASSERT_EQ(breakdown.size(), 2u);
     EXPECT_EQ(breakdown[0].step, 5);
     EXPECT_EQ(breakdown[0].window, StepWindow::Device);
-    EXPECT_EQ(breakdown[0].wall, 600'000);
+    EXPECT_EQ(breakdown[0].wall, 1'000'000);
     EXPECT_EQ(breakdown[0].compute, 400'000);
     EXPECT_EQ(breakdown[0].communication, 400'000);
     EXPECT_EQ(breakdown[0].overlapped, 200'000);
     EXPECT_DOUBLE_EQ(breakdown[0].overlapRatio, 0.5);
-    EXPECT_EQ(breakdown[1].wall, 50'000);
-    EXPECT_EQ(breakdown[1].memoryOnly, 50'000);
+    EXPECT_EQ(breakdown[1].wall, 900'000);
+    EXPECT_EQ(breakdown[1].memoryOnly, 60'000);
     EXPECT_EQ(breakdown[1].compute, 0);
     EXPECT_EQ(stats.commSpans, 2);
     EXPECT_EQ(stats.steps, 2);
@@ -171,8 +173,8 @@ TEST(KinetoImport, ObjectFormGpuRank)
 // not work, as newer HTA classifies them (neither compute nor communication). The trace above
 // plus a "Stream Sync" on stream 7 over [1500, 1790] µs, launched by cudaStreamSynchronize
 // (correlation 9) at 1500 in step 5. Counted as compute it would turn the exposed [1500, 1700]
-// of the all-reduce into overlap (ratio 0.5 → 1.0) and stretch step 5's device window to 1790.
-// Expected: the same numbers as without it (step 5: W = 600 µs, C = 400, M = 400, overlapped
+// of the all-reduce into overlap (ratio 0.5 → 1.0).
+// Expected: the same numbers as without it (step 5: W = 1000 µs, C = 400, M = 400, overlapped
 // 200, ratio 0.5); the record drawn on its stream's lane (kind other), no host lane for it.
 TEST(KinetoImport, GoldenCudaSyncIsAStreamWaitingNotWork)
 {
@@ -196,7 +198,7 @@ TEST(KinetoImport, GoldenCudaSyncIsAStreamWaitingNotWork)
     EXPECT_EQ(lane.stream, 7);
     const auto breakdown = stepBreakdown(*run);
     ASSERT_EQ(breakdown.size(), 2u);
-    EXPECT_EQ(breakdown[0].wall, 600'000);
+    EXPECT_EQ(breakdown[0].wall, 1'000'000);
     EXPECT_EQ(breakdown[0].compute, 400'000);
     EXPECT_EQ(breakdown[0].communication, 400'000);
     EXPECT_EQ(breakdown[0].overlapped, 200'000);
@@ -220,14 +222,17 @@ TEST(KinetoImport, GoldenCudaSyncIsAStreamWaitingNotWork)
 //   none          99           orphan      [3100, 3200)            7       - (no launch record)
 //   3500          31           late        [3600, 3700)            7       - (outside every step)
 //
+// Windows tile (docs/design.md): step 1 runs from its first device work to step 2's first.
 // Step 1: W = [1150, 2400) = 1250. C = [1150,1600) + [1900,2300) = 850; M = [2000,2400) = 400;
 //   Mem = [1250,1300) = 50, under gemm_a. overlapped [2000,2300) = 300, exposed [2300,2400) =
 //   100, compute-only 850 - 300 = 550, memory-only 0, idle [1600,1900) = 300:
 //   550 + 300 + 100 + 0 + 300 = 1250. Overlap ratio 300 / 400 = 0.75.
 //   (By host time the window [1000,2000) would hold gemm_a, the copy and 100 of gemm_b, and no
 //   communication at all: ratio undefined.)
-// Step 2: W = [2400, 2900) = 500. C = 300, M = 300, overlapped [2600,2700) = 100, exposed 200,
-//   compute-only 200, memset under both: memory-only 0, idle 0. Ratio 100 / 300 = 1/3.
+// Step 2 (the last): W = [2400, 3000) = 600, to its host step's end (later than its last device
+//   work, 2900). C = 300, M = 300, overlapped [2600,2700) = 100, exposed 200, compute-only 200,
+//   memset under both: memory-only 0, idle [2900,3000) = 100 (the GPU waiting for its host).
+//   Ratio 100 / 300 = 1/3. The orphan and the late kernel lie after every window.
 // Run (warm-up 0: both steps steady): overlap (300 + 100) / (400 + 300) = 4/7.
 std::string goldenGpuTrace(int rank, double shift = 0)
 {
@@ -285,12 +290,12 @@ TEST(KinetoImport, GoldenDeviceWorkByLaunchingStep)
     EXPECT_EQ(s1.idle, 300'000);
     EXPECT_DOUBLE_EQ(s1.overlapRatio, 0.75);
     const StepBreakdown& s2 = a.steps[1];
-    EXPECT_EQ(s2.wall, 500'000);
+    EXPECT_EQ(s2.wall, 600'000);
     EXPECT_EQ(s2.overlapped, 100'000);
     EXPECT_EQ(s2.exposed, 200'000);
     EXPECT_EQ(s2.computeOnly, 200'000);
     EXPECT_EQ(s2.memoryOnly, 0);
-    EXPECT_EQ(s2.idle, 0);
+    EXPECT_EQ(s2.idle, 100'000);
     EXPECT_DOUBLE_EQ(s2.overlapRatio, 1.0 / 3.0);
     EXPECT_DOUBLE_EQ(a.summary.overlapRatio, 4.0 / 7.0);
     // Nothing is dropped silently: one kernel without a launch record, one launched after the
@@ -312,7 +317,7 @@ TEST(KinetoImport, GoldenTwoGpuRanksSkew)
 {
     // The golden rank twice, rank 1 shifted 40 µs later: every launch of rank 1 is 40 µs late,
     // the kernels too. Both all-reduces: skew 40 µs, late rank 1, wait 40 µs (the one other
-    // rank); the steps' windows are 1250 and 500 µs: mean step 875 µs, wait 40 / 875 = 4.6% <
+    // rank); the steps' windows are 1250 and 600 µs: mean step 925 µs, wait 40 / 925 = 4.3% <
     // 5%: rank 1 is the late rank in both steps, and no straggler.
     TempDir dir;
     writeFile(dir.file("r0.json"), goldenGpuTrace(0));
@@ -329,7 +334,7 @@ TEST(KinetoImport, GoldenTwoGpuRanksSkew)
         EXPECT_EQ(sk.waitCaused, 40'000);
     }
     EXPECT_EQ(rep.evidence.stepsLate, 2);
-    EXPECT_NEAR(rep.evidence.waitFraction, 40.0 / 875.0, 1e-12);
+    EXPECT_NEAR(rep.evidence.waitFraction, 40.0 / 925.0, 1e-12);
     EXPECT_TRUE(rep.stragglers.empty());
 }
 
