@@ -885,7 +885,8 @@ void TimelineWidget::Impl::computeLinked()
                     linked.readyInstants.push_back(size_t(it - r.instants.begin()));
         }
     }
-    if (const core::BucketSkew* k = m.bucketSkew(s.step, s.bucket)) {
+    // Skew and a late rank need two ranks that launched it (one rank: not applicable).
+    if (const core::BucketSkew* k = m.bucketSkew(s.step, s.bucket); k && k->ranks > 1) {
         linked.lateRank = k->lateRank;
         linked.skew = k->skew;
         linked.waitCaused = k->waitCaused;
