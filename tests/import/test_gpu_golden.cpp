@@ -3,6 +3,9 @@
 // import`, against tests/data/gpu/expected.json, which derive.py computes from the raw spans
 // with sqlite3/json/gzip alone (docs/design.md's rules applied by hand, no project code).
 // Tolerances are in expected.json ("tolerances") and stated at each check.
+#include "lockstep/core/analysis.h"
+#include "lockstep/core/run_db.h"
+
 #include <gtest/gtest.h>
 
 #include <rapidjson/document.h>
@@ -136,6 +139,32 @@ void expectTiling(const rapidjson::Value& r, const std::string& name)
             EXPECT_EQ(w[i].first, w[i - 1].second) << name << " rank " << rank << " window " << i;
 }
 
+// The run index (details panel, timeline strips, measure tool) answers each step exactly as the
+// whole-run breakdown does, on the real run: the same window and the same five parts.
+void expectIndexAgrees(const fs::path& db)
+{
+    auto run = lockstep::core::loadRun(db.string());
+    ASSERT_TRUE(run.has_value()) << run.error().message;
+    const auto all = lockstep::core::stepBreakdown(*run);
+    const lockstep::core::RunIndex index(*run);
+    ASSERT_FALSE(all.empty());
+    for (const auto& b : all) {
+        const auto one = index.stepBreakdown(b.rank, b.step);
+        ASSERT_TRUE(one.has_value());
+        EXPECT_EQ(one->start, b.start) << db << " rank " << b.rank << " step " << b.step;
+        EXPECT_EQ(one->end, b.end);
+        EXPECT_EQ(one->computeOnly, b.computeOnly);
+        EXPECT_EQ(one->overlapped, b.overlapped);
+        EXPECT_EQ(one->exposed, b.exposed);
+        EXPECT_EQ(one->memoryOnly, b.memoryOnly);
+        EXPECT_EQ(one->idle, b.idle);
+        // The measure tool over the same range says the same.
+        const auto range = index.rangeBreakdown(b.rank, b.start, b.end);
+        EXPECT_EQ(range.overlapped, b.overlapped);
+        EXPECT_EQ(range.exposed, b.exposed);
+    }
+}
+
 class RecordedRun : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RecordedRun, ReportMatchesTheRawSpans)
@@ -147,6 +176,7 @@ TEST_P(RecordedRun, ReportMatchesTheRawSpans)
     EXPECT_EQ(r["schema_version"].GetInt(), 4);
     expectRunNumbers(r, expected()[name.c_str()], name);
     expectTiling(r, name);
+    expectIndexAgrees(kData / (name + ".db"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, RecordedRun, ::testing::Values("record-nccl-1", "record-nccl-tx", "record-gloo-cuda-2"),
@@ -171,6 +201,7 @@ TEST(GlooOverCuda, HostCollectivesCountOnAGpuRank)
     const auto& e = expected()["kineto-gloo2"];
     expectRunNumbers(r, e, "kineto-gloo2");
     expectTiling(r, "kineto-gloo2");
+    expectIndexAgrees(db);
     // Each rank's communication per step within 10 % of the gloo ops' true time in flight.
     for (const auto& rank : r["ranks"].GetArray()) {
         const std::string key = std::to_string(rank["rank"].GetInt());
