@@ -130,7 +130,8 @@ class RunIndex {
 public:
     explicit RunIndex(const Run& run);
     // The same with the lanes' longest spans already known (laneMaxDurations(run), or a level of
-    // detail's): construction then reads only the GPU lanes' spans.
+    // detail's): construction then reads each span's kind once (which rule each rank follows,
+    // detail::rankRules) and the GPU lanes' spans for the windows.
     RunIndex(const Run& run, std::vector<TimeNs> laneMaxDuration);
 
     const Run& run() const { return *m_run; }
