@@ -338,6 +338,81 @@ TEST(KinetoImport, GoldenTwoGpuRanksSkew)
     EXPECT_TRUE(rep.stragglers.empty());
 }
 
+// Golden: gloo over CUDA tensors (docs/design.md, "Categories"), the shape of the H100 traces in
+// tests/data/gpu/ made small. Host pid 100: main thread 100, autograd thread 101, gloo worker
+// 102; step 1 = [1000, 2000) µs; world 2. No record_param_comms.
+//   1050 (100) cudaLaunchKernel -> gemm [1100, 1300)
+//   c10d::allreduce_ on 101 [1300, 1320); inside it, 1305 (101) cudaMemcpyAsync -> DtoH
+//     [1310, 1330) 4096 bytes: the bucket's staging copy
+//   gloo:all_reduce on 102 [1320, 1600); inside it, 1590 (102) cudaMemcpyAsync -> HtoD
+//     [1600, 1620) 4096 bytes: staging too
+//   1700 (100) cudaMemcpyAsync -> HtoD [1700, 1710) 999 bytes: launched by no collective: memory
+// Bucket 0's bytes: the staging copy's, 4096. Thread 102 only runs collectives: a comm lane.
+// Step 1: W = [1100, 2000) (the last window ends at its host step's end) = 900.
+//   C = gemm [1100,1300) + the training threads' runtime calls [1305,1310) and [1700,1705)
+//   (the worker's call is the collective's: not compute); M = c10d ∪ DtoH ∪ gloo ∪ HtoD =
+//   [1300,1620) = 320; Mem = [1700,1710).
+//   overlapped [1305,1310) = 5, exposed 315, compute-only 200 + 5 = 205, memory-only
+//   [1705,1710) = 5, idle 900 - 205 - 5 - 315 - 5 = 370.
+TEST(KinetoImport, GoldenHostCollectiveOnAGpuRank)
+{
+    const double t0 = 1.7e12;
+    auto rt = [&](double ts, const std::string& tid, int corr) {
+        return xEvent("cuda_runtime", "cudaMemcpyAsync", t0 + ts, 5, "100", tid,
+                      "\"correlation\": " + std::to_string(corr));
+    };
+    auto dev = [&](const std::string& cat, const std::string& name, double ts, double dur, int corr, int bytes) {
+        return xEvent(cat, name, t0 + ts, dur, "0", "9",
+                      "\"device\": 0, \"stream\": 9, \"correlation\": " + std::to_string(corr)
+                          + (bytes > 0 ? ", \"bytes\": " + std::to_string(bytes) : std::string()));
+    };
+    const std::vector<std::string> ev = {
+        xEvent("user_annotation", "ProfilerStep#1", t0 + 1000, 1000, "100", "100"),
+        xEvent("cuda_runtime", "cudaLaunchKernel", t0 + 1050, 5, "100", "100", "\"correlation\": 1"),
+        dev("kernel", "gemm", 1100, 200, 1, 0),
+        xEvent("cpu_op", "c10d::allreduce_", t0 + 1300, 20, "100", "101"),
+        rt(1305, "101", 2),
+        dev("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 1310, 20, 2, 4096),
+        xEvent("user_annotation", "gloo:all_reduce", t0 + 1320, 280, "100", "102"),
+        rt(1590, "102", 3),
+        dev("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 1600, 20, 3, 4096),
+        rt(1700, "100", 4),
+        dev("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 1700, 10, 4, 999),
+    };
+    ImportOptions options;
+    options.warmupSteps = 0;
+    auto run = importTraceBytes(
+        objectTrace(ev, "\"distributedInfo\": {\"backend\": \"gloo\", \"rank\": 0, \"world_size\": 2}"), options);
+    ASSERT_TRUE(run.has_value()) << run.error().message;
+    EXPECT_EQ(findSpan(*run, "Memcpy DtoH (Device -> Pinned)")->bucket, 0);
+    EXPECT_EQ(findSpan(*run, "Memcpy HtoD (Pinned -> Device)")->bucket, 0);
+    EXPECT_EQ(findSpan(*run, "Memcpy HtoD (Pageable -> Device)")->bucket, kNoBucket);
+    EXPECT_EQ(findSpan(*run, "c10d::allreduce_")->bytes, 4096);
+    ASSERT_EQ(run->buckets.size(), 1u);
+    EXPECT_EQ(run->buckets[0].bytes, 4096);
+    EXPECT_EQ(run->lanes[findSpan(*run, "gloo:all_reduce")->lane.v].kind, LaneKind::Comm);
+    EXPECT_EQ(run->lanes[findSpan(*run, "c10d::allreduce_")->lane.v].kind, LaneKind::HostThread);
+    EXPECT_EQ(diagCount(*run, "host collectives on a GPU rank"), 1);
+    EXPECT_EQ(diagCount(*run, "collective staging copy"), 2);
+    EXPECT_EQ(diagCount(*run, "bucket size from staging copy"), 1);
+    const auto b = stepBreakdown(*run);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(b[0].window, StepWindow::Device);
+    EXPECT_EQ(b[0].wall, 900'000);
+    EXPECT_EQ(b[0].communication, 320'000);
+    EXPECT_EQ(b[0].overlapped, 5'000);
+    EXPECT_EQ(b[0].exposed, 315'000);
+    EXPECT_EQ(b[0].computeOnly, 205'000);
+    EXPECT_EQ(b[0].memoryOnly, 5'000);
+    EXPECT_EQ(b[0].idle, 370'000);
+    // The run index (details panel) counts the same spans.
+    const RunIndex index(*run);
+    const auto one = index.stepBreakdown(0, 1);
+    ASSERT_TRUE(one.has_value());
+    EXPECT_EQ(one->exposed, 315'000);
+    EXPECT_EQ(one->idle, 370'000);
+}
+
 TEST(KinetoImport, BareArrayFormAndGzipGiveTheSameRun)
 {
     const auto events = gpuRankEvents(1.7e12);
