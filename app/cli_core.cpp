@@ -124,7 +124,7 @@ void registerCoreCommands(CLI::App& app)
     report->add_option("RUN", args->run, "run database (.db)")->required();
     report->add_flag("--json", args->json,
                      "print the full report as JSON: run summary, per rank, per (rank, step), per step "
-                     "straggler and per (step, bucket); schema in docs/report-json.md (schema_version 2)");
+                     "straggler and per (step, bucket); schema in docs/report-json.md (schema_version 4)");
     report->add_flag("--kernels", args->kernels,
                      "also list the device kernels by name, largest total first: count, time per step, mean, share of "
                      "the step, category (with --json: a \"kernels\" array of every one)");

@@ -150,8 +150,9 @@ QVariant BucketTableModel::data(const QModelIndex& index, int role) const
     if (role == Qt::DisplayRole) {
         switch (index.column()) {
         case Bucket: return QStringLiteral("b%1").arg(b.bucket);
-        case Bytes: return formatBytes(double(b.bytes));
-        case Params: return b.params;
+        // A size the run does not give (imported traces) is unknown, not 0 (docs/design.md).
+        case Bytes: return b.bytes > 0 ? formatBytes(double(b.bytes)) : tr("unknown");
+        case Params: return b.params > 0 ? QVariant(b.params) : QVariant(tr("unknown"));
         case ReadyToLaunch: return ms(b.meanReadyToLaunchMs);
         case Duration: return ms(b.meanDurationMs);
         case Algbw: return formatBandwidth(b.meanAlgbwGBps);
@@ -365,6 +366,29 @@ void SummaryPanel::setRun(LoadedRunPtr run)
                       why.isEmpty() ? QString() : QStringLiteral(" — ") + why);
     }
     h += QStringLiteral("</p>");
+    // What the rules left out, reclassified or could not know (the run's diagnostics): never
+    // silent (docs/design.md). Warnings and errors first; each with its count and reason.
+    if (const core::Run* run = m_run->run.get(); run && !run->diagnostics.empty()) {
+        std::vector<const core::Diagnostic*> diags;
+        for (const core::Diagnostic& d : run->diagnostics)
+            diags.push_back(&d);
+        std::stable_sort(diags.begin(), diags.end(), [](const core::Diagnostic* a, const core::Diagnostic* b) {
+            return a->severity > b->severity;
+        });
+        h += QStringLiteral("<p style='margin-top:6px'><b>%1</b>").arg(tr("Diagnostics (left out, reclassified or unknown):"));
+        constexpr size_t kShown = 12;
+        for (size_t i = 0; i < diags.size() && i < kShown; ++i) {
+            const core::Diagnostic& d = *diags[i];
+            h += QStringLiteral("<br>%1 %2 ×%3: %4")
+                     .arg(QString::fromUtf8(core::severityName(d.severity)).toHtmlEscaped(),
+                          displayText(d.kind, 60).toHtmlEscaped())
+                     .arg(d.count)
+                     .arg(displayText(d.message, 240).toHtmlEscaped());
+        }
+        if (diags.size() > kShown)
+            h += tr("<br>and %1 more kinds (lockstep report lists them all)").arg(diags.size() - kShown);
+        h += QStringLiteral("</p>");
+    }
     m_text->setText(h);
 }
 

@@ -194,27 +194,71 @@ TimeNs alignmentOrigin(const Run& run)
 // Step breakdown
 //
 // The naive way (for each step, scan the spans) is O(steps × spans): hours on 10 M spans. Here
-// the spans are walked once, lane by lane (each lane is sorted by start):
-//  - host lanes feed one union of C, one of M and one of Mem per rank, built by a linear merge
-//    (touching backward segments collapse into one interval, so the unions are far smaller than
-//    the lanes); a rank's lanes are then merged together once;
-//  - device work (isDeviceKind spans on GpuStream lanes) feeds one C / M / Mem union per
-//    (rank, launching step), found through a hash of (rank, step), along with the step's device
-//    window [first start, last end].
-// Each host step then binary-searches its rank's unions and sweeps the intervals inside W
-// (windowParts); each device step sweeps its own small unions. Total O(spans + U log U + steps
-// log U), U the size of the unions.
+// the spans are walked once, lane by lane (each lane is sorted by start), and every span the
+// rank's rule counts (countedCategory) feeds one union of C, one of M and one of Mem per rank,
+// built by a linear merge (touching segments collapse into one interval, so the unions are far
+// smaller than the lanes); a rank's lanes are then merged together once. Parts are by time: a
+// window's parts are its rank's unions inside it, whatever step launched the work (so step
+// s+1's kernels hide step s's collective, as Holistic Trace Analysis counts it). Under the
+// device rule the walk also keeps each (rank, launching step)'s device extent, from which the
+// tiling windows are cut (tilingWindows). Each step then binary-searches its rank's unions and
+// sweeps the intervals inside W (windowParts). Total O(spans + U log U + steps log U), U the
+// size of the unions.
 namespace detail {
+
+std::vector<Interval> tilingWindows(const std::vector<DeviceExtent>& extents)
+{
+    // Step s runs from the first device work it launched to the first device work step s+1
+    // launched: consecutive windows share their edge, so they neither overlap nor leave a gap.
+    // Starts are kept monotone (a step whose first work ran before its predecessor's has an
+    // empty window rather than one that overlaps). The last window ends at the later of its
+    // last device work and its host step's end: the GPU waiting for the host is in the step.
+    std::vector<Interval> out(extents.size());
+    for (size_t i = 0; i < extents.size(); ++i)
+        out[i].start = i == 0 ? extents[i].first : std::max(extents[i].first, out[i - 1].start);
+    for (size_t i = 0; i < extents.size(); ++i)
+        out[i].end = i + 1 < extents.size() ? out[i + 1].start
+                                            : std::max({out[i].start, extents[i].last, extents[i].hostEnd});
+    return out;
+}
+
+RankRules rankRules(const Run& run, const RankIndex& idx)
+{
+    const size_t n = idx.ranks.size();
+    RankRules rules;
+    rules.device.assign(n, 0);
+    rules.hostCollectives.assign(n, 0);
+    std::vector<char> commKernel(n, 0), hostComm(n, 0);
+    for (const Span& s : run.spans) {
+        if (s.lane.v >= run.lanes.size())
+            continue;
+        const int32_t r = idx.laneRank[s.lane.v];
+        if (r < 0)
+            continue;
+        if (run.lanes[s.lane.v].kind == LaneKind::GpuStream) {
+            rules.device[r] |= isDeviceKind(s.kind);
+            commKernel[r] |= s.kind == SpanKind::CommKernel;
+        } else {
+            hostComm[r] |= s.kind == SpanKind::Comm && s.bucket >= 0;
+        }
+    }
+    for (size_t r = 0; r < n; ++r)
+        rules.hostCollectives[r] = rules.device[r] && !commKernel[r] && hostComm[r];
+    return rules;
+}
 
 std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& steady)
 {
     const RankIndex idx = indexRanks(run);
     const size_t nRanks = idx.ranks.size();
     const bool multiRank = worldSizeOf(run) > 1;
-    std::vector<UnionBuilder> host(nRanks);
-    std::vector<UnionBuilder> device;                  // one per (rank, step) of device work
-    std::unordered_map<uint64_t, size_t> deviceGroup;  // (dense rank, step) -> index into device
-    std::vector<char> deviceRule(nRanks, 0);
+    const RankRules rules = rankRules(run, idx);
+    // Per rank: the unions of what it counts, by time (host rule: its host lanes; device rule:
+    // its device work whatever step launched it, plus its host collectives and training
+    // threads' work where its collectives run on the host).
+    std::vector<UnionBuilder> unions(nRanks);
+    // Device rule: the extent of the device work each (rank, step) launched.
+    std::unordered_map<uint64_t, Interval> extent;
     auto key = [](int32_t rank, int32_t step) {
         return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(step);
     };
@@ -225,7 +269,7 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
     // need not be contiguous: a lane met in several stretches is merged like several lanes.
     auto walk = [&](std::span<const Span> spans) {
         uint64_t cachedKey = UINT64_MAX;
-        size_t cachedGroup = 0;
+        Interval* cached = nullptr;
         size_t i = 0;
         while (i < spans.size()) {
             const uint32_t laneIndex = spans[i].lane.v;
@@ -234,7 +278,9 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
                 ++j;
             if (laneIndex < run.lanes.size() && idx.laneRank[laneIndex] >= 0) {
                 const int32_t r = idx.laneRank[laneIndex];
-                const bool gpuLane = run.lanes[laneIndex].kind == LaneKind::GpuStream;
+                const LaneKind laneKind = run.lanes[laneIndex].kind;
+                const bool device = rules.device[r];
+                const bool hostColl = rules.hostCollectives[r];
                 // A stretch of a lane is its own contribution: a lane met again later merges
                 // like another lane.
                 const uint32_t stretch = static_cast<uint32_t>(i);
@@ -244,24 +290,20 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
                     if (s.start < previous)
                         return false;
                     previous = s.start;
-                    if (!gpuLane) {
-                        host[r].add(stretch, spanCategory(s.kind), s.start, s.end);
-                        continue;
-                    }
-                    if (!isDeviceKind(s.kind))
-                        continue;
-                    deviceRule[r] = 1;
-                    if (s.step == kNoStep)
+                    unions[r].add(stretch, countedCategory(device, hostColl, laneKind, s), s.start, s.end);
+                    if (!device || laneKind != LaneKind::GpuStream || !isDeviceKind(s.kind) || s.step == kNoStep
+                        || s.end < s.start)
                         continue;
                     const uint64_t k2 = key(r, s.step);
                     if (k2 != cachedKey) {
-                        auto [it, fresh] = deviceGroup.emplace(k2, device.size());
-                        if (fresh)
-                            device.emplace_back();
+                        auto [it, fresh] = extent.try_emplace(k2, Interval{s.start, s.end});
                         cachedKey = k2;
-                        cachedGroup = it->second;
+                        cached = &it->second;
+                        if (fresh)
+                            continue;
                     }
-                    device[cachedGroup].add(stretch, spanCategory(s.kind), s.start, s.end);
+                    cached->start = std::min(cached->start, s.start);
+                    cached->end = std::max(cached->end, s.end);
                 }
             }
             i = j;
@@ -273,16 +315,39 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
         std::stable_sort(sorted.begin(), sorted.end(), [](const Span& a, const Span& b) {
             return std::tie(a.lane.v, a.start) < std::tie(b.lane.v, b.start);
         });
-        host.assign(nRanks, UnionBuilder{});
-        device.clear();
-        deviceGroup.clear();
-        deviceRule.assign(nRanks, 0);
+        unions.assign(nRanks, UnionBuilder{});
+        extent.clear();
         walk(sorted);
     }
-    for (UnionBuilder& u : host)
+    for (UnionBuilder& u : unions)
         u.finish();
-    for (UnionBuilder& u : device)
-        u.finish();
+
+    // Device rule: each rank's steps with device work, in step order, tile its time.
+    std::unordered_map<uint64_t, Interval> window;
+    {
+        std::vector<const Step*> ordered;
+        ordered.reserve(run.steps.size());
+        for (const Step& st : run.steps)
+            ordered.push_back(&st);
+        std::sort(ordered.begin(), ordered.end(),
+                  [](const Step* a, const Step* b) { return std::tie(a->rank, a->step) < std::tie(b->rank, b->step); });
+        for (size_t i = 0; i < ordered.size();) {
+            size_t j = i;
+            while (j < ordered.size() && ordered[j]->rank == ordered[i]->rank)
+                ++j;
+            const int32_t r = idx.find(ordered[i]->rank);
+            if (r >= 0 && rules.device[r]) {
+                std::vector<DeviceExtent> ex;
+                for (size_t k = i; k < j; ++k)
+                    if (auto it = extent.find(key(r, ordered[k]->step)); it != extent.end())
+                        ex.push_back({ordered[k]->step, it->second.start, it->second.end, ordered[k]->end});
+                const std::vector<Interval> w = tilingWindows(ex);
+                for (size_t k = 0; k < ex.size(); ++k)
+                    window.emplace(key(r, ex[k].step), w[k]);
+            }
+            i = j;
+        }
+    }
 
     // One rank has nothing to communicate (docs/design.md: "no communication to hide"): its local
     // all-reduces are not communication. M is empty, so their time that no compute covers is
@@ -302,25 +367,25 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
         b.cpuNs = st.cpuNs;
         b.runqNs = st.runqNs;
         const int32_t r = idx.find(st.rank);
-        if (r >= 0 && deviceRule[r]) {
-            auto it = deviceGroup.find(key(r, st.step));
-            if (it == deviceGroup.end()) {
+        if (r >= 0 && rules.device[r]) {
+            auto it = window.find(key(r, st.step));
+            if (it == window.end()) {
                 b.window = StepWindow::NoDeviceWork;
                 b.start = b.end = st.start;
                 b.overlapRatio = kNaN;
             } else {
-                const UnionBuilder& u = device[it->second];
+                const UnionBuilder& u = unions[r];
                 b.window = StepWindow::Device;
-                b.start = u.first;
-                b.end = u.last;
-                setParts(b, windowParts(u.sets[0], commOf(u.sets[1]), u.sets[2], u.first, u.last), multiRank);
+                b.start = it->second.start;
+                b.end = it->second.end;
+                setParts(b, windowParts(u.sets[0], commOf(u.sets[1]), u.sets[2], b.start, b.end), multiRank);
             }
         } else {
             b.window = StepWindow::Host;
             b.start = st.start;
             b.end = st.end;
             if (r >= 0) {
-                const UnionBuilder& u = host[r];
+                const UnionBuilder& u = unions[r];
                 setParts(b, windowParts(u.sets[0], commOf(u.sets[1]), u.sets[2], st.start, st.end), multiRank);
             } else {
                 setParts(b, windowParts({}, {}, {}, st.start, st.end), multiRank);
@@ -368,43 +433,36 @@ RunIndex::RunIndex(const Run& run, std::vector<TimeNs> laneMaxDuration)
     const RankIndex idx = indexRanks(run);
     m_ranks = idx.ranks;
     m_entries.resize(m_ranks.size());
-    for (size_t r = 0; r < m_ranks.size(); ++r)
+    // Which rule each rank follows (stepBreakdownWith's, the same function).
+    const detail::RankRules rules = detail::rankRules(run, idx);
+    for (size_t r = 0; r < m_ranks.size(); ++r) {
         m_entries[r].rank = m_ranks[r];
-    // Which ranks follow the device rule: a GpuStream lane with device work.
-    for (const Lane& lane : run.lanes) {
-        if (lane.kind != LaneKind::GpuStream || lane.id.v >= run.lanes.size())
-            continue;
-        const int32_t r = idx.laneRank[lane.id.v];
-        if (r < 0 || m_entries[r].device)
-            continue;
-        const auto [a, b] = run.laneSpanRange(lane.id);
-        for (size_t i = a; i < b; ++i) {
-            if (isDeviceKind(run.spans[i].kind)) {
-                m_entries[r].device = true;
-                break;
-            }
-        }
+        m_entries[r].device = rules.device[r];
+        m_entries[r].hostCollectives = rules.hostCollectives[r];
     }
     for (const Lane& lane : run.lanes) {
         const int32_t r = lane.id.v < idx.laneRank.size() ? idx.laneRank[lane.id.v] : -1;
         if (r < 0)
             continue;
         RankEntry& e = m_entries[r];
-        if ((lane.kind == LaneKind::GpuStream) == e.device)
+        const bool gpu = lane.kind == LaneKind::GpuStream;
+        if (e.device ? gpu || e.hostCollectives : !gpu)
             e.counted.push_back(lane.id);
     }
-    // Device windows per (rank, launching step).
-    std::map<std::pair<int32_t, int32_t>, Interval> windows;
+    // Device extents per (rank, launching step), then the tiling windows (docs/design.md).
+    std::map<std::pair<int32_t, int32_t>, Interval> extents;
     for (const RankEntry& e : m_entries) {
         if (!e.device)
             continue;
         for (LaneId lane : e.counted) {
+            if (run.lanes[lane.v].kind != LaneKind::GpuStream)
+                continue;
             const auto [a, b] = run.laneSpanRange(lane);
             for (size_t i = a; i < b; ++i) {
                 const Span& s = run.spans[i];
                 if (!isDeviceKind(s.kind) || s.step == kNoStep || s.end < s.start)
                     continue;
-                auto [it, fresh] = windows.try_emplace({e.rank, s.step}, Interval{s.start, s.end});
+                auto [it, fresh] = extents.try_emplace({e.rank, s.step}, Interval{s.start, s.end});
                 if (!fresh) {
                     it->second.start = std::min(it->second.start, s.start);
                     it->second.end = std::max(it->second.end, s.end);
@@ -412,9 +470,19 @@ RunIndex::RunIndex(const Run& run, std::vector<TimeNs> laneMaxDuration)
             }
         }
     }
-    m_deviceSteps.reserve(windows.size());
-    for (const auto& [k, w] : windows)
-        m_deviceSteps.push_back(DeviceStep{k.first, k.second, w.start, w.end});
+    std::vector<detail::DeviceExtent> ex;
+    for (auto it = extents.begin(); it != extents.end();) {
+        const int32_t rank = it->first.first;
+        ex.clear();
+        for (; it != extents.end() && it->first.first == rank; ++it) {
+            const Step* st = findStep(rank, it->first.second);
+            if (st) // device work of a step the rank never recorded is in no window
+                ex.push_back({it->first.second, it->second.start, it->second.end, st->end});
+        }
+        const std::vector<Interval> w = detail::tilingWindows(ex);
+        for (size_t k = 0; k < ex.size(); ++k)
+            m_deviceSteps.push_back(DeviceStep{rank, ex[k].step, w[k].start, w[k].end});
+    }
 }
 
 const RunIndex::RankEntry* RunIndex::entry(int32_t rank) const
@@ -458,13 +526,14 @@ const RunIndex::DeviceStep* RunIndex::findDeviceStep(int32_t rank, int32_t step)
     return it != m_deviceSteps.end() && it->rank == rank && it->step == step ? &*it : nullptr;
 }
 
-RankUnions RunIndex::collect(const RankEntry& e, TimeNs lo, TimeNs hi, int32_t onlyStep) const
+RankUnions RunIndex::collect(const RankEntry& e, TimeNs lo, TimeNs hi) const
 {
     std::vector<Interval> sets[3];
     const Run& run = *m_run;
     for (LaneId lane : e.counted) {
         const auto [a, b] = run.laneSpanRange(lane);
         const TimeNs maxDur = lane.v < m_laneMax.size() ? m_laneMax[lane.v] : 0;
+        const LaneKind laneKind = run.lanes[lane.v].kind;
         // Spans overlapping [lo, hi): sorted by start, so the first candidate starts no earlier
         // than lo - (the lane's longest span).
         auto first = std::lower_bound(run.spans.begin() + static_cast<ptrdiff_t>(a),
@@ -473,11 +542,7 @@ RankUnions RunIndex::collect(const RankEntry& e, TimeNs lo, TimeNs hi, int32_t o
         for (auto it = first; it != run.spans.begin() + static_cast<ptrdiff_t>(b) && it->start < hi; ++it) {
             if (it->end <= lo)
                 continue;
-            if (e.device && !isDeviceKind(it->kind))
-                continue;
-            if (onlyStep != kNoStep && it->step != onlyStep)
-                continue;
-            const SpanCategory cat = spanCategory(it->kind);
+            const SpanCategory cat = detail::countedCategory(e.device, e.hostCollectives, laneKind, *it);
             if (cat != SpanCategory::Other)
                 sets[static_cast<size_t>(cat)].push_back({it->start, it->end});
         }
@@ -515,9 +580,9 @@ std::optional<StepBreakdown> RunIndex::stepBreakdown(int32_t rank, int32_t step)
         none.rank = rank;
         b = partsOf(none, {}, st->start, st->end);
     } else if (!e->device) {
-        b = partsOf(*e, collect(*e, st->start, st->end, kNoStep), st->start, st->end);
+        b = partsOf(*e, collect(*e, st->start, st->end), st->start, st->end);
     } else if (const DeviceStep* d = findDeviceStep(rank, step)) {
-        b = partsOf(*e, collect(*e, d->first, d->last, step), d->first, d->last);
+        b = partsOf(*e, collect(*e, d->first, d->last), d->first, d->last);
     } else {
         b.rank = rank;
         b.start = b.end = st->start;
@@ -538,13 +603,13 @@ StepBreakdown RunIndex::rangeBreakdown(int32_t rank, TimeNs lo, TimeNs hi) const
         none.rank = rank;
         return partsOf(none, {}, lo, hi);
     }
-    return partsOf(*e, hi > lo ? collect(*e, lo, hi, kNoStep) : RankUnions{}, lo, hi);
+    return partsOf(*e, hi > lo ? collect(*e, lo, hi) : RankUnions{}, lo, hi);
 }
 
 RankUnions RunIndex::unions(int32_t rank, TimeNs lo, TimeNs hi) const
 {
     const RankEntry* e = entry(rank);
-    return e && hi > lo ? collect(*e, lo, hi, kNoStep) : RankUnions{};
+    return e && hi > lo ? collect(*e, lo, hi) : RankUnions{};
 }
 
 RankUnions RunIndex::stepUnions(int32_t rank, int32_t step) const
@@ -554,9 +619,9 @@ RankUnions RunIndex::stepUnions(int32_t rank, int32_t step) const
     if (!e || !st)
         return {};
     if (!e->device)
-        return collect(*e, st->start, st->end, kNoStep);
+        return collect(*e, st->start, st->end);
     const DeviceStep* d = findDeviceStep(rank, step);
-    return d ? collect(*e, d->first, d->last, step) : RankUnions{};
+    return d && d->last > d->first ? collect(*e, d->first, d->last) : RankUnions{};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -692,6 +757,19 @@ std::vector<BucketStat> bucketStats(const Run& run)
         flush(cur, curMax);
     for (BucketStat& st : out)
         st.readyToLaunch = st.ready >= 0 ? st.launch - st.ready : -1;
+    // Exposed time: the collective minus all of the rank's compute by time (docs/design.md), so a
+    // bucket hidden behind the next step's kernels is hidden. Not applicable on one rank.
+    if (n > 1 && !out.empty()) {
+        const RunIndex index(run);
+        for (BucketStat& st : out) {
+            if (st.completion <= st.launch) {
+                st.exposed = 0;
+                continue;
+            }
+            const RankUnions u = index.unions(st.rank, st.launch, st.completion);
+            st.exposed = st.duration - totalLength(u.compute);
+        }
+    }
     return out;
 }
 

@@ -29,6 +29,51 @@ inline double busBandwidthFactor(int32_t worldSize)
     return worldSize > 1 ? 2.0 * (worldSize - 1) / worldSize : std::numeric_limits<double>::quiet_NaN();
 }
 
+// What a span of a rank counts as under the rank's rule (docs/design.md, "Categories"):
+//  - host rule: every span on a lane that is not a GPU stream, by its kind;
+//  - device rule: device work on GPU streams by its kind, except a copy or memset tagged with a
+//    bucket, which is that collective's staging (gloo over CUDA tensors) and so communication;
+//    host spans count only on a rank whose collectives run on the host (no communication
+//    kernel): its host collectives are communication, and its training threads' work (compute
+//    on host lanes that are not communication lanes) is compute beside the kernels.
+inline SpanCategory countedCategory(bool deviceRule, bool hostCollectives, LaneKind lane, const Span& s)
+{
+    if (!deviceRule)
+        return lane == LaneKind::GpuStream ? SpanCategory::Other : spanCategory(s.kind);
+    if (lane == LaneKind::GpuStream) {
+        if (!isDeviceKind(s.kind))
+            return SpanCategory::Other;
+        if ((s.kind == SpanKind::Memcpy || s.kind == SpanKind::Memset) && s.bucket >= 0)
+            return SpanCategory::Communication;
+        return spanCategory(s.kind);
+    }
+    if (!hostCollectives)
+        return SpanCategory::Other;
+    const SpanCategory c = spanCategory(s.kind);
+    if (c == SpanCategory::Communication || (c == SpanCategory::Compute && lane != LaneKind::Comm))
+        return c;
+    return SpanCategory::Other;
+}
+
+// Which rule each rank (dense index) follows: device rule when it has a GPU stream lane with
+// device work; host collectives when, under the device rule, it has no communication kernel
+// but host collectives tagged with a bucket.
+struct RankRules {
+    std::vector<char> device;
+    std::vector<char> hostCollectives;
+};
+RankRules rankRules(const Run& run, const RankIndex& idx);
+
+// The tiling windows of one device-rule rank (docs/design.md, "Windows"): per step with device
+// work, first = the first start of device work it launched, last = the last end; hostEnd = the
+// host step's end (the last window ends at the later of the two). Returns [start, end) per
+// entry, in the order given (ascending step).
+struct DeviceExtent {
+    int32_t step;
+    TimeNs first, last, hostEnd;
+};
+std::vector<Interval> tilingWindows(const std::vector<DeviceExtent>& extents);
+
 std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& steady);
 StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& stats,
                                const std::vector<StepBreakdown>& breakdown, const SteadySteps& steady);

@@ -106,6 +106,18 @@ constexpr std::array kKinds = {
                        "the script created more than one DistributedDataParallel; only the first is recorded"},
     DiagnosticKindInfo{K::LinkNotProbed, "link probe", kInfo,
                        "the link was not probed at attach: predictions take its latency from the run alone"},
+    DiagnosticKindInfo{K::HostCollectivesOnDevice, "host collectives on a GPU rank", kInfo,
+                       "all-reduces that launched no communication kernel (gloo over CUDA tensors) ran on host "
+                       "threads: their spans are the rank's communication, and its training threads' work is "
+                       "compute beside the kernels (docs/design.md, Categories)"},
+    DiagnosticKindInfo{K::CollectiveStagingCopy, "collective staging copy", kInfo,
+                       "device<->host copies launched inside a host collective are counted as that collective's "
+                       "communication, not as memory"},
+    DiagnosticKindInfo{K::BucketBytesFromStaging, "bucket size from staging copy", kInfo,
+                       "the trace gives no size for these all-reduces (no record_param_comms): their bytes are "
+                       "the bytes of the device-to-host copy that staged them"},
+    DiagnosticKindInfo{K::BucketBytesUnknown, "bucket size unknown", kWarn,
+                       "the trace gives no size for these all-reduces: their bytes and bandwidth read unknown"},
     DiagnosticKindInfo{K::LegacyTraceEventsNotArray, "traceEvents is not an array", kError,
                        "the traceEvents member is not an array; no events in it (written by earlier versions)"},
     DiagnosticKindInfo{K::LegacyEmptyTrace, "empty trace", kWarn, "the trace holds no events (written by earlier versions)"},

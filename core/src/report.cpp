@@ -39,6 +39,8 @@ std::string format(const char* fmt, ...)
 
 std::string bytesText(int64_t bytes)
 {
+    if (bytes <= 0)
+        return "unknown"; // docs/design.md: a size that is not known reads "unknown", never 0
     const double b = static_cast<double>(bytes);
     if (bytes >= (1ll << 30))
         return format("%.2f GiB", b / (1ll << 30));
@@ -130,6 +132,16 @@ void kvInt(JsonWriter& w, const char* k, int64_t v)
 {
     w.Key(k);
     w.Int64(v);
+}
+
+// A count or size that 0 would misstate (a trace that does not give it): null, "unknown".
+void kvKnown(JsonWriter& w, const char* k, int64_t v)
+{
+    w.Key(k);
+    if (v > 0)
+        w.Int64(v);
+    else
+        w.Null();
 }
 void kvBool(JsonWriter& w, const char* k, bool v)
 {
@@ -249,8 +261,9 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
     for (const BucketSummary& b : s.buckets) {
         w.StartObject();
         kvInt(w, "index", b.bucket);
-        kvInt(w, "bytes", b.bytes);
-        kvInt(w, "params", b.params);
+        // A size or parameter count the run does not give is null ("unknown"), never 0.
+        kvKnown(w, "bytes", b.bytes);
+        kvKnown(w, "params", b.params);
         w.Key("param_names");
         w.StartArray();
         for (const std::string& p : b.paramNames)
@@ -258,6 +271,7 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
         w.EndArray();
         kv(w, "ready_to_launch_ms", b.meanReadyToLaunchMs);
         kv(w, "duration_ms", b.meanDurationMs);
+        kv(w, "exposed_ms", b.meanExposedMs);
         kv(w, "algbw_gbps", b.meanAlgbwGBps);
         kv(w, "busbw_gbps", b.meanBusbwGBps);
         kv(w, "skew_ms", b.meanSkewMs);
@@ -336,7 +350,7 @@ std::string summaryText(const RunSummary& s)
     if (s.steady.fallback)
         out += "  note: these steps include warm-up: treat the numbers as indicative\n";
     out += s.window == "host" ? "  window: each step's host window\n"
-                              : "  window: each step's device work, by the step that launched it\n";
+                              : "  window: tiling device windows (first device work of the step to the next step's)\n";
     out += format("  %lld spans, %lld diagnostics", static_cast<long long>(s.spans), static_cast<long long>(s.diagnostics));
     if (s.deviceSpansWithoutStep > 0)
         out += format(", %lld device spans in no step", static_cast<long long>(s.deviceSpansWithoutStep));
@@ -421,17 +435,21 @@ std::string summaryText(const RunSummary& s)
         out += "  none\n";
     } else {
         std::vector<std::vector<std::string>> table = {{"bucket", "bytes", "params", "ready->launch ms", "duration ms",
-                                                        "algbw GB/s", "busbw GB/s", "skew ms", "wait ms", "late rank"}};
+                                                        "exposed ms", "algbw GB/s", "busbw GB/s", "skew ms", "wait ms",
+                                                        "late rank"}};
         for (const BucketSummary& b : s.buckets) {
-            table.push_back({std::to_string(b.bucket), bytesText(b.bytes), std::to_string(b.params),
+            table.push_back({std::to_string(b.bucket), bytesText(b.bytes),
+                             b.params > 0 ? std::to_string(b.params) : std::string("unknown"),
                              numText(b.meanReadyToLaunchMs, "%.3f"), numText(b.meanDurationMs, "%.3f"),
+                             numText(b.meanExposedMs, "%.3f"),
                              numText(b.meanAlgbwGBps, "%.3f"), numText(b.meanBusbwGBps, "%.3f"),
                              numText(b.meanSkewMs, "%.3f"), numText(b.meanWaitCausedMs, "%.3f"),
                              b.lateRank >= 0 ? std::to_string(b.lateRank) : std::string(kNotApplicable)});
         }
         out += renderTable(table, "  ");
         out += "  (duration: from each rank's own launch to its completion, so it includes waiting for the\n"
-               "   late rank (skew); algbw = bytes / that mean duration; " + std::string(kNotApplicable)
+               "   late rank (skew); exposed: the part of it no compute of the rank hides, whatever step's;\n"
+               "   algbw = bytes / that mean duration; " + std::string(kNotApplicable)
             + " where not defined)\n";
     }
     return out;
@@ -615,7 +633,8 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
             kvInt(w, "completion_ns", st->completion);
             ms(w, "ready_to_launch_ms", st->readyToLaunch >= 0 ? static_cast<double>(st->readyToLaunch) : std::nan(""));
             ms(w, "duration_ms", static_cast<double>(st->duration));
-            kvInt(w, "bytes", st->bytes);
+            ms(w, "exposed_ms", st->exposed >= 0 ? static_cast<double>(st->exposed) : std::nan(""));
+            kvKnown(w, "bytes", st->bytes);
             kv(w, "algbw_gbps", st->algbwGBps);
             kv(w, "busbw_gbps", st->busbwGBps);
             w.EndObject();

@@ -182,7 +182,8 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         int64_t bytes = 0;
         std::vector<std::string> params;
         double r2l = 0, dur = 0, skew = 0, wait = 0;
-        int nR2l = 0, nStat = 0, nSkew = 0;
+        int nR2l = 0, nStat = 0, nSkew = 0, nExposed = 0;
+        double exposed = 0;
         std::map<int32_t, int> late;
     };
     std::map<int32_t, Acc> acc;
@@ -203,6 +204,10 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         }
         x.dur += static_cast<double>(st.duration);
         ++x.nStat;
+        if (st.exposed >= 0) {
+            x.exposed += static_cast<double>(st.exposed);
+            ++x.nExposed;
+        }
     }
     for (const BucketSkew& sk : rep.skews) {
         if (!a.steady.contains(sk.step))
@@ -222,6 +227,7 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         b.paramNames = std::move(x.params);
         b.meanReadyToLaunchMs = x.nR2l > 0 ? x.r2l / x.nR2l * kToMs : kNaN;
         b.meanDurationMs = x.nStat > 0 ? x.dur / x.nStat * kToMs : 0.0;
+        b.meanExposedMs = x.nExposed > 0 ? x.exposed / x.nExposed * kToMs : kNaN;
         // The bandwidth of the mean duration shown beside it: bytes / mean duration (a mean of
         // per-step ratios would let one short collective dominate). Not defined on one rank or
         // without bytes (BucketStat).

@@ -301,11 +301,12 @@ TEST(StepBreakdown, DeviceRuleUsesDeviceSpansAndMemoryIsItsOwnPart)
     // Rank 0 has GPU stream lanes with device work, so only device spans count (all launched in
     // step 0): stream A: kernel [20,50), comm kernel [40,70); stream B: memcpy [60,65).
     // Host forward [0,100) and host comm [0,100) are ignored.
-    //   W = [first start, last end] = [20,70): wall 50.
+    //   W = from its first device work to the later of its last device work and its host step's
+    //   end (the last step): [20,100), wall 80.
     //   C = [20,50) = 30, M = [40,70) = 30, Mem = [60,65) = 5 (memory, not compute).
     //   overlapped [40,50) = 10, compute-only [20,40) = 20, exposed [50,70) = 20,
-    //   memory-only = Mem \ (C ∪ M) = 0 (the copy runs under the all-reduce), idle 0.
-    //   Ratio 10/30.
+    //   memory-only = Mem \ (C ∪ M) = 0 (the copy runs under the all-reduce), idle [70,100) =
+    //   30 (the GPU waiting for its host is idle inside the step). Ratio 10/30.
     // Rank 1 has a GPU stream lane without device work: the host rule. Forward [0,100),
     //   comm [50,60): C 100, M 10, overlap 10, ratio 1.
     RunBuilder b(2);
@@ -327,8 +328,8 @@ TEST(StepBreakdown, DeviceRuleUsesDeviceSpansAndMemoryIsItsOwnPart)
     const StepBreakdown& g = *find(v, 0, 0);
     EXPECT_EQ(g.window, StepWindow::Device);
     EXPECT_EQ(g.start, 20);
-    EXPECT_EQ(g.end, 70);
-    EXPECT_EQ(g.wall, 50);
+    EXPECT_EQ(g.end, 100);
+    EXPECT_EQ(g.wall, 80);
     EXPECT_EQ(g.compute, 30);
     EXPECT_EQ(g.communication, 30);
     EXPECT_EQ(g.memory, 5);
@@ -336,7 +337,7 @@ TEST(StepBreakdown, DeviceRuleUsesDeviceSpansAndMemoryIsItsOwnPart)
     EXPECT_EQ(g.exposed, 20);
     EXPECT_EQ(g.computeOnly, 20);
     EXPECT_EQ(g.memoryOnly, 0);
-    EXPECT_EQ(g.idle, 0);
+    EXPECT_EQ(g.idle, 30);
     EXPECT_DOUBLE_EQ(g.overlapRatio, 1.0 / 3.0);
     expectPartsAddUp(g);
     const StepBreakdown& h = *find(v, 1, 0);
@@ -427,6 +428,76 @@ TEST(StepBreakdown, DeviceWorkBelongsToItsLaunchingStep)
     EXPECT_FALSE(index.stepBreakdown(0, 7).has_value());
     // The summary counts the kernel that belongs to no step.
     EXPECT_EQ(summarize(run).deviceSpansWithoutStep, 1);
+}
+
+TEST(StepBreakdown, PipelinedNextStepComputeHidesThisStepsCollective)
+{
+    // A two-step pipelined job (TorchRec style), 2 ranks with the same device work (hand-derived,
+    // docs/design.md "Windows" and "Parts by time, names by launch"):
+    //   step 0 launched: kernel [0,40) on stream A, all-reduce kernel [40,100) on stream B (bucket 0)
+    //   step 1 launched: input-permute kernel [60,80) on stream C (runs during step 0's
+    //                    all-reduce), kernel [100,140) on A, all-reduce [140,170) on B (bucket 0)
+    //   host steps 0 = [0,50), 1 = [50,150).
+    // Windows tile: W0 = [0, 60) (to step 1's first device work), W1 = [60, max(170, 150)) =
+    // [60,170). C = [0,40) [60,80) [100,140), M = [40,100) [140,170), by time whatever step
+    // launched them:
+    //   W0: wall 60, C 40, M [40,60) 20: compute-only 40, overlapped 0, exposed 20, idle 0.
+    //   W1: wall 110, C [60,80)+[100,140) 60, M [60,100)+[140,170) 70: overlapped [60,80) 20,
+    //       compute-only 40, exposed [80,100)+[140,170) 50, idle 0 (40+20+50 = 110).
+    // Step 0's collective [40,100) minus all compute: 60 - 20 = 40 exposed (launch attribution
+    // names it step 0, bucket 0); step 1's [140,170): 30. Judged only against its own step's
+    // compute (the old rule) step 0's collective would have been all 60 exposed.
+    RunBuilder b(2);
+    for (int32_t rank = 0; rank < 2; ++rank) {
+        const auto a = b.lane(rank, LaneKind::GpuStream);
+        const auto n = b.lane(rank, LaneKind::GpuStream);
+        const auto c = b.lane(rank, LaneKind::GpuStream);
+        b.span(a, SpanKind::Kernel, 0, 40, 0).span(n, SpanKind::CommKernel, 40, 100, 0, 0, 64);
+        b.span(c, SpanKind::Kernel, 60, 80, 1).span(a, SpanKind::Kernel, 100, 140, 1);
+        b.span(n, SpanKind::CommKernel, 140, 170, 1, 0, 64);
+        b.step(rank, 0, 0, 50).step(rank, 1, 50, 150);
+    }
+    const core::Run run = b.build();
+    const auto v = stepBreakdown(run);
+    ASSERT_EQ(v.size(), 4u);
+    for (int32_t rank = 0; rank < 2; ++rank) {
+        const StepBreakdown& s0 = *find(v, rank, 0);
+        EXPECT_EQ(s0.window, StepWindow::Device);
+        EXPECT_EQ(s0.start, 0);
+        EXPECT_EQ(s0.end, 60);
+        EXPECT_EQ(s0.computeOnly, 40);
+        EXPECT_EQ(s0.overlapped, 0);
+        EXPECT_EQ(s0.exposed, 20);
+        EXPECT_EQ(s0.idle, 0);
+        expectPartsAddUp(s0);
+        const StepBreakdown& s1 = *find(v, rank, 1);
+        EXPECT_EQ(s1.start, 60);
+        EXPECT_EQ(s1.end, 170);
+        EXPECT_EQ(s1.compute, 60);
+        EXPECT_EQ(s1.communication, 70);
+        EXPECT_EQ(s1.overlapped, 20);
+        EXPECT_EQ(s1.computeOnly, 40);
+        EXPECT_EQ(s1.exposed, 50);
+        EXPECT_EQ(s1.idle, 0);
+        expectPartsAddUp(s1);
+        EXPECT_EQ(s0.end, s1.start); // no gap, no overlap
+    }
+    // The run index (details panel, strips, measure tool) says the same.
+    const RunIndex index(run);
+    for (const StepBreakdown& b2 : v) {
+        const auto one = index.stepBreakdown(b2.rank, b2.step);
+        ASSERT_TRUE(one.has_value());
+        expectSameBreakdown(*one, b2);
+    }
+    EXPECT_EQ(index.stepUnions(0, 1).compute, (Set{{60, 80}, {100, 140}}));
+    // Per bucket: the collective minus all of the rank's compute.
+    const auto stats = bucketStats(run);
+    ASSERT_EQ(stats.size(), 4u);
+    EXPECT_EQ(stats[0].step, 0);
+    EXPECT_EQ(stats[0].duration, 60);
+    EXPECT_EQ(stats[0].exposed, 40);
+    EXPECT_EQ(stats[1].step, 1);
+    EXPECT_EQ(stats[1].exposed, 30);
 }
 
 TEST(StepBreakdown, UnsortedRunGivesTheSameAnswer)

@@ -1,5 +1,5 @@
 // Run summary, per-rank summaries, like-for-like grouping, scaling efficiency, the text / JSON
-// / table reports (schema_version 3, docs/report-json.md), escaping, and synthetic runs.
+// / table reports (schema_version 4, docs/report-json.md), escaping, and synthetic runs.
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/synthetic.h"

@@ -147,20 +147,22 @@ TEST(KinetoImport, ObjectFormGpuRank)
     EXPECT_EQ(diagCount(*run, "python_function events skipped"), 1);
     ASSERT_EQ(run->buckets.size(), 1u);
     EXPECT_EQ(run->buckets[0].bytes, 4096);
-    // Analyses: device rule. Step 5: W = [1100, 1700] µs; C = [1100, 1500] 400, M = [1300, 1700]
-    // 400, overlapped 200 (ratio 0.5), compute-only 200, exposed 200, idle 0.
-    // Step 6: W = the copy [2100, 2150]: memory-only 50 µs.
+    // Analyses: device rule, tiling windows. Step 5: W = [1100, 2100) µs (to step 6's first
+    // device work, the copy); C = [1100, 1500] 400, M = [1300, 1700] 400, overlapped 200 (ratio
+    // 0.5), compute-only 200, exposed 200, idle the rest.
+    // Step 6 (the last): W = [2100, 3000) (its host step's end, later than its copy's): the copy
+    // [2100, 2150) and, by time, the memset of no step [2200, 2210): memory-only 60 µs.
     const auto breakdown = stepBreakdown(*run);
     ASSERT_EQ(breakdown.size(), 2u);
     EXPECT_EQ(breakdown[0].step, 5);
     EXPECT_EQ(breakdown[0].window, StepWindow::Device);
-    EXPECT_EQ(breakdown[0].wall, 600'000);
+    EXPECT_EQ(breakdown[0].wall, 1'000'000);
     EXPECT_EQ(breakdown[0].compute, 400'000);
     EXPECT_EQ(breakdown[0].communication, 400'000);
     EXPECT_EQ(breakdown[0].overlapped, 200'000);
     EXPECT_DOUBLE_EQ(breakdown[0].overlapRatio, 0.5);
-    EXPECT_EQ(breakdown[1].wall, 50'000);
-    EXPECT_EQ(breakdown[1].memoryOnly, 50'000);
+    EXPECT_EQ(breakdown[1].wall, 900'000);
+    EXPECT_EQ(breakdown[1].memoryOnly, 60'000);
     EXPECT_EQ(breakdown[1].compute, 0);
     EXPECT_EQ(stats.commSpans, 2);
     EXPECT_EQ(stats.steps, 2);
@@ -171,8 +173,8 @@ TEST(KinetoImport, ObjectFormGpuRank)
 // not work, as newer HTA classifies them (neither compute nor communication). The trace above
 // plus a "Stream Sync" on stream 7 over [1500, 1790] µs, launched by cudaStreamSynchronize
 // (correlation 9) at 1500 in step 5. Counted as compute it would turn the exposed [1500, 1700]
-// of the all-reduce into overlap (ratio 0.5 → 1.0) and stretch step 5's device window to 1790.
-// Expected: the same numbers as without it (step 5: W = 600 µs, C = 400, M = 400, overlapped
+// of the all-reduce into overlap (ratio 0.5 → 1.0).
+// Expected: the same numbers as without it (step 5: W = 1000 µs, C = 400, M = 400, overlapped
 // 200, ratio 0.5); the record drawn on its stream's lane (kind other), no host lane for it.
 TEST(KinetoImport, GoldenCudaSyncIsAStreamWaitingNotWork)
 {
@@ -196,7 +198,7 @@ TEST(KinetoImport, GoldenCudaSyncIsAStreamWaitingNotWork)
     EXPECT_EQ(lane.stream, 7);
     const auto breakdown = stepBreakdown(*run);
     ASSERT_EQ(breakdown.size(), 2u);
-    EXPECT_EQ(breakdown[0].wall, 600'000);
+    EXPECT_EQ(breakdown[0].wall, 1'000'000);
     EXPECT_EQ(breakdown[0].compute, 400'000);
     EXPECT_EQ(breakdown[0].communication, 400'000);
     EXPECT_EQ(breakdown[0].overlapped, 200'000);
@@ -220,14 +222,17 @@ TEST(KinetoImport, GoldenCudaSyncIsAStreamWaitingNotWork)
 //   none          99           orphan      [3100, 3200)            7       - (no launch record)
 //   3500          31           late        [3600, 3700)            7       - (outside every step)
 //
+// Windows tile (docs/design.md): step 1 runs from its first device work to step 2's first.
 // Step 1: W = [1150, 2400) = 1250. C = [1150,1600) + [1900,2300) = 850; M = [2000,2400) = 400;
 //   Mem = [1250,1300) = 50, under gemm_a. overlapped [2000,2300) = 300, exposed [2300,2400) =
 //   100, compute-only 850 - 300 = 550, memory-only 0, idle [1600,1900) = 300:
 //   550 + 300 + 100 + 0 + 300 = 1250. Overlap ratio 300 / 400 = 0.75.
 //   (By host time the window [1000,2000) would hold gemm_a, the copy and 100 of gemm_b, and no
 //   communication at all: ratio undefined.)
-// Step 2: W = [2400, 2900) = 500. C = 300, M = 300, overlapped [2600,2700) = 100, exposed 200,
-//   compute-only 200, memset under both: memory-only 0, idle 0. Ratio 100 / 300 = 1/3.
+// Step 2 (the last): W = [2400, 3000) = 600, to its host step's end (later than its last device
+//   work, 2900). C = 300, M = 300, overlapped [2600,2700) = 100, exposed 200, compute-only 200,
+//   memset under both: memory-only 0, idle [2900,3000) = 100 (the GPU waiting for its host).
+//   Ratio 100 / 300 = 1/3. The orphan and the late kernel lie after every window.
 // Run (warm-up 0: both steps steady): overlap (300 + 100) / (400 + 300) = 4/7.
 std::string goldenGpuTrace(int rank, double shift = 0)
 {
@@ -285,12 +290,12 @@ TEST(KinetoImport, GoldenDeviceWorkByLaunchingStep)
     EXPECT_EQ(s1.idle, 300'000);
     EXPECT_DOUBLE_EQ(s1.overlapRatio, 0.75);
     const StepBreakdown& s2 = a.steps[1];
-    EXPECT_EQ(s2.wall, 500'000);
+    EXPECT_EQ(s2.wall, 600'000);
     EXPECT_EQ(s2.overlapped, 100'000);
     EXPECT_EQ(s2.exposed, 200'000);
     EXPECT_EQ(s2.computeOnly, 200'000);
     EXPECT_EQ(s2.memoryOnly, 0);
-    EXPECT_EQ(s2.idle, 0);
+    EXPECT_EQ(s2.idle, 100'000);
     EXPECT_DOUBLE_EQ(s2.overlapRatio, 1.0 / 3.0);
     EXPECT_DOUBLE_EQ(a.summary.overlapRatio, 4.0 / 7.0);
     // Nothing is dropped silently: one kernel without a launch record, one launched after the
@@ -312,7 +317,7 @@ TEST(KinetoImport, GoldenTwoGpuRanksSkew)
 {
     // The golden rank twice, rank 1 shifted 40 µs later: every launch of rank 1 is 40 µs late,
     // the kernels too. Both all-reduces: skew 40 µs, late rank 1, wait 40 µs (the one other
-    // rank); the steps' windows are 1250 and 500 µs: mean step 875 µs, wait 40 / 875 = 4.6% <
+    // rank); the steps' windows are 1250 and 600 µs: mean step 925 µs, wait 40 / 925 = 4.3% <
     // 5%: rank 1 is the late rank in both steps, and no straggler.
     TempDir dir;
     writeFile(dir.file("r0.json"), goldenGpuTrace(0));
@@ -329,8 +334,83 @@ TEST(KinetoImport, GoldenTwoGpuRanksSkew)
         EXPECT_EQ(sk.waitCaused, 40'000);
     }
     EXPECT_EQ(rep.evidence.stepsLate, 2);
-    EXPECT_NEAR(rep.evidence.waitFraction, 40.0 / 875.0, 1e-12);
+    EXPECT_NEAR(rep.evidence.waitFraction, 40.0 / 925.0, 1e-12);
     EXPECT_TRUE(rep.stragglers.empty());
+}
+
+// Golden: gloo over CUDA tensors (docs/design.md, "Categories"), the shape of the H100 traces in
+// tests/data/gpu/ made small. Host pid 100: main thread 100, autograd thread 101, gloo worker
+// 102; step 1 = [1000, 2000) µs; world 2. No record_param_comms.
+//   1050 (100) cudaLaunchKernel -> gemm [1100, 1300)
+//   c10d::allreduce_ on 101 [1300, 1320); inside it, 1305 (101) cudaMemcpyAsync -> DtoH
+//     [1310, 1330) 4096 bytes: the bucket's staging copy
+//   gloo:all_reduce on 102 [1320, 1600); inside it, 1590 (102) cudaMemcpyAsync -> HtoD
+//     [1600, 1620) 4096 bytes: staging too
+//   1700 (100) cudaMemcpyAsync -> HtoD [1700, 1710) 999 bytes: launched by no collective: memory
+// Bucket 0's bytes: the staging copy's, 4096. Thread 102 only runs collectives: a comm lane.
+// Step 1: W = [1100, 2000) (the last window ends at its host step's end) = 900.
+//   C = gemm [1100,1300) + the training threads' runtime calls [1305,1310) and [1700,1705)
+//   (the worker's call is the collective's: not compute); M = c10d ∪ DtoH ∪ gloo ∪ HtoD =
+//   [1300,1620) = 320; Mem = [1700,1710).
+//   overlapped [1305,1310) = 5, exposed 315, compute-only 200 + 5 = 205, memory-only
+//   [1705,1710) = 5, idle 900 - 205 - 5 - 315 - 5 = 370.
+TEST(KinetoImport, GoldenHostCollectiveOnAGpuRank)
+{
+    const double t0 = 1.7e12;
+    auto rt = [&](double ts, const std::string& tid, int corr) {
+        return xEvent("cuda_runtime", "cudaMemcpyAsync", t0 + ts, 5, "100", tid,
+                      "\"correlation\": " + std::to_string(corr));
+    };
+    auto dev = [&](const std::string& cat, const std::string& name, double ts, double dur, int corr, int bytes) {
+        return xEvent(cat, name, t0 + ts, dur, "0", "9",
+                      "\"device\": 0, \"stream\": 9, \"correlation\": " + std::to_string(corr)
+                          + (bytes > 0 ? ", \"bytes\": " + std::to_string(bytes) : std::string()));
+    };
+    const std::vector<std::string> ev = {
+        xEvent("user_annotation", "ProfilerStep#1", t0 + 1000, 1000, "100", "100"),
+        xEvent("cuda_runtime", "cudaLaunchKernel", t0 + 1050, 5, "100", "100", "\"correlation\": 1"),
+        dev("kernel", "gemm", 1100, 200, 1, 0),
+        xEvent("cpu_op", "c10d::allreduce_", t0 + 1300, 20, "100", "101"),
+        rt(1305, "101", 2),
+        dev("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", 1310, 20, 2, 4096),
+        xEvent("user_annotation", "gloo:all_reduce", t0 + 1320, 280, "100", "102"),
+        rt(1590, "102", 3),
+        dev("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 1600, 20, 3, 4096),
+        rt(1700, "100", 4),
+        dev("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 1700, 10, 4, 999),
+    };
+    ImportOptions options;
+    options.warmupSteps = 0;
+    auto run = importTraceBytes(
+        objectTrace(ev, "\"distributedInfo\": {\"backend\": \"gloo\", \"rank\": 0, \"world_size\": 2}"), options);
+    ASSERT_TRUE(run.has_value()) << run.error().message;
+    EXPECT_EQ(findSpan(*run, "Memcpy DtoH (Device -> Pinned)")->bucket, 0);
+    EXPECT_EQ(findSpan(*run, "Memcpy HtoD (Pinned -> Device)")->bucket, 0);
+    EXPECT_EQ(findSpan(*run, "Memcpy HtoD (Pageable -> Device)")->bucket, kNoBucket);
+    EXPECT_EQ(findSpan(*run, "c10d::allreduce_")->bytes, 4096);
+    ASSERT_EQ(run->buckets.size(), 1u);
+    EXPECT_EQ(run->buckets[0].bytes, 4096);
+    EXPECT_EQ(run->lanes[findSpan(*run, "gloo:all_reduce")->lane.v].kind, LaneKind::Comm);
+    EXPECT_EQ(run->lanes[findSpan(*run, "c10d::allreduce_")->lane.v].kind, LaneKind::HostThread);
+    EXPECT_EQ(diagCount(*run, "host collectives on a GPU rank"), 1);
+    EXPECT_EQ(diagCount(*run, "collective staging copy"), 2);
+    EXPECT_EQ(diagCount(*run, "bucket size from staging copy"), 1);
+    const auto b = stepBreakdown(*run);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(b[0].window, StepWindow::Device);
+    EXPECT_EQ(b[0].wall, 900'000);
+    EXPECT_EQ(b[0].communication, 320'000);
+    EXPECT_EQ(b[0].overlapped, 5'000);
+    EXPECT_EQ(b[0].exposed, 315'000);
+    EXPECT_EQ(b[0].computeOnly, 205'000);
+    EXPECT_EQ(b[0].memoryOnly, 5'000);
+    EXPECT_EQ(b[0].idle, 370'000);
+    // The run index (details panel) counts the same spans.
+    const RunIndex index(*run);
+    const auto one = index.stepBreakdown(0, 1);
+    ASSERT_TRUE(one.has_value());
+    EXPECT_EQ(one->exposed, 315'000);
+    EXPECT_EQ(one->idle, 370'000);
 }
 
 TEST(KinetoImport, BareArrayFormAndGzipGiveTheSameRun)

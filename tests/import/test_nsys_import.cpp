@@ -116,21 +116,23 @@ TEST(NsysImport, OneRankGolden)
         }
     }
     EXPECT_EQ(diagCount(*run, "device span without launch record"), 1); // stray_kernel
-    // Steps 10 and 11 (µs from the step start): W = [100, 821) = 721; C = [100,500) 400,
+    // Windows tile (docs/design.md): a step runs from its first device work to the next step's.
+    // Steps 10 and 11 (µs from the step start): W = [100, 1100) = 1000; C = [100,500) 400,
     // M = [300,700) 400, Mem = [800,810) + [820,821) = 11: overlapped 200, compute-only 200,
-    // exposed 200, memory-only 11, idle [700,800) + [810,820) = 110: 200+200+200+11+110 = 721.
-    // Step 12: the all-reduce [900,1300) runs past the host step but belongs to it:
-    // W = [100, 1300) = 1200; overlapped 0, compute-only 400, exposed 400, memory-only 11,
+    // exposed 200, memory-only 11, idle [700,800) + [810,820) + [821,1100) = 389 (the GPU
+    // waiting for its host): 200+200+200+11+389 = 1000.
+    // Step 12 (the last): the all-reduce [900,1300) runs past the host step but belongs to it:
+    // W = [100, 1300) = 1200 (its last device work ends after its host step); overlapped 0, compute-only 400, exposed 400, memory-only 11,
     // idle [500,800) + [810,820) + [821,900) = 300 + 10 + 79 = 389: 400+400+11+389 = 1200.
     const auto b = stepBreakdown(*run);
     ASSERT_EQ(b.size(), 3u);
     for (int i = 0; i < 2; ++i) {
-        EXPECT_EQ(b[i].wall, 721'000);
+        EXPECT_EQ(b[i].wall, 1'000'000);
         EXPECT_EQ(b[i].overlapped, 200'000);
         EXPECT_EQ(b[i].computeOnly, 200'000);
         EXPECT_EQ(b[i].exposed, 200'000);
         EXPECT_EQ(b[i].memoryOnly, 11'000);
-        EXPECT_EQ(b[i].idle, 110'000);
+        EXPECT_EQ(b[i].idle, 389'000);
         EXPECT_DOUBLE_EQ(b[i].overlapRatio, 0.5);
     }
     EXPECT_EQ(b[2].wall, 1'200'000);

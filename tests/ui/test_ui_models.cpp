@@ -45,6 +45,7 @@ private slots:
     void loaderCancelsSupersededLoads();
     void browserNamesAreUniqueAndColumnsFilled();
     void summaryPanelAndBucketTable();
+    void summaryShowsDiagnosticsAndUnknownSizes();
     void rankTable();
     void hugeWorldSizeOpensWithoutRunawayMemory();
     void launchArguments();
@@ -397,6 +398,40 @@ void TestUiModels::summaryPanelAndBucketTable()
     QCOMPARE(activated.at(0).at(0).toInt(), top.data(BucketTableModel::BucketRole).toInt());
     panel.setRun(nullptr);
     QCOMPARE(model->rowCount(), 0);
+}
+
+// docs/design.md: what a rule left out is shown, and a size the run does not give reads
+// "unknown", never "0 B" or 0 parameters. A real H100 recording (tests/data/gpu/) whose bucket 0
+// is made sizeless the way an imported trace is.
+void TestUiModels::summaryShowsDiagnosticsAndUnknownSizes()
+{
+    auto run = core::loadRun(LOCKSTEP_SOURCE_DIR "/tests/data/gpu/record-nccl-1.db");
+    QVERIFY(run.has_value());
+    QVERIFY(!run->diagnostics.empty());
+    for (core::Bucket& b : run->buckets)
+        if (b.index == 0) {
+            b.bytes = 0;
+            b.params.clear();
+        }
+    for (core::Span& s : run->spans)
+        if (s.bucket == 0)
+            s.bytes = 0;
+    const std::string kind = run->diagnostics.front().kind;
+    auto loaded = analyzeRun(std::move(*run), QStringLiteral("record-nccl-1.db"));
+    QVERIFY(loaded.has_value());
+    SummaryPanel panel;
+    panel.setRun(*loaded);
+    const QString text = panel.summaryText();
+    QVERIFY2(text.contains(QStringLiteral("Diagnostics")), qPrintable(text));
+    QVERIFY2(text.contains(QString::fromStdString(kind)), qPrintable(text));
+    BucketTableModel* model = panel.bucketModel();
+    QVERIFY(model->rowCount() > 1);
+    QCOMPARE(model->index(0, BucketTableModel::Bytes).data().toString(), QStringLiteral("unknown"));
+    QCOMPARE(model->index(0, BucketTableModel::Params).data().toString(), QStringLiteral("unknown"));
+    QVERIFY(model->index(1, BucketTableModel::Bytes).data().toString() != QStringLiteral("unknown"));
+    // One rank: no bandwidth, no skew.
+    QCOMPARE(model->index(1, BucketTableModel::Busbw).data().toString(), QStringLiteral("—"));
+    QCOMPARE(model->index(1, BucketTableModel::Skew).data().toString(), QStringLiteral("—"));
 }
 
 void TestUiModels::rankTable()

@@ -122,6 +122,7 @@ private slots:
     void rankBreakdownMatchesCore();
     void gpuStreamLanes();
     void detailsPanel();
+    void detailsPanelOneRankAndUnknownSize();
     void replayBucketStates();
     void replayControllerAndBar();
     void bucketStatusModelTester();
@@ -646,6 +647,33 @@ void TestTimeline::detailsPanel()
     panel.setSelection(*model, qint64(run->spans.size()) + 5);
     QVERIFY(panel.summaryText().isEmpty());
     QVERIFY(!panel.stepBreakdown());
+}
+
+// docs/design.md: one rank has nothing to communicate (no bandwidth, no skew anywhere), and a
+// size the run does not give reads "unknown", never 0 B.
+void TestTimeline::detailsPanelOneRankAndUnknownSize()
+{
+    const auto one = makeRun(1, 6);
+    const auto oneModel = ui::TimelineRunModel::build(one);
+    ui::SpanDetailsPanel panel;
+    const qint64 span = findComm(*one, 0, 4, 2);
+    QVERIFY(span >= 0);
+    QVERIFY(one->spans[size_t(span)].bytes > 0);
+    panel.setSelection(*oneModel, span);
+    const QString text = panel.summaryText();
+    QVERIFY2(text.contains(QStringLiteral("bandwidth: not applicable (one rank)")), qPrintable(text));
+    QVERIFY2(!text.contains(QStringLiteral("busbw")) && !text.contains(QStringLiteral("algbw")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("arrival skew: not applicable (one rank)")), qPrintable(text));
+    // Two ranks, a collective whose size the run does not give (an imported trace without it).
+    auto two = std::make_shared<core::Run>(*makeRun(2, 6));
+    const qint64 c = findComm(*two, 0, 4, 2);
+    QVERIFY(c >= 0);
+    two->spans[size_t(c)].bytes = 0;
+    const auto twoModel = ui::TimelineRunModel::build(std::shared_ptr<const core::Run>(two));
+    panel.setSelection(*twoModel, c);
+    const QString t2 = panel.summaryText();
+    QVERIFY2(t2.contains(QStringLiteral("bytes: unknown")), qPrintable(t2));
+    QVERIFY2(!t2.contains(QStringLiteral("busbw")) && !t2.contains(QStringLiteral("0 B")), qPrintable(t2));
 }
 
 void TestTimeline::replayBucketStates()

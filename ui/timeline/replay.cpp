@@ -346,7 +346,7 @@ QVariant BucketStatusModel::data(const QModelIndex& index, int role) const
     case Qt::DisplayRole:
         switch (index.column()) {
         case BucketColumn: return QStringLiteral("b%1").arg(s.bucket);
-        case SizeColumn: return formatBytes(double(s.bytes));
+        case SizeColumn: return s.bytes > 0 ? formatBytes(double(s.bytes)) : tr("unknown");
         case GradientsColumn: return QStringLiteral("%1/%2").arg(s.ready).arg(s.total);
         case StateColumn:
             if (s.state == core::BucketState::Pending)

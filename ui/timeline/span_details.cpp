@@ -184,7 +184,12 @@ void SpanDetailsPanel::setSelection(const TimelineRunModel& model, qint64 spanIn
         rows << qMakePair(tr("bucket"), QString::number(s.bucket));
     if (s.bytes > 0)
         rows << qMakePair(tr("bytes"), formatBytes(double(s.bytes)) + QStringLiteral(" (%1)").arg(s.bytes));
-    if (core::isCommunication(s.kind) && s.bytes > 0 && s.duration() > 0) {
+    else if (core::isCommunication(s.kind) && s.bucket >= 0)
+        rows << qMakePair(tr("bytes"), tr("unknown (the run does not give this collective's size)"));
+    if (core::isCommunication(s.kind) && !multiRank) {
+        // One rank: nothing crosses a link (docs/design.md, "A 1-rank run").
+        rows << qMakePair(tr("bandwidth"), tr("not applicable (one rank)"));
+    } else if (core::isCommunication(s.kind) && s.bytes > 0 && s.duration() > 0) {
         // docs/design.md: algbw = bytes / duration; busbw = algbw × 2(N−1)/N (nccl-tests).
         const double algbw = double(s.bytes) / double(s.duration());
         int n = run.config.worldSize;

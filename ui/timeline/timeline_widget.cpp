@@ -437,7 +437,8 @@ void TimelineWidget::Impl::buildTimeArea(TimelineDrawList& list, const QFontMetr
             if (it.count > 1) {
                 text = QStringLiteral("%1 spans").arg(QLocale(QLocale::English).toString(qlonglong(it.count)));
             } else if (core::isCommunication(s.kind) && s.bucket >= 0) {
-                text = QStringLiteral("b%1 · %2").arg(s.bucket).arg(formatBytes(double(s.bytes)));
+                text = s.bytes > 0 ? QStringLiteral("b%1 · %2").arg(s.bucket).arg(formatBytes(double(s.bytes)))
+                                   : QStringLiteral("b%1").arg(s.bucket); // size unknown: no "0 B"
                 shortText = QStringLiteral("b%1").arg(s.bucket);
             } else {
                 text = displayText(run.strings.text(s.name));
@@ -886,7 +887,8 @@ void TimelineWidget::Impl::computeLinked()
                     linked.readyInstants.push_back(size_t(it - r.instants.begin()));
         }
     }
-    if (const core::BucketSkew* k = m.bucketSkew(s.step, s.bucket)) {
+    // Skew and a late rank need two ranks that launched it (one rank: not applicable).
+    if (const core::BucketSkew* k = m.bucketSkew(s.step, s.bucket); k && k->ranks > 1) {
         linked.lateRank = k->lateRank;
         linked.skew = k->skew;
         linked.waitCaused = k->waitCaused;
@@ -1764,7 +1766,9 @@ bool TimelineWidget::event(QEvent* event)
                     lines << tr("bucket: %1").arg(s.bucket);
                 if (s.bytes > 0) {
                     lines << tr("bytes: %1").arg(formatBytes(double(s.bytes)));
-                    if (s.duration() > 0)
+                    // One rank: nothing crosses a link, so no bandwidth (docs/design.md).
+                    const bool oneRank = run.config.worldSize > 0 ? run.config.worldSize == 1 : run.ranks.size() <= 1;
+                    if (s.duration() > 0 && !(core::isCommunication(s.kind) && oneRank))
                         lines << tr("bandwidth: %1").arg(formatBandwidth(double(s.bytes) / double(s.duration())));
                 }
                 text = lines.join(QStringLiteral("<br>"));

@@ -110,7 +110,7 @@ void assignSteps(std::vector<Span>& spans, std::vector<Step>& steps, size_t firs
     std::vector<char> device;
     if (!trace.deviceLaunch.empty())
         device.assign(spans.size() - firstSpan, 0);
-    for (const auto& [local, launch] : trace.deviceLaunch) {
+    for (const auto& [local, launch, launchLane] : trace.deviceLaunch) {
         if (firstSpan + local >= spans.size())
             continue;
         Span& s = spans[firstSpan + local];
@@ -391,6 +391,103 @@ void numberBuckets(std::vector<Span>& spans, size_t firstSpan, const std::unorde
     }
 }
 
+// Host collectives on a GPU rank (gloo over CUDA tensors; docs/design.md, "Categories"). A rank
+// whose all-reduces launch no communication kernel but run on host threads: the call
+// (c10d::allreduce_ on the training thread) copies the bucket to the host before the run, and
+// the op that runs it (gloo:all_reduce on a worker thread) copies the result back. Each device
+// copy launched from inside a bucket's call or run, on the same thread, is that collective's
+// staging: it gets the collective's bucket (so the step breakdown counts it as communication,
+// not memory), and where the trace gives the collective no size (no record_param_comms) the
+// staging copy's bytes are its size. Worker threads that run collectives become communication
+// lanes: their own ops are the collective's work, not training compute. Everything done here
+// is counted in the diagnostics.
+void hostCollectiveStaging(Run& run, size_t firstSpan, uint32_t laneBase, const RankTrace& trace, int rank,
+                           std::map<int32_t, int64_t>& bucketBytes, DiagnosticCounter& diagnostics)
+{
+    std::vector<Span>& spans = run.spans;
+    bool device = false;
+    std::map<uint32_t, std::vector<size_t>> collectivesOnLane; // lane -> host Comm spans with a bucket
+    for (size_t i = firstSpan; i < spans.size(); ++i) {
+        const Span& s = spans[i];
+        if (s.kind == SpanKind::CommKernel)
+            return; // its collectives run on the device
+        device |= isDeviceKind(s.kind);
+        if (s.kind == SpanKind::Comm && s.bucket >= 0 && s.step != kNoStep)
+            collectivesOnLane[s.lane.v].push_back(i);
+    }
+    if (!device || collectivesOnLane.empty())
+        return;
+    const std::string where = "rank " + std::to_string(rank);
+    int64_t collectives = 0;
+    for (auto& [lane, v] : collectivesOnLane) {
+        std::sort(v.begin(), v.end(), [&](size_t a, size_t b) { return spans[a].start < spans[b].start; });
+        for (size_t i : v)
+            collectives += isLaunchOpName(run.strings.text(spans[i].name)) ? 1 : 0;
+        // A lane whose collectives are all runs (none a call from training code) is a worker.
+        const bool worker = std::all_of(v.begin(), v.end(), [&](size_t i) {
+            return isRunnerOpName(run.strings.text(spans[i].name));
+        });
+        if (worker && lane < run.lanes.size())
+            run.lanes[lane].kind = LaneKind::Comm;
+    }
+    diagnostics.add(DiagnosticKind::HostCollectivesOnDevice, std::max<int64_t>(collectives, 1), where);
+    // (step, bucket) -> the staging copy's bytes (the largest: the whole bucket)
+    std::map<std::pair<int32_t, int32_t>, int64_t> staged;
+    int64_t copies = 0;
+    for (const RankTrace::DeviceLaunch& d : trace.deviceLaunch) {
+        if (d.launch == kNoLaunch || d.lane == UINT32_MAX || firstSpan + d.span >= spans.size())
+            continue;
+        Span& copy = spans[firstSpan + d.span];
+        if (copy.kind != SpanKind::Memcpy)
+            continue;
+        auto it = collectivesOnLane.find(laneBase + d.lane);
+        if (it == collectivesOnLane.end())
+            continue;
+        // The last collective on the launching thread that starts at or before the launch.
+        const std::vector<size_t>& v = it->second;
+        auto c = std::upper_bound(v.begin(), v.end(), d.launch,
+                                  [&](TimeNs t, size_t i) { return t < spans[i].start; });
+        if (c == v.begin())
+            continue;
+        const Span& coll = spans[*(c - 1)];
+        if (d.launch > coll.end)
+            continue;
+        copy.bucket = coll.bucket;
+        ++copies;
+        int64_t& b = staged[{coll.step, coll.bucket}];
+        b = std::max(b, copy.bytes);
+    }
+    if (copies > 0)
+        diagnostics.add(DiagnosticKind::CollectiveStagingCopy, copies, where);
+    // Sizes: the chosen span of each bucket (the one numberBuckets gave the bytes to).
+    int64_t fromStaging = 0, unknown = 0;
+    std::set<std::pair<int32_t, int32_t>> sized;
+    for (auto& [lane, v] : collectivesOnLane)
+        for (size_t i : v)
+            if (spans[i].bytes > 0)
+                sized.insert({spans[i].step, spans[i].bucket});
+    for (auto& [lane, v] : collectivesOnLane) {
+        for (size_t i : v) {
+            Span& s = spans[i];
+            if (!isLaunchOpName(run.strings.text(s.name)) || sized.count({s.step, s.bucket}))
+                continue;
+            auto st = staged.find({s.step, s.bucket});
+            if (st == staged.end() || st->second <= 0) {
+                ++unknown;
+                continue;
+            }
+            s.bytes = st->second;
+            ++fromStaging;
+            int64_t& b = bucketBytes[s.bucket];
+            b = std::max(b, s.bytes);
+        }
+    }
+    if (fromStaging > 0)
+        diagnostics.add(DiagnosticKind::BucketBytesFromStaging, fromStaging, where);
+    if (unknown > 0)
+        diagnostics.add(DiagnosticKind::BucketBytesUnknown, unknown, where);
+}
+
 // The run's warm-up threshold from "the first N steps of the trace": RunConfig::warmupSteps is
 // a step number (steps numbered below it are warm-up), so it becomes the number of the
 // (N+1)-th distinct step, or one past the last step when there are not more than N steps (the
@@ -522,6 +619,7 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
         } else {
             assignSteps(run.spans, run.steps, firstSpan, firstStep, t, diagnostics);
             numberBuckets(run.spans, firstSpan, t.collective, allreduce, run.strings, fileRank, bucketBytes, diagnostics);
+            hostCollectiveStaging(run, firstSpan, laneBase, t, fileRank, bucketBytes, diagnostics);
         }
         for (int rank : ranks[f]) {
             RankInfo info;

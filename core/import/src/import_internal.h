@@ -134,8 +134,14 @@ struct RankTrace {
     // "broadcast", ...) and its process group where the trace names it; used to number
     // all-reduce buckets within each step.
     std::unordered_map<size_t, CommMeta> collective;
-    // Every device span (isDeviceKind on a GPU lane) with its launch time (kNoLaunch: none).
-    std::vector<std::pair<size_t, TimeNs>> deviceLaunch;
+    // Every device span (isDeviceKind on a GPU lane) with its launch time (kNoLaunch: none) and
+    // the local lane (host thread) of the call that launched it, where the trace says.
+    struct DeviceLaunch {
+        size_t span = 0;
+        TimeNs launch = kNoLaunch;
+        uint32_t lane = UINT32_MAX;
+    };
+    std::vector<DeviceLaunch> deviceLaunch;
     // A Lockstep export: spans carry their own step and bucket, instants and the run header.
     std::optional<LockstepMeta> lockstep;
     std::vector<Instant> instants;

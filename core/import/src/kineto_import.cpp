@@ -386,7 +386,7 @@ private:
     std::unordered_set<int32_t> m_stepsSeen;
     // Launch correlation (see resolveLaunches): runtime calls and ac2g flow starts by correlation
     // id, host ops by External id, and each device span's ids.
-    std::unordered_map<int64_t, TimeNs> m_runtimeByCorrelation;
+    std::unordered_map<int64_t, std::pair<TimeNs, uint32_t>> m_runtimeByCorrelation; // start, lane
     std::unordered_map<int64_t, TimeNs> m_flowStartById;
     std::vector<std::pair<int64_t, TimeNs>> m_hostOpsByExtId;
     struct DeviceLink {
@@ -865,7 +865,7 @@ void KinetoParser::addHostSpan(uint32_t lane, TimeNs start, TimeNs end, std::str
     // (cudaLaunchKernel, cudaMemcpyAsync, ...); one with an External id is the operator that
     // made it. The first one seen of each id is the launch.
     if (e.correlation >= 0)
-        m_runtimeByCorrelation.emplace(e.correlation, start);
+        m_runtimeByCorrelation.emplace(e.correlation, std::pair{start, lane});
     if (e.extId >= 0)
         m_hostOpsByExtId.emplace_back(e.extId, start);
     SpanKind kind = SpanKind::CpuOp;
@@ -1085,8 +1085,11 @@ void KinetoParser::resolveLaunches()
     m_out.deviceLaunch.reserve(m_deviceLinks.size());
     for (const DeviceLink& d : m_deviceLinks) {
         TimeNs launch = kNoLaunch;
-        if (auto it = m_runtimeByCorrelation.find(d.correlation); d.correlation >= 0 && it != m_runtimeByCorrelation.end())
-            launch = it->second;
+        uint32_t launchLane = UINT32_MAX;
+        if (auto it = m_runtimeByCorrelation.find(d.correlation); d.correlation >= 0 && it != m_runtimeByCorrelation.end()) {
+            launch = it->second.first;
+            launchLane = it->second.second;
+        }
         else if (auto f = m_flowStartById.find(d.correlation); d.correlation >= 0 && f != m_flowStartById.end())
             launch = f->second;
         else if (d.extId >= 0 && needExt) {
@@ -1095,7 +1098,7 @@ void KinetoParser::resolveLaunches()
             if (op != m_hostOpsByExtId.end() && op->first == d.extId)
                 launch = op->second;
         }
-        m_out.deviceLaunch.emplace_back(d.span, launch);
+        m_out.deviceLaunch.push_back({d.span, launch, launchLane});
     }
     std::vector<std::pair<int64_t, TimeNs>>().swap(m_hostOpsByExtId);
 }
@@ -1161,11 +1164,11 @@ Status KinetoParser::finish()
                     collective.emplace(newIndex[i], c);
             m_out.collective.swap(collective);
             std::erase_if(m_out.deviceLaunch, [&](auto& d) {
-                d.first = newIndex[d.first];
-                return d.first == kDropped;
+                d.span = newIndex[d.span];
+                return d.span == kDropped;
             });
         }
-        for (auto& [span, launch] : m_out.deviceLaunch)
+        for (auto& [span, launch, launchLane] : m_out.deviceLaunch)
             if (launch != kNoLaunch && __builtin_add_overflow(launch, base, &launch))
                 launch = kNoLaunch;
         std::erase_if(m_out.steps, [&](Step& st) {

@@ -251,7 +251,7 @@ Status NsysParser::readActivity(const char* table, SpanKind kind)
             if (it != m_runtimeStart.end())
                 launch = it->second;
         }
-        m_out.deviceLaunch.emplace_back(m_out.spans.size() - 1, launch);
+        m_out.deviceLaunch.push_back({m_out.spans.size() - 1, launch});
         if (kind == SpanKind::Kernel) {
             // No collective metadata in an nsys export: the nccl kernel names are the signal.
             const std::string& text = m_strings.text(s.name);

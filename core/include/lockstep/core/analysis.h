@@ -69,19 +69,25 @@ TimeNs alignmentOrigin(const Run& run);
 //
 // Which spans count (the one lane classification, docs/design.md):
 //  - a rank that has a GpuStream lane with device work (isDeviceKind) follows the DEVICE rule:
-//    C, M and Mem are that rank's device spans only (host spans would count the same work twice,
-//    shifted by the launch latency); a device span belongs to the step that LAUNCHED it
-//    (Span::step, set from correlation ids by the importers and the CUPTI collector), and the
-//    step's window W is [first start, last end] of its device spans. Device spans with no step
-//    count in no step (the importers count them in diagnostics).
+//    C, M and Mem are that rank's device spans (host spans would count the same work twice,
+//    shifted by the launch latency), taken BY TIME whatever step launched them; the windows of
+//    consecutive steps TILE the rank's time: W_s runs from the first device work launched by
+//    step s (Span::step, set from correlation ids by the importers and the CUPTI collector) to
+//    the first device work launched by step s+1; the last window ends at the later of its last
+//    device work and its host step's end. A GPU waiting for its host is idle inside the step.
+//    Where the rank's collectives run on the host (no communication kernel, host collectives
+//    with a bucket: gloo over CUDA tensors), its host collectives and the copies tagged with a
+//    bucket (their staging) are M, and its training threads' work is C beside the kernels.
 //  - every other rank follows the HOST rule: its spans on all lanes but GpuStream lanes, taken
 //    by time inside the host window W = [step start, step end] (a span crossing the boundary is
 //    split between the steps).
 // Within the rule, spanCategory() says which of C (compute), M (communication) and Mem (memory)
-// a span is in; "other" spans (data loading, the wait, annotations) are in none.
+// a span is in; "other" spans (data loading, the wait, annotations) are in none. Communication
+// is judged against all of the rank's compute by time (Holistic Trace Analysis's rule), so in a
+// pipelined job step s+1's compute hides step s's collective.
 enum class StepWindow : uint8_t {
     Host = 0,         // W = the host step window
-    Device = 1,       // W = [first start, last end] of the step's device spans
+    Device = 1,       // W = the step's tiling device window (see above)
     NoDeviceWork = 2, // a device-rule rank launched nothing in this step: W is empty
 };
 const char* stepWindowName(StepWindow window);
@@ -124,7 +130,8 @@ class RunIndex {
 public:
     explicit RunIndex(const Run& run);
     // The same with the lanes' longest spans already known (laneMaxDurations(run), or a level of
-    // detail's): construction then reads only the GPU lanes' spans.
+    // detail's): construction then reads each span's kind once (which rule each rank follows,
+    // detail::rankRules) and the GPU lanes' spans for the windows.
     RunIndex(const Run& run, std::vector<TimeNs> laneMaxDuration);
 
     const Run& run() const { return *m_run; }
@@ -132,8 +139,8 @@ public:
     const std::vector<int32_t>& ranks() const { return m_ranks; }
     // True when `rank` follows the device rule (see above).
     bool deviceRule(int32_t rank) const;
-    // The lanes whose spans count for `rank` (device lanes under the device rule, else the
-    // host lanes), in lane id order.
+    // The lanes whose spans count for `rank` (device lanes under the device rule, with its host
+    // lanes where its collectives run on the host; else the host lanes), in lane id order.
     std::span<const LaneId> countedLanes(int32_t rank) const;
     const std::vector<TimeNs>& laneMaxDurations() const { return m_laneMax; }
 
@@ -146,24 +153,25 @@ public:
     StepBreakdown rangeBreakdown(int32_t rank, TimeNs lo, TimeNs hi) const;
     // C, M, Mem of `rank` clipped to [lo, hi), by time (overlap strips of a visible window).
     RankUnions unions(int32_t rank, TimeNs lo, TimeNs hi) const;
-    // Exactly what stepBreakdown(rank, step) counts: host rule, the spans clipped to the host
-    // window; device rule, the device spans the step launched. Empty when there is no such step.
+    // Exactly what stepBreakdown(rank, step) counts: the rank's spans clipped to the step's
+    // window (host window, or the tiling device window). Empty when there is no such step.
     RankUnions stepUnions(int32_t rank, int32_t step) const;
 
 private:
     struct RankEntry {
         int32_t rank = 0;
         bool device = false;
+        bool hostCollectives = false; // device rule, collectives on the host (countedCategory)
         std::vector<LaneId> counted;
     };
     struct DeviceStep {
         int32_t rank, step;
-        TimeNs first, last; // [first start, last end] of the step's device spans on the rank
+        TimeNs first, last; // the step's tiling window on the rank
     };
     const RankEntry* entry(int32_t rank) const;
     const Step* findStep(int32_t rank, int32_t step) const;
     const DeviceStep* findDeviceStep(int32_t rank, int32_t step) const;
-    RankUnions collect(const RankEntry& e, TimeNs lo, TimeNs hi, int32_t onlyStep) const;
+    RankUnions collect(const RankEntry& e, TimeNs lo, TimeNs hi) const;
     StepBreakdown partsOf(const RankEntry& e, const RankUnions& u, TimeNs lo, TimeNs hi) const;
 
     const Run* m_run;
@@ -188,7 +196,9 @@ struct BucketStat {
     TimeNs completion = 0;
     TimeNs readyToLaunch = -1; // launch - ready; -1 if ready unknown
     TimeNs duration = 0;
-    int64_t bytes = 0;
+    TimeNs exposed = -1;       // |[launch, completion] \ C|: the collective minus ALL of the rank's
+                               // compute by time, whatever window it falls in (-1 on 1 rank)
+    int64_t bytes = 0;         // 0: unknown (the trace gives no size)
     double algbwGBps = 0;      // bytes / duration (GB/s, 1e9); NaN on 1 rank or without bytes
     double busbwGBps = 0;      // algbw * 2(N-1)/N
 };
@@ -330,11 +340,12 @@ StragglerReport stragglers(const Run& run);
 // Means over steady steps and ranks, per bucket.
 struct BucketSummary {
     int32_t bucket = 0;
-    int64_t bytes = 0;
-    int32_t params = 0;
+    int64_t bytes = 0;              // 0: unknown (shown "unknown", JSON null)
+    int32_t params = 0;             // 0: unknown (an imported trace names no parameters)
     std::vector<std::string> paramNames;
     double meanReadyToLaunchMs = 0; // NaN when no gradient-ready instant was recorded
     double meanDurationMs = 0;
+    double meanExposedMs = 0;       // mean BucketStat::exposed; NaN on 1-rank runs
     double meanAlgbwGBps = 0;       // bytes / meanDurationMs; NaN on 1-rank runs or without bytes
     double meanBusbwGBps = 0;       // algbw x 2(N-1)/N; NaN likewise
     double meanSkewMs = 0;          // NaN on 1-rank runs

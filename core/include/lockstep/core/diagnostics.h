@@ -69,6 +69,11 @@ enum class DiagnosticKind : uint16_t {
     NoOptimizerStep,
     SecondDdpNotRecorded,
     LinkNotProbed,
+    // Collectives that run on the host of a GPU rank (gloo over CUDA tensors; import.cpp).
+    HostCollectivesOnDevice,
+    CollectiveStagingCopy,
+    BucketBytesFromStaging,
+    BucketBytesUnknown,
     // Written by earlier versions only (kept so their runs can be copied and merged).
     LegacyTraceEventsNotArray,
     LegacyEmptyTrace,
