@@ -2,7 +2,8 @@
 # Records real DDP runs with the lockstep CLI (2 ranks with a straggler and 1 MiB buckets, whose
 # all-reduces run concurrently; 4 ranks with a straggler for the ranks view; a bucket-size sweep
 # at 2 ranks; 1 and 4 ranks for scaling) and renders the app's views headless into
-# docs/screenshots/*.png with `lockstep-ui --screenshot`. The README shows these images.
+# docs/screenshots/*.png with `lockstep-ui --screenshot`; and the H100 trace pair of tests/data/gpu
+# (timeline, summary, kernels). The README shows these images.
 #
 #   scripts/screenshots.sh                 # uses build/app/lockstep and build/app/lockstep-ui
 #   BUILD=build-x scripts/screenshots.sh   # another build folder
@@ -58,5 +59,11 @@ shot charts --view charts "$S/mlp-n2-b4.db" "$S/mlp-n2-b1.db" "$S/mlp-n2-b25.db"
 shot compare --view compare --step 4 "$S/mlp-n2-b1.db" "$S/mlp-n2-b25.db"
 shot whatif --view whatif "$RUNS/demo.db"
 shot browser --view browser --workspace "$RUNS"
+# The only real GPU data (tests/data/gpu): two ranks sharing an H100, gloo over CUDA tensors.
+echo "== importing: the H100 gloo-over-CUDA torch.profiler pair (tests/data/gpu)"
+"$LOCKSTEP" import "$ROOT"/tests/data/gpu/kineto-gloo2-rank-{0,1}.json.gz --out "$WORK/gpu-gloo2.db" -q --force
+shot gpu-timeline --view timeline --step 6 "$WORK/gpu-gloo2.db"
+shot gpu-summary --view summary "$WORK/gpu-gloo2.db"
+shot gpu-kernels --view kernels "$WORK/gpu-gloo2.db"
 echo "done: $(ls "$OUT"/*.png | tr '\n' ' ')"
 echo "runs kept in $RUNS"

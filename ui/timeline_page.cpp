@@ -268,7 +268,8 @@ void TimelinePage::setRun(LoadedRunPtr run)
     static_cast<ElidedLabel*>(m_title)->setFullText(tr("%1 — %2, %3, bucket %4, step %5, overlap %6")
                                                         .arg(m_run->label, displayText(s.model, 40))
                                                         .arg(formatRanks(s.worldSize))
-                                                        .arg(formatBytes(double(s.bucketCapBytes)), formatMs(s.stepTimeMs),
+                                                        .arg(s.bucketCapBytes > 0 ? formatBytes(double(s.bucketCapBytes)) : tr("cap unknown"),
+                                                             formatMs(s.stepTimeMs),
                                                              s.multiRank ? formatPercent(s.overlapRatio) : tr("n/a (one rank)")));
     {
         const QSignalBlocker block(m_step);

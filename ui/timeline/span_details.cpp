@@ -175,7 +175,23 @@ void SpanDetailsPanel::setSelection(const TimelineRunModel& model, qint64 spanIn
     QList<QPair<QString, QString>> rows;
     rows << qMakePair(tr("kind"), QString::fromUtf8(core::spanKindName(s.kind)));
     rows << qMakePair(tr("duration"), formatDuration(double(s.duration())));
-    rows << qMakePair(tr("start"), formatDuration(double(s.start - model.origin())) + tr(" (from step %1)").arg(model.alignStep()));
+    // Where the span starts, in words: against its own step's start on its rank when it has one
+    // ("14.4 ms into step 6"), else against the timeline's 0 (the first steady step).
+    {
+        const core::Step* own = nullptr;
+        if (lane && s.step != core::kNoStep)
+            for (const core::Step& st : run.steps)
+                if (st.rank == lane->rank && st.step == s.step) {
+                    own = &st;
+                    break;
+                }
+        const core::TimeNs ref = own ? own->start : model.origin();
+        const int32_t refStep = own ? s.step : model.alignStep();
+        const core::TimeNs d = s.start - ref;
+        const QString where = d >= 0 ? tr("%1 into step %2").arg(formatDuration(double(d))).arg(refStep)
+                                     : tr("%1 before step %2 began").arg(formatDuration(double(-d))).arg(refStep);
+        rows << qMakePair(tr("start"), where);
+    }
     if (lane)
         rows << qMakePair(tr("rank / lane"), QStringLiteral("%1 / %2").arg(lane->rank).arg(displayText(lane->name, 60)));
     if (s.step != core::kNoStep)
