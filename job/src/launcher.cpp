@@ -666,7 +666,6 @@ core::Result<LaunchResult> Job::run()
     if (result.success && !anyStep && !m_opt.noStepCause.empty()) {
         result.success = false;
         result.cause = m_opt.noStepCause;
-        message("FAILED: " + m_opt.noStepCause);
     }
     if (!result.success && result.cause.empty()) {
         result.cause = m_failures.cause(ends, m_interrupted);

@@ -243,6 +243,10 @@ class RecordsWhatDdpDoes(unittest.TestCase):
     def test_progress_protocol_only_when_asked(self):
         for r, (_, out, err) in enumerate(self.rec["results"]):
             lines = [l for l in out.splitlines() if l.startswith("LOCKSTEP ")]
+            # Each step's first all-reduce is announced (names a hung rank): one line per step.
+            waiting = [l for l in lines if l.startswith("LOCKSTEP waiting ")]
+            self.assertEqual(waiting, [f"LOCKSTEP waiting rank={r} step={s}" for s in range(STEPS)], out)
+            lines = [l for l in lines if not l.startswith("LOCKSTEP waiting ")]
             self.assertEqual(len(lines), STEPS + 1, out)
             for s in range(STEPS):
                 self.assertTrue(lines[s].startswith(f"LOCKSTEP step={s} rank={r} loss="), lines[s])
