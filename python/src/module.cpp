@@ -499,7 +499,10 @@ PYBIND11_MODULE(_core, m)
         },
         pb::arg("path"), "core's run summary (the analyses behind `lockstep report --json`) as JSON text");
     // The job contract (lockstep::job), so that Python speaks it exactly as the runtime does.
-    m.def("shard_file", &job::shardFile, pb::arg("folder"), pb::arg("rank"), "folder/rank-<r>.db");
+    // Paths are bytes (any byte but NUL): given as bytes (os.fsencode), returned as bytes (os.fsdecode).
+    m.def(
+        "shard_file", [](const std::string& folder, int rank) { return pb::bytes(job::shardFile(folder, rank)); },
+        pb::arg("folder"), pb::arg("rank"), "folder/rank-<r>.db, as bytes");
     m.def("step_line", &job::stepLine, pb::arg("rank"), pb::arg("step"), pb::arg("loss"), pb::arg("step_ms"),
           "the protocol line of a completed step (no newline)");
     m.def("done_line", &job::doneLine, pb::arg("rank"));

@@ -468,6 +468,29 @@ class RecordCommand(unittest.TestCase):
             self.assertEqual(run["config"]["status"], "failed")
             self.assertIn("no step was recorded", run["config"]["failure_cause"])
 
+    def test_names_paths_and_arguments_are_bytes(self):
+        # Issue 26 item 6: a non-UTF-8 argument, script name, --out or --run-name killed the script
+        # ("Unable to cast Python instance to C++ type"). Any byte but NUL goes through: the
+        # script gets its argument, the run file its name, the name its bytes.
+        with tempfile.TemporaryDirectory() as d:
+            db = os.fsencode(d)
+            script = os.path.join(db, b"job\xff.py")
+            shutil.copy(JOB, script)
+            out = os.path.join(db, b"out\xfe.db")
+            info = os.path.join(db, b"i\xfc{rank}.json")
+            p = subprocess.run([os.fsencode(CLI), b"record", b"--nproc", b"2", b"--out", out, b"--run-name", b"name\xfd",
+                                b"--python", os.fsencode(sys.executable), b"-q", b"--progress", b"none", b"--", script,
+                                *[os.fsencode(m) for m in MODEL], b"--ddp-info", info],
+                               capture_output=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            for r in range(2):
+                self.assertTrue(os.path.exists(os.path.join(db, b"i\xfc%d.json" % r)))  # the argument arrived
+            report = subprocess.run([os.fsencode(CLI), b"report", out], capture_output=True, timeout=60)
+            self.assertEqual(report.returncode, 0, report.stderr)
+            self.assertIn(b"Run name\\xfd", report.stdout)  # the name's byte, shown escaped
+            self.assertIn(b"status completed", report.stdout)
+            self.assertFalse([n for n in os.listdir(db) if n.startswith(b".")], os.listdir(db))  # no shard folder
+
     def test_a_script_without_ddp_fails_clearly(self):
         with tempfile.TemporaryDirectory() as d:
             p = self.record(os.path.join(d, "run.db"), "--no-ddp", "--steps", "2")
