@@ -31,7 +31,8 @@ struct CoreArgs {
 
 int fail(const std::string& message)
 {
-    std::cerr << "lockstep: " << message << '\n';
+    // Names and paths inside come from files and arguments: never a raw control character.
+    std::cerr << "lockstep: " << core::escapeControl(message) << '\n';
     return 1;
 }
 

@@ -18,6 +18,7 @@
 #include "lockstep/job/launcher.h"
 
 #include "lockstep/core/output_file.h"
+#include "lockstep/core/report.h"
 #include "lockstep/core/types.h"
 #include "lockstep/job/failure.h"
 #include "lockstep/job/flags.h"
@@ -294,7 +295,7 @@ void Job::noteFailure(int rank, std::string cause, bool unambiguous)
 void Job::message(const std::string& text)
 {
     finishProgress();
-    std::fprintf(stderr, "%s: %s\n", m_opt.messagePrefix.c_str(), text.c_str());
+    std::fprintf(stderr, "%s: %s\n", m_opt.messagePrefix.c_str(), core::escapeControl(text).c_str());
 }
 
 void Job::handleLine(Rank& r, const std::string& line, bool isOut)

@@ -303,6 +303,50 @@ TEST_F(CliCore, aSignalLeavesNoTemporaries)
     }
 }
 
+// Issue 26 item 7: physically meaningless values are usage errors (exit 2), and no message
+// carries a raw control character from a name, a value or a file name (a terminal would act on
+// it: ESC starts a sequence).
+TEST_F(CliCore, meaninglessValuesAndControlCharactersAreRefused)
+{
+    for (const char* gbps : {"1e-300", "1e-9", "0.0009"}) {
+        const test::Outcome o = cli({"run", "--nproc", "2", "--out", m_dir.file("x.db"), "--link-gbps", gbps});
+        EXPECT_EQ(o.exitCode, 2) << gbps << ": " << o.describe();
+        EXPECT_TRUE(contains(o.err, "--link-gbps")) << o.err;
+    }
+    for (const char* cmd : {"predict", "advise"}) {
+        const test::Outcome o = cli({cmd, m_dir.file("run.db"), "--bucket-mb", "1e-300"});
+        EXPECT_EQ(o.exitCode, 2) << cmd << ": " << o.describe();
+    }
+    EXPECT_EQ(cli({"predict", m_dir.file("run.db"), "--link-gbps", "1e-300"}).exitCode, 2);
+    const auto noRawControl = [](const std::string& text) {
+        for (unsigned char c : text)
+            if ((c < 0x20 && c != '\n') || c == 0x7f)
+                return false;
+        return true;
+    };
+    // merge: "differ in model (...)" quoted the models as they were.
+    lockstep::core::Run a = makeRun(1, 4, 0, 2);
+    lockstep::core::Run b = makeRun(1, 4, 1, 2);
+    a.config.model = "mlp\x1b[2J\x07";
+    ASSERT_TRUE(saveRun(a, m_dir.file("a.db")).has_value());
+    ASSERT_TRUE(saveRun(b, m_dir.file("b.db")).has_value());
+    test::Outcome o = cli({"merge", m_dir.file("a.db"), m_dir.file("b.db"), "--out", m_dir.file("m.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "differ in model")) << o.err;
+    EXPECT_TRUE(noRawControl(o.err)) << o.err;
+    // predict: "unknown compression '...'".
+    o = cli({"predict", m_dir.file("run.db"), "--compress", "fp\x1b[31m16"});
+    EXPECT_NE(o.exitCode, 0) << o.describe();
+    EXPECT_TRUE(noRawControl(o.err)) << o.err;
+    // A file name echoed back.
+    o = cli({"report", m_dir.file("no\x1b]0;title\x07such.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(noRawControl(o.err)) << o.err;
+    o = cli({"import", m_dir.file("no\x1bsuch.json"), "--out", m_dir.file("i.db")});
+    EXPECT_NE(o.exitCode, 0) << o.describe();
+    EXPECT_TRUE(noRawControl(o.err)) << o.err;
+}
+
 // Audit #6, #7: merge made a chimera of shards from different runs, and a "completed" run of one
 // shard of a world of 2. Both refused, naming the field or the missing ranks; nothing written.
 TEST_F(CliCore, mergeRefusesShardsThatAreNotOneWholeRun)
