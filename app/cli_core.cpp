@@ -94,7 +94,7 @@ void registerCoreCommands(CLI::App& app)
     report->add_option("RUN", args->run, "run database (.db)")->required();
     report->add_flag("--json", args->json,
                      "print the full report as JSON: run summary, per rank, per (rank, step), per step "
-                     "straggler and per (step, bucket); schema in docs/report-json.md (schema_version 2)");
+                     "straggler and per (step, bucket); schema in docs/report-json.md (schema_version " + std::to_string(core::kReportSchemaVersion) + ")");
     report->callback([args] { exitStatus() = runReport(*args); });
     report->footer(kExitStatusHelp);
 

@@ -8,6 +8,8 @@
 // privileges or a filesystem of our own.
 #include "db_test_util.h"
 
+#include "lockstep/core/report.h"
+
 #include <gtest/gtest.h>
 
 #include <rapidjson/document.h>
@@ -345,6 +347,25 @@ TEST_F(CliCore, meaninglessValuesAndControlCharactersAreRefused)
     o = cli({"import", m_dir.file("no\x1bsuch.json"), "--out", m_dir.file("i.db")});
     EXPECT_NE(o.exitCode, 0) << o.describe();
     EXPECT_TRUE(noRawControl(o.err)) << o.err;
+}
+
+// Issue 26 item 9's smaller defects: report --help named schema_version 2 (it is 3); a FIFO was
+// "empty" (and a reader could block on it), a loop of symbolic links "no such file".
+TEST_F(CliCore, smallerDefectsOfIssue26)
+{
+    const test::Outcome help = cli({"report", "--help"});
+    EXPECT_TRUE(contains(help.out, "schema_version " + std::to_string(lockstep::core::kReportSchemaVersion))) << help.out;
+    EXPECT_EQ(lockstep::core::kReportSchemaVersion, 3);
+    const std::string fifo = m_dir.file("pipe.db");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    test::Outcome o = cli({"report", fifo});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "is not a regular file")) << o.err;
+    std::filesystem::create_symlink("loop2.db", m_dir.file("loop1.db"));
+    std::filesystem::create_symlink("loop1.db", m_dir.file("loop2.db"));
+    o = cli({"report", m_dir.file("loop1.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "loop of symbolic links")) << o.err;
 }
 
 // Audit #6, #7: merge made a chimera of shards from different runs, and a "completed" run of one
