@@ -580,6 +580,15 @@ core::Status Job::mergeShards(LaunchResult& result)
                 result.cause += "; " + fs::path(shard).stem().string() + "'s shard unreadable";
             continue;
         }
+        // A rank stopped before its configuration was written (a full disk): nothing to merge.
+        if (auto reader = core::RunReader::open(shard); reader) {
+            if (auto config = (*reader)->config(); config && config->model.empty()) {
+                message("a shard is left out: " + shard + " has no run configuration (its rank stopped before writing it)");
+                if (!result.success)
+                    result.cause += "; " + fs::path(shard).stem().string() + "'s shard has no configuration";
+                continue;
+            }
+        }
         shards.push_back(shard);
     }
     const core::RunStatus verdict = result.success ? core::RunStatus::Completed : core::RunStatus::Failed;

@@ -366,6 +366,18 @@ TEST_F(CliCore, smallerDefectsOfIssue26)
     o = cli({"report", m_dir.file("loop1.db")});
     EXPECT_EQ(o.exitCode, 1) << o.describe();
     EXPECT_TRUE(contains(o.err, "loop of symbolic links")) << o.err;
+    // A shard whose configuration was never written (a full disk before it): named, not "differ
+    // in model (mlp vs )".
+    lockstep::core::Run rank0 = makeRun(1, 4, 0, 2);
+    lockstep::core::Run rank1 = makeRun(1, 4, 1, 2);
+    rank1.config.model.clear();
+    ASSERT_TRUE(saveRun(rank0, m_dir.file("s0.db")).has_value());
+    ASSERT_TRUE(saveRun(rank1, m_dir.file("s1.db")).has_value());
+    o = cli({"merge", m_dir.file("s0.db"), m_dir.file("s1.db"), "--out", m_dir.file("sm.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "s1.db has no run configuration")) << o.err;
+    EXPECT_FALSE(contains(o.err, "differ in model")) << o.err;
+    EXPECT_FALSE(exists(m_dir.file("sm.db")));
 }
 
 // Audit #6, #7: merge made a chimera of shards from different runs, and a "completed" run of one
