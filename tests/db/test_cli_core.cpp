@@ -380,6 +380,30 @@ TEST_F(CliCore, smallerDefectsOfIssue26)
     EXPECT_FALSE(exists(m_dir.file("sm.db")));
 }
 
+// Issue 26 item 6: names and paths are bytes (any byte but NUL) in every core command: a run
+// file, a trace, an output and a run name that are not UTF-8 go through, and a name shown on the
+// terminal has its invalid bytes escaped.
+TEST_F(CliCore, namesAndPathsAreBytes)
+{
+    lockstep::core::Run run = makeRun(2, 6);
+    run.config.name = "name\xfe";
+    const std::string in = m_dir.file("run\xff.db");
+    ASSERT_TRUE(saveRun(run, in).has_value());
+    test::Outcome o = cli({"report", in});
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    EXPECT_TRUE(contains(o.out, "name\\xfe")) << o.out;
+    o = cli({"export", in, "--chrome", m_dir.file("t\xfd.json")});
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    o = cli({"import", m_dir.file("t\xfd.json"), "--out", m_dir.file("i\xfc.db"), "-q"});
+    EXPECT_EQ(o.exitCode, 0) << o.describe();
+    o = cli({"merge", in, "--out", m_dir.file("m\xfb.db")});
+    EXPECT_EQ(o.exitCode, 0) << o.describe();
+    o = cli({"predict", in, "--out-dir", m_dir.file("d\xfa")});
+    EXPECT_EQ(o.exitCode, 0) << o.describe();
+    EXPECT_EQ(test::listDir(m_dir.file("d\xfa")).size(), 1u);
+    expectOnly({"d\xfa", "i\xfc.db", "m\xfb.db", "run.db", "run\xff.db", "t\xfd.json"});
+}
+
 // Audit #6, #7: merge made a chimera of shards from different runs, and a "completed" run of one
 // shard of a world of 2. Both refused, naming the field or the missing ranks; nothing written.
 TEST_F(CliCore, mergeRefusesShardsThatAreNotOneWholeRun)
