@@ -344,8 +344,8 @@ void Job::handleLine(Rank& r, const std::string& line, bool isOut)
     case ProgressLine::Kind::Failed:
         r.failedCause = p.text.empty() ? "failed without a cause" : p.text;
         if (!r.killedByUs)
-            noteFailure(r.rank, "rank " + std::to_string(r.rank) + " failed at step " + std::to_string(r.lastStep + 1)
-                                    + ": " + r.failedCause);
+            noteFailure(r.rank, "rank " + std::to_string(r.rank) + " failed at step "
+                                    + std::to_string(p.step >= 0 ? p.step : r.lastStep + 1) + ": " + r.failedCause);
         break;
     default:
         echo();

@@ -178,6 +178,7 @@ class Recorder:
         self._progress_fd = progress_fd
         self._closed = False
         self.error = ""  # set by close() when the shard could not be written whole
+        self.error_step = -1  # and the step whose writing failed first
         self._internal_errors = 0
 
         named = _ddp_parameters(ddp)
@@ -697,6 +698,7 @@ class Recorder:
                 self._core.finish(status, _native(cause))
             except RuntimeError as e:
                 self.error = str(e)
+                self.error_step = self._core.error_step
                 print(f"lockstep: {e}", file=sys.stderr)
         return self.error
 

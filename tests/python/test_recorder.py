@@ -491,6 +491,19 @@ class RecordCommand(unittest.TestCase):
             self.assertIn(b"status completed", report.stdout)
             self.assertFalse([n for n in os.listdir(db) if n.startswith(b".")], os.listdir(db))  # no shard folder
 
+    def test_a_full_disk_names_the_step_it_failed_at(self):
+        # Issue 26 item 9: a full disk during `record` said "failed at step 6 ... (exit status 0)"
+        # (the last step trained, and the script's clean exit as if it were the failure) where
+        # the recording failed at step 3 at the latest.
+        import re
+        with tempfile.TemporaryDirectory() as d:
+            p = self.record(os.path.join(d, "run.db"), *MODEL, "--disk-full-at", "3", extra=["-q"])
+            self.assertNotEqual(p.returncode, 0, p.stderr)
+            m = re.search(r"rank (\d) failed at step (\d+): recording into", p.stderr)
+            self.assertTrue(m, p.stderr)
+            self.assertLessEqual(int(m.group(2)), 3, p.stderr)
+            self.assertNotIn("exit status 0", p.stderr)
+
     def test_a_script_without_ddp_fails_clearly(self):
         with tempfile.TemporaryDirectory() as d:
             p = self.record(os.path.join(d, "run.db"), "--no-ddp", "--steps", "2")
@@ -579,8 +592,12 @@ class Scripts(unittest.TestCase):
             self.assertEqual(rc, 0, err)
             self.assertIn(f"rank 0 trained {STEPS} steps", out)
             self.assertIn("lockstep: recording into " + os.path.join(d, "rank-0.db"), err)
-            failed = [l for l in out.splitlines() if l.startswith("LOCKSTEP failed rank=0 cause=recording into")]
+            failed = [l for l in out.splitlines() if l.startswith("LOCKSTEP failed rank=0 step=")]
             self.assertEqual(len(failed), 1, out)
+            # Issue 26: the step whose writing failed (3 at the latest), not the last one trained.
+            step = int(failed[0].split("step=")[1].split()[0])
+            self.assertLessEqual(step, 3, failed[0])
+            self.assertIn(" cause=recording into", failed[0])
 
     def test_hook_registered_before_import_is_refused_clearly(self):
         with tempfile.TemporaryDirectory() as d:
