@@ -37,7 +37,8 @@ struct CoreArgs {
 
 int fail(const std::string& message)
 {
-    std::cerr << "lockstep: " << message << '\n';
+    // Names and paths inside come from files and arguments: never a raw control character.
+    std::cerr << "lockstep: " << core::escapeControl(message) << '\n';
     return 1;
 }
 
@@ -124,7 +125,7 @@ void registerCoreCommands(CLI::App& app)
     report->add_option("RUN", args->run, "run database (.db)")->required();
     report->add_flag("--json", args->json,
                      "print the full report as JSON: run summary, per rank, per (rank, step), per step "
-                     "straggler and per (step, bucket); schema in docs/report-json.md (schema_version 4)");
+                     "straggler and per (step, bucket); schema in docs/report-json.md (schema_version " + std::to_string(core::kReportSchemaVersion) + ")");
     report->add_flag("--kernels", args->kernels,
                      "also list the device kernels by name, largest total first: count, time per step, mean, share of "
                      "the step, category (with --json: a \"kernels\" array of every one)");

@@ -3,6 +3,8 @@
 #include "cli_flags.h"
 #include "commands.h"
 
+#include "lockstep/core/report.h"
+
 #include "lockstep/core/output_file.h"
 #include "lockstep/import/import.h"
 
@@ -42,22 +44,22 @@ int runImport(const ImportArgs& a)
         std::error_code ec;
         const auto st = std::filesystem::status(f, ec);
         if (!std::filesystem::exists(st)) {
-            std::cerr << "lockstep import: " << f << ": no such file\n";
+            std::cerr << "lockstep import: " << core::escapeControl(f) << ": no such file\n";
             return 1;
         }
         if (std::filesystem::is_directory(st)) {
-            std::cerr << "lockstep import: " << f << ": is a folder; give the trace files in it\n";
+            std::cerr << "lockstep import: " << core::escapeControl(f) << ": is a folder; give the trace files in it\n";
             return 1;
         }
     }
     // The run database is written whole or not at all (saveRun); refuse an output that is a trace,
     // a folder, a device, or an existing file without --force before the import starts.
     if (auto s = core::refuseOutputIsInput(a.out, a.files); !s) {
-        std::cerr << "lockstep import: " << s.error().message << "\n";
+        std::cerr << "lockstep import: " << core::escapeControl(s.error().message) << "\n";
         return 1;
     }
     if (auto s = core::checkOutputPath(a.out, a.force); !s) {
-        std::cerr << "lockstep import: " << s.error().message << "\n";
+        std::cerr << "lockstep import: " << core::escapeControl(s.error().message) << "\n";
         return 1;
     }
     core::removeOutputsOnSignal();
@@ -97,7 +99,7 @@ int runImport(const ImportArgs& a)
     if (!stats) {
         if (tty && lastShown >= 0 && lastShown < 100)
             std::fputc('\n', stderr);
-        std::cerr << "lockstep import: " << stats.error().message << "\n";
+        std::cerr << "lockstep import: " << core::escapeControl(stats.error().message) << "\n";
         // --rank / --world-size that do not fit the traces: a usage error.
         return stats.error().message.starts_with("--") ? 2 : 1;
     }

@@ -5,6 +5,7 @@
 #include "commands.h"
 
 #include "lockstep/core/output_file.h"
+#include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/core/whatif.h"
 
@@ -39,7 +40,8 @@ constexpr int kMaxPredictRanks = 4096;
 
 int fail(const std::string& message)
 {
-    std::cerr << "lockstep: " << message << '\n';
+    // Names and paths inside come from files and arguments: never a raw control character.
+    std::cerr << "lockstep: " << core::escapeControl(message) << '\n';
     return 1;
 }
 

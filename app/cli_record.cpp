@@ -128,13 +128,13 @@ int recordMain(const RecordCommand& cmd)
     const std::string& script = cmd.script.front();
     std::error_code ec;
     if (!fs::is_regular_file(script, ec)) {
-        std::fprintf(stderr, "%s: no such script: %s\n", me, script.c_str());
+        std::fprintf(stderr, "%s: no such script: %s\n", me, core::escapeControl(script).c_str());
         return 2;
     }
     const std::string python = cmd.python.empty() ? defaultPython() : cmd.python;
     if (access(python.c_str(), X_OK) != 0) {
         std::fprintf(stderr, "%s: the Python interpreter %s cannot be run; pass --python PATH (one with torch)\n", me,
-                     python.c_str());
+                     core::escapeControl(python).c_str());
         return 2;
     }
     const std::string pkg = packageDir();
@@ -181,13 +181,13 @@ int recordMain(const RecordCommand& cmd)
     // The run file never replaces the script or a file among its arguments.
     o.inputs = cmd.script;
     if (auto s = job::checkLaunchOptions(o); !s) {
-        std::fprintf(stderr, "%s: %s\n", me, s.error().message.c_str());
+        std::fprintf(stderr, "%s: %s\n", me, core::escapeControl(s.error().message).c_str());
         return 2;
     }
 
     auto result = job::launchRun(o);
     if (!result) {
-        std::fprintf(stderr, "%s: %s\n", me, result.error().message.c_str());
+        std::fprintf(stderr, "%s: %s\n", me, core::escapeControl(result.error().message).c_str());
         return 2;
     }
     const std::string outPath = fs::absolute(o.out).string();
@@ -199,7 +199,7 @@ int recordMain(const RecordCommand& cmd)
     std::printf("wall time: %.1f s\n", result->wallS);
     std::fflush(stdout);
     if (!result->success) {
-        std::fprintf(stderr, "%s: FAILED: %s\n", me, result->cause.c_str());
+        std::fprintf(stderr, "%s: FAILED: %s\n", me, core::escapeControl(result->cause).c_str());
         if (result->haveRunFile && result->merge.ranks > 0)
             std::fprintf(stderr, "%s: completed steps are kept in %s (marked failed)\n", me, outPath.c_str());
     }

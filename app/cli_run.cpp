@@ -222,22 +222,22 @@ int runMain(const RunCommand& cmd)
     const job::TrainingOptions training = cmd.training->options();
     auto all = withWorkerArgs(*cmd.training, cmd.launcher.extra);
     if (!all) {
-        std::fprintf(stderr, "lockstep run: %s\n", all.error().message.c_str());
+        std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(all.error().message).c_str());
         return 2;
     }
     if (auto s = job::checkOptions(*all, cmd.nproc); !s) {
-        std::fprintf(stderr, "lockstep run: %s\n", s.error().message.c_str());
+        std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(s.error().message).c_str());
         return 2;
     }
     if (auto s = checkWorkerCanRun(*all); !s) {
-        std::fprintf(stderr, "lockstep run: %s\n", s.error().message.c_str());
+        std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(s.error().message).c_str());
         return 2;
     }
     auto o = launchOptions(training, cmd.nproc, cmd.out, cmd.launcher);
     if (o)
         o->stepsPlanned = all->steps;
     if (!o) {
-        std::fprintf(stderr, "lockstep run: %s\n", o.error().message.c_str());
+        std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(o.error().message).c_str());
         return 2;
     }
     o->runName = cmd.launcher.runName;
@@ -245,7 +245,7 @@ int runMain(const RunCommand& cmd)
     o->blockSignalsAtEnd = true;
     auto result = job::launchRun(*o);
     if (!result) {
-        std::fprintf(stderr, "lockstep run: %s\n", result.error().message.c_str());
+        std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(result.error().message).c_str());
         return 2;
     }
     const std::string outPath = fs::absolute(cmd.out).string();
@@ -254,14 +254,14 @@ int runMain(const RunCommand& cmd)
         if (auto summary = core::summarizeFile(outPath))
             std::fputs(core::summaryText(summary->summary).c_str(), stdout);
         else
-            std::fprintf(stderr, "lockstep run: cannot summarize %s: %s\n", outPath.c_str(), summary.error().message.c_str());
+            std::fprintf(stderr, "lockstep run: cannot summarize %s: %s\n", outPath.c_str(), core::escapeControl(summary.error().message).c_str());
     }
     std::printf("wall time: %.1f s\n", result->wallS);
     std::fflush(stdout);
     if (cmd.open && result->haveRunFile)
         openInUi(outPath);
     if (!result->success) {
-        std::fprintf(stderr, "lockstep run: run FAILED: %s\n", result->cause.c_str());
+        std::fprintf(stderr, "lockstep run: run FAILED: %s\n", core::escapeControl(result->cause).c_str());
         std::fprintf(stderr, "lockstep run: all ranks stopped %.1f s after the first failure\n", result->stopS);
         if (result->haveRunFile)
             std::fprintf(stderr, "lockstep run: completed steps are kept in %s (marked failed)\n", outPath.c_str());
@@ -275,7 +275,7 @@ int sweepMain(const SweepCommand& cmd)
     const job::TrainingOptions base = cmd.training->options();
     auto all = withWorkerArgs(*cmd.training, cmd.launcher.extra, {"--bucket-mb"});
     if (!all) {
-        std::fprintf(stderr, "lockstep sweep: %s\n", all.error().message.c_str());
+        std::fprintf(stderr, "lockstep sweep: %s\n", core::escapeControl(all.error().message).c_str());
         return 2;
     }
     // Every point is checked before the first one starts: a typo must not cost the points before it.
@@ -285,11 +285,11 @@ int sweepMain(const SweepCommand& cmd)
             job::TrainingOptions t = *all;
             t.bucketMb = mb;
             if (auto s = job::checkOptions(t, n); !s) {
-                std::fprintf(stderr, "lockstep sweep: %s (--nproc %d)\n", s.error().message.c_str(), n);
+                std::fprintf(stderr, "lockstep sweep: %s (--nproc %d)\n", core::escapeControl(s.error().message).c_str(), n);
                 return 2;
             }
             if (auto s = checkWorkerCanRun(t); !s) {
-                std::fprintf(stderr, "lockstep sweep: %s\n", s.error().message.c_str());
+                std::fprintf(stderr, "lockstep sweep: %s\n", core::escapeControl(s.error().message).c_str());
                 return 2;
             }
             // The same point twice would write one run file twice; an existing run file (without
@@ -304,7 +304,7 @@ int sweepMain(const SweepCommand& cmd)
             std::error_code ec;
             if (fs::is_directory(cmd.outDir, ec))
                 if (auto p = core::checkOutputPath((fs::path(cmd.outDir) / (name + ".db")).string(), cmd.launcher.force); !p) {
-                    std::fprintf(stderr, "lockstep sweep: %s\n", p.error().message.c_str());
+                    std::fprintf(stderr, "lockstep sweep: %s\n", core::escapeControl(p.error().message).c_str());
                     return 2;
                 }
         }

@@ -2,6 +2,7 @@
 // never links LibTorch: `lockstep worker` hands over to lockstep-worker.
 #include "cli_flags.h"
 #include "commands.h"
+#include "lockstep/core/report.h"
 #include "lockstep/core/stop_signal.h"
 
 #include <CLI/CLI.hpp>
@@ -45,7 +46,7 @@ int main(int argc, char** argv)
         std::string names;
         for (const CLI::App* c : app.get_subcommands({}))
             names += (names.empty() ? "" : ", ") + c->get_name();
-        std::fprintf(stderr, "lockstep: unknown command '%s'; the commands are: %s (lockstep --help)\n", argv[1],
+        std::fprintf(stderr, "lockstep: unknown command '%s'; the commands are: %s (lockstep --help)\n", lockstep::core::escapeControl(argv[1]).c_str(),
                      names.c_str());
         return 2;
     }
@@ -60,8 +61,12 @@ int main(int argc, char** argv)
                          count == "2" ? "twice" : (count + " times").c_str());
             return 2;
         }
-        // --help and --version exit 0; every usage error exits 2, as the help says.
-        return app.exit(e) == 0 ? 0 : 2;
+        // --help and --version exit 0; every usage error exits 2, as the help says, and its
+        // message quotes the argument with control characters escaped (CLI11 quotes it raw).
+        if (e.get_exit_code() == 0)
+            return app.exit(e);
+        std::fprintf(stderr, "%s\nRun with --help for more information.\n", lockstep::core::escapeControl(e.what()).c_str());
+        return 2;
     }
     // A stop signal that arrived while the command finished decides the exit status (128+signal).
     lockstep::core::yieldToStopSignal();

@@ -171,7 +171,7 @@ public:
         const qreal height = qreal(rows.size()) * rowHeight;
         m_bounds = QRectF(0, 0, width, height);
         setPos(area.left() + kSide, area.bottom() - height - kBelow);
-        setToolTip(elided ? full.join(QLatin1Char('\n')) : QString());
+        setToolTip(elided ? plainToolTip(full.join(QLatin1Char('\n'))) : QString());
         QMargins margins = m_baseMargins;
         margins.setBottom(m_baseMargins.bottom() + int(std::ceil(height + kBelow + kAbove)));
         if (margins != m_chart->margins())
@@ -283,7 +283,7 @@ void fitTitle(QChart* chart, QChartView* view)
     const QString fitted = out.join(QStringLiteral("<br>"));
     if (fitted != chart->title())
         chart->setTitle(fitted);
-    view->setToolTip(elided ? plain.join(QLatin1Char('\n')) : QString());
+    view->setToolTip(elided ? plainToolTip(plain.join(QLatin1Char('\n'))) : QString());
 }
 
 // A chart with a legend gets the wrapping one (placeholders hide theirs); every title wraps.
@@ -601,7 +601,7 @@ void ChartsPage::setRuns(LoadedRunPtr current, std::vector<LoadedRunPtr> all)
         for (const auto& r : m_all) {
             auto* item = new QListWidgetItem(r->label, m_picker);
             item->setData(Qt::UserRole, r->path);
-            item->setToolTip(r->path);
+            item->setToolTip(plainToolTip(r->path));
             item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
             item->setCheckState(unpicked.contains(r->path) ? Qt::Unchecked : Qt::Checked);
         }

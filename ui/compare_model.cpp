@@ -132,7 +132,8 @@ QVariant CompareModel::headerData(int section, Qt::Orientation orientation, int 
     if (run < 0)
         return {};
     if (role == Qt::ToolTipRole)
-        return diff ? tr("%1 minus the baseline %2").arg(m_labels.value(run), m_labels.value(m_baseline)) : m_labels.value(run);
+        return plainToolTip(diff ? tr("%1 minus the baseline %2").arg(m_labels.value(run), m_labels.value(m_baseline))
+                                 : m_labels.value(run));
     if (diff)
         return tr("Δ vs %1").arg(m_labels.value(m_baseline));
     return run == m_baseline ? tr("%1 (baseline)").arg(m_labels.value(run)) : m_labels.value(run);

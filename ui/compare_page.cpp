@@ -1,5 +1,6 @@
 // Compare page (see compare_page.h).
 #include "compare_page.h"
+#include "format.h"
 
 #include "timeline/timeline_widget.h"
 
@@ -114,7 +115,7 @@ void ComparePage::setOpenRuns(std::vector<LoadedRunPtr> runs)
     for (const auto& r : m_open) {
         auto* item = new QListWidgetItem(r->label, m_list); // label: already cut to a sane length
         item->setData(Qt::UserRole, r->path);
-        item->setToolTip(r->path);
+        item->setToolTip(plainToolTip(r->path));
         item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
         bool check = checked.contains(r->path);
         if (!known.contains(r->path) && checked.size() < 2) {

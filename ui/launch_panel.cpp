@@ -1,6 +1,7 @@
 // Launch panel (see launch_panel.h).
 #include "launch_panel.h"
 
+#include "timeline/format.h"
 #include "timeline/timeline_widget.h"
 
 #include "lockstep/core/run_files.h"
@@ -917,7 +918,7 @@ void LaunchPanel::fillSweepTable(const QStringList& outputs)
             auto set = [&](int col, const QVariant& value) {
                 auto* item = new QTableWidgetItem;
                 item->setData(Qt::DisplayRole, value);
-                item->setToolTip(outputs[row]);
+                item->setToolTip(plainToolTip(outputs[row]));
                 m_sweepTable->setItem(row, col, item);
             };
             auto rounded = [](double v, int digits) { return std::round(v * std::pow(10, digits)) / std::pow(10, digits); };

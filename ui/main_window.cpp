@@ -672,7 +672,7 @@ void MainWindow::refreshPages()
         int currentIndex = -1;
         for (size_t i = 0; i < m_open.size(); ++i) {
             m_runBox->addItem(QStringLiteral("%1  (%2)").arg(m_open[i]->label, displayText(QFileInfo(m_open[i]->path).fileName(), 60)));
-            m_runBox->setItemData(int(i), m_open[i]->path, Qt::ToolTipRole);
+            m_runBox->setItemData(int(i), plainToolTip(m_open[i]->path), Qt::ToolTipRole);
             if (m_open[i] == m_current)
                 currentIndex = int(i);
         }
@@ -711,7 +711,7 @@ void MainWindow::updateRecentMenu()
     m_recentMenu->clear();
     for (const QString& path : m_recent) {
         QAction* a = m_recentMenu->addAction(QFileInfo(path).fileName(), this, [this, path] { openFiles({path}, true); });
-        a->setToolTip(path);
+        a->setToolTip(plainToolTip(path));
         a->setStatusTip(path);
     }
     m_recentMenu->setEnabled(!m_recent.isEmpty());

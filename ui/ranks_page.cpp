@@ -153,6 +153,7 @@ RanksPage::RanksPage(QWidget* parent)
     QFont bold = m_title->font();
     bold.setBold(true);
     m_title->setFont(bold);
+    m_title->setTextFormat(Qt::PlainText); // the run's name is text, never markup
     auto* bar = new QHBoxLayout;
     bar->addWidget(m_title, 1);
     bar->addWidget(new QLabel(tr("Cells:"), this));

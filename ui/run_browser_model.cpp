@@ -232,7 +232,7 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
             return role == SortRole ? QVariant(QString()) : QVariant();
         }
         if (role == Qt::ToolTipRole)
-            return QStringLiteral("%1\n⚠ %2").arg(displayText(e.path, 400), displayText(e.error, 400));
+            return plainToolTip(QStringLiteral("%1\n⚠ %2").arg(displayText(e.path, 400), displayText(e.error, 400)));
         if (role == Qt::ForegroundRole)
             return QBrush(QColor(0xb4, 0x53, 0x09));
         return {};
@@ -293,7 +293,7 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
     }
     if (role == Qt::ToolTipRole) {
         const QString tip = QStringLiteral("%1\n%2 steps, %3 spans").arg(displayText(e.path, 400)).arg(s.steps).arg(s.spans);
-        return isPredictedEntry(e) ? QStringLiteral("%1\n%2").arg(tip, predictedToolTip()) : tip;
+        return plainToolTip(isPredictedEntry(e) ? QStringLiteral("%1\n%2").arg(tip, predictedToolTip()) : tip);
     }
     if (role == Qt::FontRole && col == Name && isPredictedEntry(e)) {
         QFont italic;

@@ -39,11 +39,12 @@ public:
     {
         setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
         setMinimumWidth(80);
+        setTextFormat(Qt::PlainText); // a run's name is text, never markup
     }
     void setFullText(const QString& text)
     {
         m_full = text;
-        setToolTip(text);
+        setToolTip(plainToolTip(text));
         refresh();
     }
     QString fullText() const { return m_full; }

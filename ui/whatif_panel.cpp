@@ -105,6 +105,7 @@ void WhatIfPanel::buildForm()
 {
     m_title->setStyleSheet(QStringLiteral("font-size:13pt;font-weight:600"));
     m_title->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_title->setTextFormat(Qt::PlainText); // the run's name is text, never markup
     // A long run name must not widen the window: the label gives up width and cuts its text.
     m_title->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
 
@@ -215,6 +216,7 @@ void WhatIfPanel::buildForm()
     m_message->setAlignment(Qt::AlignCenter);
     m_message->setStyleSheet(QStringLiteral("font-size:12pt;color:#374151;padding:40px"));
     m_message->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_message->setTextFormat(Qt::PlainText); // messages quote run names and errors
     m_body->addWidget(m_message);
     m_body->addWidget(split);
 
@@ -315,7 +317,7 @@ void WhatIfPanel::setRun(LoadedRunPtr run)
         return;
     }
     m_title->setText(tr("What if — %1").arg(run->label));
-    m_title->setToolTip(run->path);
+    m_title->setToolTip(plainToolTip(run->path));
     m_building = true;
     showMessage(tr("Building the what-if model of %1…").arg(run->label));
     // The model indexes the run and fits its link: O(run), off the GUI thread. Its prediction of

@@ -70,6 +70,12 @@ Result<std::vector<ShardHead>> readHeads(const std::vector<std::string>& paths, 
 // names them (a merge of shards from different runs would be a chimera).
 Status refuseDifferentRuns(const std::vector<ShardHead>& heads)
 {
+    // A shard without its configuration (its rank stopped before writing it, e.g. on a full
+    // disk) is named as such, not compared field by field ("differ in model (mlp vs )").
+    for (const ShardHead& h : heads)
+        if (h.config.model.empty())
+            return fail("merge: " + h.path + " has no run configuration (its rank stopped before writing it, e.g. "
+                        "on a full disk); leave it out");
     const ShardHead& a = heads.front();
     for (const ShardHead& b : heads) {
         const RunConfig& x = a.config;

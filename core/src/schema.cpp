@@ -330,10 +330,19 @@ Status createOrMigrate(sqlite3* db, int targetVersion)
 Status checkHeader(const std::string& path, int* version)
 {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0)
-        return fail(path + ": no such file");
+    if (::stat(path.c_str(), &st) != 0) {
+        const int err = errno;
+        if (err == ENOENT)
+            return fail(path + ": no such file");
+        if (err == ELOOP)
+            return fail(path + ": a loop of symbolic links, not a file");
+        return fail(path + ": cannot be read: " + std::strerror(err));
+    }
     if (S_ISDIR(st.st_mode))
         return fail(path + ": is a directory, not a Lockstep run database");
+    // A FIFO (or socket, or device) is never opened: reading one could wait forever.
+    if (!S_ISREG(st.st_mode))
+        return fail(path + ": is not a regular file (a pipe, socket or device), not a Lockstep run database");
     if (st.st_size == 0)
         return fail(path + ": the file is empty, not a Lockstep run database");
     std::ifstream in(path, std::ios::binary);

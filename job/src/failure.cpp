@@ -59,7 +59,8 @@ std::string FailureLog::cause(std::span<const RankEnd> ranks, bool interrupted) 
             continue;
         // The rank said why; its exit status completes the picture.
         if (WIFEXITED(r.waitStatus) || WIFSIGNALED(r.waitStatus))
-            cause += " (" + (WIFEXITED(r.waitStatus) ? "exit status " + std::to_string(WEXITSTATUS(r.waitStatus))
+            cause += " (" + (WIFEXITED(r.waitStatus) ? (WEXITSTATUS(r.waitStatus) == 0 ? std::string("its process exited 0")
+                                                                                  : "exit status " + std::to_string(WEXITSTATUS(r.waitStatus)))
                                                      : "killed by " + signalName(WTERMSIG(r.waitStatus)))
                 + ")";
     }

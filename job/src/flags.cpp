@@ -391,6 +391,11 @@ core::Status setFlag(TrainingOptions& options, const Flag& flag, std::string_vie
 
 core::Status checkOptions(const TrainingOptions& o, int worldSize)
 {
+    // A link slower than 1 Mbit/s is no link to emulate (1e-300 was accepted and silently not
+    // emulated; 1e-9 hung): the same floor as `lockstep predict --link-gbps`.
+    if (o.linkGbps > 0 && o.linkGbps < kMinLinkGbps)
+        return core::fail("--link-gbps " + formatNumber(o.linkGbps) + ": below " + formatNumber(kMinLinkGbps)
+                          + " Gbit/s (1 Mbit/s), the slowest link emulated (0 = not emulated)");
     if (o.model == "transformer" && o.width % o.heads != 0)
         return core::fail("--width " + std::to_string(o.width) + " must be a multiple of --heads "
                           + std::to_string(o.heads) + " for the transformer");

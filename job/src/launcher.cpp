@@ -18,6 +18,7 @@
 #include "lockstep/job/launcher.h"
 
 #include "lockstep/core/output_file.h"
+#include "lockstep/core/report.h"
 #include "lockstep/core/types.h"
 #include "lockstep/job/failure.h"
 #include "lockstep/job/flags.h"
@@ -38,6 +39,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -84,6 +86,22 @@ private:
     static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
     struct sigaction m_old[3] {};
 };
+
+// Whether `s` is valid UTF-8 (a path a Python worker can hand to torch, whose FileStore takes text).
+bool isUtf8(std::string_view s)
+{
+    for (size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        if (n == 0 || i + n > s.size())
+            return false;
+        for (size_t k = 1; k < n; ++k)
+            if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
+                return false;
+        i += n;
+    }
+    return true;
+}
 
 double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -145,6 +163,7 @@ private:
     const LaunchOptions& m_opt;
     fs::path m_out;
     std::string m_shardDir;
+    std::string m_rendezvousDir; // a private folder for the rendezvous file when m_shardDir is not UTF-8
     std::string m_runName;
     int m_port = 0;
     std::vector<Rank> m_ranks;
@@ -174,6 +193,15 @@ core::Status Job::prepare()
     if (!folder)
         return std::unexpected(folder.error());
     m_shardDir = *folder;
+    // Paths are bytes, but torch's FileStore takes text: a shard folder whose path is not UTF-8
+    // (the run file's name or folder) gets its rendezvous file in a private folder of $TMPDIR.
+    if (!isUtf8(m_shardDir)) {
+        const char* tmp = std::getenv("TMPDIR");
+        std::string tmpl = std::string(tmp && *tmp && isUtf8(tmp) ? tmp : "/tmp") + "/.lockstep-rendezvous-XXXXXX";
+        if (!mkdtemp(tmpl.data()))
+            return core::fail("cannot create a folder for the rendezvous file: " + std::string(std::strerror(errno)));
+        m_rendezvousDir = tmpl;
+    }
     auto port = pickFreePort();
     if (!port)
         return std::unexpected(port.error());
@@ -215,7 +243,8 @@ core::Status Job::spawnAll()
     baseEnv.push_back("MASTER_PORT=" + std::to_string(m_port));
     baseEnv.push_back(std::string(kEnvShardDir) + "=" + m_shardDir);
     baseEnv.push_back(std::string(kEnvRunName) + "=" + m_runName);
-    baseEnv.push_back(std::string(kEnvRendezvousFile) + "=" + rendezvousFile(m_shardDir));
+    baseEnv.push_back(std::string(kEnvRendezvousFile) + "="
+                      + rendezvousFile(m_rendezvousDir.empty() ? m_shardDir : m_rendezvousDir));
 
     m_ranks.resize(size_t(m_opt.nproc));
     m_start = Clock::now();
@@ -266,7 +295,7 @@ void Job::noteFailure(int rank, std::string cause, bool unambiguous)
 void Job::message(const std::string& text)
 {
     finishProgress();
-    std::fprintf(stderr, "%s: %s\n", m_opt.messagePrefix.c_str(), text.c_str());
+    std::fprintf(stderr, "%s: %s\n", m_opt.messagePrefix.c_str(), core::escapeControl(text).c_str());
 }
 
 void Job::handleLine(Rank& r, const std::string& line, bool isOut)
@@ -315,8 +344,8 @@ void Job::handleLine(Rank& r, const std::string& line, bool isOut)
     case ProgressLine::Kind::Failed:
         r.failedCause = p.text.empty() ? "failed without a cause" : p.text;
         if (!r.killedByUs)
-            noteFailure(r.rank, "rank " + std::to_string(r.rank) + " failed at step " + std::to_string(r.lastStep + 1)
-                                    + ": " + r.failedCause);
+            noteFailure(r.rank, "rank " + std::to_string(r.rank) + " failed at step "
+                                    + std::to_string(p.step >= 0 ? p.step : r.lastStep + 1) + ": " + r.failedCause);
         break;
     default:
         echo();
@@ -551,6 +580,15 @@ core::Status Job::mergeShards(LaunchResult& result)
                 result.cause += "; " + fs::path(shard).stem().string() + "'s shard unreadable";
             continue;
         }
+        // A rank stopped before its configuration was written (a full disk): nothing to merge.
+        if (auto reader = core::RunReader::open(shard); reader) {
+            if (auto config = (*reader)->config(); config && config->model.empty()) {
+                message("a shard is left out: " + shard + " has no run configuration (its rank stopped before writing it)");
+                if (!result.success)
+                    result.cause += "; " + fs::path(shard).stem().string() + "'s shard has no configuration";
+                continue;
+            }
+        }
         shards.push_back(shard);
     }
     const core::RunStatus verdict = result.success ? core::RunStatus::Completed : core::RunStatus::Failed;
@@ -622,6 +660,15 @@ core::Result<LaunchResult> Job::run()
             pthread_sigmask(SIG_BLOCK, &set, nullptr);
         }
     } blockAtEnd{m_opt.blockSignalsAtEnd}; // destroyed before the guard: no default action between
+    struct RemoveRendezvous {
+        const std::string& dir;
+        ~RemoveRendezvous()
+        {
+            std::error_code ec;
+            if (!dir.empty())
+                fs::remove_all(dir, ec);
+        }
+    } removeRendezvous{m_rendezvousDir};
     if (auto st = prepare(); !st)
         return std::unexpected(st.error());
     const auto interruptedBeforeStart = [&] {
@@ -666,7 +713,6 @@ core::Result<LaunchResult> Job::run()
     if (result.success && !anyStep && !m_opt.noStepCause.empty()) {
         result.success = false;
         result.cause = m_opt.noStepCause;
-        message("FAILED: " + m_opt.noStepCause);
     }
     if (!result.success && result.cause.empty()) {
         result.cause = m_failures.cause(ends, m_interrupted);

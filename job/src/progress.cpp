@@ -109,6 +109,7 @@ ProgressLine parseProgressLine(std::string_view line)
             out.kind = K::Done;
         } else if (verb == "failed") {
             out.kind = K::Failed;
+            intField("step", out.step);
             if (const auto* v = field("cause"))
                 out.text = std::string(*v);
         } else {
@@ -150,9 +151,10 @@ std::string stepLine(int rank, int step, double loss, double stepMs)
 
 std::string doneLine(int rank) { return std::string(kPrefix) + "done rank=" + std::to_string(rank); }
 
-std::string failedLine(int rank, std::string_view cause)
+std::string failedLine(int rank, std::string_view cause, int step)
 {
-    return std::string(kPrefix) + "failed rank=" + std::to_string(rank) + " cause=" + oneLine(cause);
+    return std::string(kPrefix) + "failed rank=" + std::to_string(rank)
+        + (step >= 0 ? " step=" + std::to_string(step) : std::string()) + " cause=" + oneLine(cause);
 }
 
 std::string layoutLine(int rank, size_t buckets, std::string_view bucketBytes, int threads, bool pairwise)

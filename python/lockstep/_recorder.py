@@ -75,7 +75,19 @@ def _guarded(method):
 
 def shard_path(out_dir, rank):
     """Where a rank's shard goes: the job library's layout (`lockstep record`, `lockstep merge`)."""
-    return _core.shard_file(out_dir, rank)
+    return os.fsdecode(_core.shard_file(os.fsencode(out_dir), rank))
+
+
+def _native(text):
+    """A str for core: itself when it is UTF-8, else the bytes it came from (a name, path or
+    argument that was not UTF-8 arrives as str with surrogate escapes; core keeps bytes)."""
+    if not isinstance(text, str):
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape")
 
 
 def attach(ddp, out=None, *, run_name=None, warmup=3, optimizer=None, progress_fd=None):
@@ -166,6 +178,7 @@ class Recorder:
         self._progress_fd = progress_fd
         self._closed = False
         self.error = ""  # set by close() when the shard could not be written whole
+        self.error_step = -1  # and the step whose writing failed first
         self._internal_errors = 0
 
         named = _ddp_parameters(ddp)
@@ -207,13 +220,13 @@ class Recorder:
         probe, probe_note = self._probe_link(named, compress, start is not None,
                                              torch.device("cuda", device_index) if self._cuda else torch.device("cpu"))
         self._config = dict(
-            name=run_name or os.environ.get("LOCKSTEP_RUN_NAME") or "pytorch-ddp",
+            name=_native(run_name or os.environ.get("LOCKSTEP_RUN_NAME") or "pytorch-ddp"),
             source="pytorch", model=type(ddp.module).__name__,
             model_args=f"params={len(named)} param_bytes={sum(p.numel() * p.element_size() for _, p in named)}",
             world_size=self.world, backend=str(dist.get_backend(self._pg)), device=ddp.device_type,
             bucket_cap_bytes=int(ddp.bucket_bytes_cap), first_bucket_cap_bytes=int(dist._DEFAULT_FIRST_BUCKET_BYTES),
             warmup_steps=int(warmup), compress=compress,
-            command_line=_command_line(), host=self._rank_info["host"], created_ns=_core.now_ns(), status="running",
+            command_line=_native(_command_line()), host=self._rank_info["host"], created_ns=_core.now_ns(), status="running",
             extra={
                 "recorder": "lockstep python (DDP hooks)",
                 "torch": torch.__version__,
@@ -228,7 +241,7 @@ class Recorder:
         os.makedirs(out, exist_ok=True)
         self.path = shard_path(out, self.rank)
         self._core = _core.ShardRecorder(
-            self.path, self._config, self._rank_info,
+            os.fsencode(self.path), self._config, self._rank_info,
             dict(stage_names=stage_names, param_names=self._param_names, param_stage=param_stage,
                  root_stage=len(children), device=device_index, param_numel=[int(p.numel()) for _, p in named]),
             on_backward=self._on_backward_started)
@@ -687,9 +700,10 @@ class Recorder:
                 _patches.recorders.remove(self)
             self._ddp.__dict__.pop("_lockstep_recorder", None)
             try:
-                self._core.finish(status, cause)
+                self._core.finish(status, _native(cause))
             except RuntimeError as e:
                 self.error = str(e)
+                self.error_step = self._core.error_step
                 print(f"lockstep: {e}", file=sys.stderr)
         return self.error
 

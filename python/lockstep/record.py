@@ -137,8 +137,10 @@ def main(argv=None):
     _recorder.close_all("completed" if code == 0 else "failed", cause)
     # Each recorder keeps its error, also when it was closed earlier (destroy_process_group).
     errors = [rec.error for rec in recorded if rec.error]
+    error_step = -1
     if errors and not cause:
         cause = errors[0]  # the shard is not whole: the launcher marks the run failed with why
+        error_step = next(rec.error_step for rec in recorded if rec.error)  # where, not where training ended
 
     if not recorded:
         why = (f"{opts.script} never created a torch.nn.parallel.DistributedDataParallel, so nothing was recorded "
@@ -149,15 +151,16 @@ def main(argv=None):
         cause = cause or why
     # The script's exit status is ours; the launcher also learns when nothing was recorded or
     # a shard could not be written whole.
-    _protocol(progress_fd, rank, cause if (code or not recorded or errors) else "")
+    _protocol(progress_fd, rank, cause if (code or not recorded or errors) else "", error_step)
     return code
 
 
-def _protocol(fd, rank, cause):
-    """The launcher's last line for this rank: done, or failed with the cause."""
+def _protocol(fd, rank, cause, step=-1):
+    """The launcher's last line for this rank: done, or failed with the cause (and the step it
+    happened at, when that is not where the rank stopped)."""
     if fd is None:
         return
-    line = (_core.failed_line(rank, cause) if cause else _core.done_line(rank)) + "\n"
+    line = (_core.failed_line(rank, cause, step) if cause else _core.done_line(rank)) + "\n"
     try:
         if fd == 1:
             sys.stdout.flush()

@@ -177,6 +177,7 @@ public:
     }
 
     bool open() const { return m_rec != nullptr; }
+    int errorStep = -1; // set by finish (ShardRecorder::firstErrorStep)
     ShardRecorder* get() const { return m_rec.get(); }
 
     void mark(Ev kind, int32_t a, int64_t value, int32_t c)
@@ -506,10 +507,13 @@ PYBIND11_MODULE(_core, m)
                     pb::gil_scoped_release release;
                     st = rec->finish(s, cause);
                 }
+                r.errorStep = rec->firstErrorStep();
                 if (!st)
                     raise(st.error());
             },
-            pb::arg("status"), pb::arg("cause") = "");
+            pb::arg("status"), pb::arg("cause") = "")
+        .def_property_readonly("error_step", [](const Recorder& r) { return r.errorStep; },
+                               "after finish: the step whose writing failed first (-1: none)");
 
     m.def(
         "load_run", [](const std::string& path, bool correctClocks) { return runToDict(loadOrRaise(path, correctClocks)); },
@@ -524,10 +528,13 @@ PYBIND11_MODULE(_core, m)
         },
         pb::arg("path"), "core's run summary (the analyses behind `lockstep report --json`) as JSON text");
     // The job contract (lockstep::job), so that Python speaks it exactly as the runtime does.
-    m.def("shard_file", &job::shardFile, pb::arg("folder"), pb::arg("rank"), "folder/rank-<r>.db");
+    // Paths are bytes (any byte but NUL): given as bytes (os.fsencode), returned as bytes (os.fsdecode).
+    m.def(
+        "shard_file", [](const std::string& folder, int rank) { return pb::bytes(job::shardFile(folder, rank)); },
+        pb::arg("folder"), pb::arg("rank"), "folder/rank-<r>.db, as bytes");
     m.def("step_line", &job::stepLine, pb::arg("rank"), pb::arg("step"), pb::arg("loss"), pb::arg("step_ms"),
           "the protocol line of a completed step (no newline)");
     m.def("done_line", &job::doneLine, pb::arg("rank"));
     m.def("waiting_line", &job::waitingLine, pb::arg("rank"), pb::arg("step"));
-    m.def("failed_line", &job::failedLine, pb::arg("rank"), pb::arg("cause"));
+    m.def("failed_line", &job::failedLine, pb::arg("rank"), pb::arg("cause"), pb::arg("step") = -1);
 }

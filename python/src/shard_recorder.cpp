@@ -604,6 +604,11 @@ void ShardRecorder::writeStep(const PendingStep& p)
         s = m_writer->addStep(step);
     if (s)
         s = m_writer->commit();
+    if (!s) {
+        std::lock_guard lock(m_mutex);
+        if (m_firstError.empty())
+            m_firstErrorStep = p.step;
+    }
     note(s);
 }
 

@@ -128,6 +128,8 @@ public:
     // Commits the rest, writes the final status and closes. Returns the first write error seen
     // (recording errors never stop training; they are reported here).
     core::Status finish(core::RunStatus status, const std::string& cause);
+    // The step whose writing failed first (-1: none, or the failure was not a step's).
+    int firstErrorStep() const { return m_firstErrorStep; }
 
 
 private:
@@ -181,6 +183,7 @@ private:
     std::deque<Item> m_queue;
     bool m_stop = false;
     std::string m_firstError;
+    int m_firstErrorStep = -1; // the step whose writing failed first (-1: none, or not a step)
     std::vector<core::Span> m_spans;       // writer scratch
     std::vector<core::Instant> m_instants; // writer scratch
     std::thread m_thread;

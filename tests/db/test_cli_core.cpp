@@ -8,6 +8,8 @@
 // privileges or a filesystem of our own.
 #include "db_test_util.h"
 
+#include "lockstep/core/report.h"
+
 #include <gtest/gtest.h>
 
 #include <rapidjson/document.h>
@@ -301,6 +303,105 @@ TEST_F(CliCore, aSignalLeavesNoTemporaries)
             expectOnly({"big.db", "big.json", "run.db"});
         }
     }
+}
+
+// Issue 26 item 7: physically meaningless values are usage errors (exit 2), and no message
+// carries a raw control character from a name, a value or a file name (a terminal would act on
+// it: ESC starts a sequence).
+TEST_F(CliCore, meaninglessValuesAndControlCharactersAreRefused)
+{
+    for (const char* gbps : {"1e-300", "1e-9", "0.0009"}) {
+        const test::Outcome o = cli({"run", "--nproc", "2", "--out", m_dir.file("x.db"), "--link-gbps", gbps});
+        EXPECT_EQ(o.exitCode, 2) << gbps << ": " << o.describe();
+        EXPECT_TRUE(contains(o.err, "--link-gbps")) << o.err;
+    }
+    for (const char* cmd : {"predict", "advise"}) {
+        const test::Outcome o = cli({cmd, m_dir.file("run.db"), "--bucket-mb", "1e-300"});
+        EXPECT_EQ(o.exitCode, 2) << cmd << ": " << o.describe();
+    }
+    EXPECT_EQ(cli({"predict", m_dir.file("run.db"), "--link-gbps", "1e-300"}).exitCode, 2);
+    const auto noRawControl = [](const std::string& text) {
+        for (unsigned char c : text)
+            if ((c < 0x20 && c != '\n') || c == 0x7f)
+                return false;
+        return true;
+    };
+    // merge: "differ in model (...)" quoted the models as they were.
+    lockstep::core::Run a = makeRun(1, 4, 0, 2);
+    lockstep::core::Run b = makeRun(1, 4, 1, 2);
+    a.config.model = "mlp\x1b[2J\x07";
+    ASSERT_TRUE(saveRun(a, m_dir.file("a.db")).has_value());
+    ASSERT_TRUE(saveRun(b, m_dir.file("b.db")).has_value());
+    test::Outcome o = cli({"merge", m_dir.file("a.db"), m_dir.file("b.db"), "--out", m_dir.file("m.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "differ in model")) << o.err;
+    EXPECT_TRUE(noRawControl(o.err)) << o.err;
+    // predict: "unknown compression '...'".
+    o = cli({"predict", m_dir.file("run.db"), "--compress", "fp\x1b[31m16"});
+    EXPECT_NE(o.exitCode, 0) << o.describe();
+    EXPECT_TRUE(noRawControl(o.err)) << o.err;
+    // A file name echoed back.
+    o = cli({"report", m_dir.file("no\x1b]0;title\x07such.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(noRawControl(o.err)) << o.err;
+    o = cli({"import", m_dir.file("no\x1bsuch.json"), "--out", m_dir.file("i.db")});
+    EXPECT_NE(o.exitCode, 0) << o.describe();
+    EXPECT_TRUE(noRawControl(o.err)) << o.err;
+}
+
+// Issue 26 item 9's smaller defects: report --help named schema_version 2 (it is 3); a FIFO was
+// "empty" (and a reader could block on it), a loop of symbolic links "no such file".
+TEST_F(CliCore, smallerDefectsOfIssue26)
+{
+    const test::Outcome help = cli({"report", "--help"});
+    EXPECT_TRUE(contains(help.out, "schema_version " + std::to_string(lockstep::core::kReportSchemaVersion))) << help.out;
+    EXPECT_EQ(lockstep::core::kReportSchemaVersion, 3);
+    const std::string fifo = m_dir.file("pipe.db");
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    test::Outcome o = cli({"report", fifo});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "is not a regular file")) << o.err;
+    std::filesystem::create_symlink("loop2.db", m_dir.file("loop1.db"));
+    std::filesystem::create_symlink("loop1.db", m_dir.file("loop2.db"));
+    o = cli({"report", m_dir.file("loop1.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "loop of symbolic links")) << o.err;
+    // A shard whose configuration was never written (a full disk before it): named, not "differ
+    // in model (mlp vs )".
+    lockstep::core::Run rank0 = makeRun(1, 4, 0, 2);
+    lockstep::core::Run rank1 = makeRun(1, 4, 1, 2);
+    rank1.config.model.clear();
+    ASSERT_TRUE(saveRun(rank0, m_dir.file("s0.db")).has_value());
+    ASSERT_TRUE(saveRun(rank1, m_dir.file("s1.db")).has_value());
+    o = cli({"merge", m_dir.file("s0.db"), m_dir.file("s1.db"), "--out", m_dir.file("sm.db")});
+    EXPECT_EQ(o.exitCode, 1) << o.describe();
+    EXPECT_TRUE(contains(o.err, "s1.db has no run configuration")) << o.err;
+    EXPECT_FALSE(contains(o.err, "differ in model")) << o.err;
+    EXPECT_FALSE(exists(m_dir.file("sm.db")));
+}
+
+// Issue 26 item 6: names and paths are bytes (any byte but NUL) in every core command: a run
+// file, a trace, an output and a run name that are not UTF-8 go through, and a name shown on the
+// terminal has its invalid bytes escaped.
+TEST_F(CliCore, namesAndPathsAreBytes)
+{
+    lockstep::core::Run run = makeRun(2, 6);
+    run.config.name = "name\xfe";
+    const std::string in = m_dir.file("run\xff.db");
+    ASSERT_TRUE(saveRun(run, in).has_value());
+    test::Outcome o = cli({"report", in});
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    EXPECT_TRUE(contains(o.out, "name\\xfe")) << o.out;
+    o = cli({"export", in, "--chrome", m_dir.file("t\xfd.json")});
+    ASSERT_EQ(o.exitCode, 0) << o.describe();
+    o = cli({"import", m_dir.file("t\xfd.json"), "--out", m_dir.file("i\xfc.db"), "-q"});
+    EXPECT_EQ(o.exitCode, 0) << o.describe();
+    o = cli({"merge", in, "--out", m_dir.file("m\xfb.db")});
+    EXPECT_EQ(o.exitCode, 0) << o.describe();
+    o = cli({"predict", in, "--out-dir", m_dir.file("d\xfa")});
+    EXPECT_EQ(o.exitCode, 0) << o.describe();
+    EXPECT_EQ(test::listDir(m_dir.file("d\xfa")).size(), 1u);
+    expectOnly({"d\xfa", "i\xfc.db", "m\xfb.db", "run.db", "run\xff.db", "t\xfd.json"});
 }
 
 // Audit #6, #7: merge made a chimera of shards from different runs, and a "completed" run of one

@@ -243,6 +243,10 @@ class RecordsWhatDdpDoes(unittest.TestCase):
     def test_progress_protocol_only_when_asked(self):
         for r, (_, out, err) in enumerate(self.rec["results"]):
             lines = [l for l in out.splitlines() if l.startswith("LOCKSTEP ")]
+            # Each step's first all-reduce is announced (names a hung rank): one line per step.
+            waiting = [l for l in lines if l.startswith("LOCKSTEP waiting ")]
+            self.assertEqual(waiting, [f"LOCKSTEP waiting rank={r} step={s}" for s in range(STEPS)], out)
+            lines = [l for l in lines if not l.startswith("LOCKSTEP waiting ")]
             self.assertEqual(len(lines), STEPS + 1, out)
             for s in range(STEPS):
                 self.assertTrue(lines[s].startswith(f"LOCKSTEP step={s} rank={r} loss="), lines[s])
@@ -515,6 +519,42 @@ class RecordCommand(unittest.TestCase):
             self.assertEqual(run["config"]["status"], "failed")
             self.assertIn("no step was recorded", run["config"]["failure_cause"])
 
+    def test_names_paths_and_arguments_are_bytes(self):
+        # Issue 26 item 6: a non-UTF-8 argument, script name, --out or --run-name killed the script
+        # ("Unable to cast Python instance to C++ type"). Any byte but NUL goes through: the
+        # script gets its argument, the run file its name, the name its bytes.
+        with tempfile.TemporaryDirectory() as d:
+            db = os.fsencode(d)
+            script = os.path.join(db, b"job\xff.py")
+            shutil.copy(JOB, script)
+            out = os.path.join(db, b"out\xfe.db")
+            info = os.path.join(db, b"i\xfc{rank}.json")
+            p = subprocess.run([os.fsencode(CLI), b"record", b"--nproc", b"2", b"--out", out, b"--run-name", b"name\xfd",
+                                b"--python", os.fsencode(sys.executable), b"-q", b"--progress", b"none", b"--", script,
+                                *[os.fsencode(m) for m in MODEL], b"--ddp-info", info],
+                               capture_output=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            for r in range(2):
+                self.assertTrue(os.path.exists(os.path.join(db, b"i\xfc%d.json" % r)))  # the argument arrived
+            report = subprocess.run([os.fsencode(CLI), b"report", out], capture_output=True, timeout=60)
+            self.assertEqual(report.returncode, 0, report.stderr)
+            self.assertIn(b"Run name\\xfd", report.stdout)  # the name's byte, shown escaped
+            self.assertIn(b"status completed", report.stdout)
+            self.assertFalse([n for n in os.listdir(db) if n.startswith(b".")], os.listdir(db))  # no shard folder
+
+    def test_a_full_disk_names_the_step_it_failed_at(self):
+        # Issue 26 item 9: a full disk during `record` said "failed at step 6 ... (exit status 0)"
+        # (the last step trained, and the script's clean exit as if it were the failure) where
+        # the recording failed at step 3 at the latest.
+        import re
+        with tempfile.TemporaryDirectory() as d:
+            p = self.record(os.path.join(d, "run.db"), *MODEL, "--disk-full-at", "3", extra=["-q"])
+            self.assertNotEqual(p.returncode, 0, p.stderr)
+            m = re.search(r"rank (\d) failed at step (\d+): recording into", p.stderr)
+            self.assertTrue(m, p.stderr)
+            self.assertLessEqual(int(m.group(2)), 3, p.stderr)
+            self.assertNotIn("exit status 0", p.stderr)
+
     def test_a_script_without_ddp_fails_clearly(self):
         with tempfile.TemporaryDirectory() as d:
             p = self.record(os.path.join(d, "run.db"), "--no-ddp", "--steps", "2")
@@ -603,8 +643,12 @@ class Scripts(unittest.TestCase):
             self.assertEqual(rc, 0, err)
             self.assertIn(f"rank 0 trained {STEPS} steps", out)
             self.assertIn("lockstep: recording into " + os.path.join(d, "rank-0.db"), err)
-            failed = [l for l in out.splitlines() if l.startswith("LOCKSTEP failed rank=0 cause=recording into")]
+            failed = [l for l in out.splitlines() if l.startswith("LOCKSTEP failed rank=0 step=")]
             self.assertEqual(len(failed), 1, out)
+            # Issue 26: the step whose writing failed (3 at the latest), not the last one trained.
+            step = int(failed[0].split("step=")[1].split()[0])
+            self.assertLessEqual(step, 3, failed[0])
+            self.assertIn(" cause=recording into", failed[0])
 
     def test_hook_registered_before_import_is_refused_clearly(self):
         with tempfile.TemporaryDirectory() as d:

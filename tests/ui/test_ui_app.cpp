@@ -45,6 +45,7 @@
 
 #include <sqlite3.h>
 #include <QTest>
+#include <QAbstractItemView>
 
 using namespace lockstep;
 using namespace lockstep::ui;
@@ -74,6 +75,7 @@ private slots:
     void stepBoxRefusesWhatIsNotAStep();
     void closeRun();
     void liveRunGrowsOnTheTimeline();
+    void userStringsArePlainText();
 
 private:
     MainWindow::Options options() const;
@@ -832,4 +834,54 @@ void TestUiApp::liveRunGrowsOnTheTimeline()
 }
 
 QTEST_MAIN(TestUiApp)
+// Issue 26 item 2: a run's name (and path) with markup was rendered as rich text in the Timeline
+// and What-if titles (an <img src=...> loaded a local file). Every label that shows it shows it as
+// text, and no tooltip or item tooltip carries it as markup, on every page.
+void TestUiApp::userStringsArePlainText()
+{
+    const QString markup = QStringLiteral("<img src=/nonexistent/x.png><b>evil</b>");
+    QDir().mkpath(m_dir.filePath("<i>folder<i>"));
+    const QString path = m_dir.filePath("<i>folder<i>/<b>run<b>.db");
+    QCOMPARE(uitest::makeRunFile(path, 2, 8, 4, 0.4, 25, markup), QString());
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    w.resize(1200, 800);
+    w.show();
+    QString error;
+    QVERIFY2(w.openFilesBlocking({path, m_runA}, &error), qPrintable(error));
+    w.setCurrentRun(0);
+    const auto isMarkup = [](const QString& s) { return s.contains(QLatin1String("<img")) || s.contains(QLatin1String("<b>run")); };
+    int shown = 0;
+    QStringList problems;
+    for (int page = 0; page < MainWindow::PageCount; ++page) {
+        w.showPage(MainWindow::Page(page));
+        QApplication::processEvents();
+        for (QLabel* label : w.findChildren<QLabel*>()) {
+            if (!isMarkup(label->text()))
+                continue;
+            ++shown;
+            if (label->textFormat() != Qt::PlainText)
+                problems << QStringLiteral("page %1: a label shows the name as markup: %2").arg(page).arg(label->text());
+        }
+        for (QWidget* widget : w.findChildren<QWidget*>())
+            if (isMarkup(widget->toolTip()))
+                problems << QStringLiteral("page %1: a tooltip carries markup: %2").arg(page).arg(widget->toolTip());
+        for (QAbstractItemView* view : w.findChildren<QAbstractItemView*>()) {
+            const QAbstractItemModel* m = view->model();
+            if (!m)
+                continue;
+            for (int r = 0; r < m->rowCount(); ++r)
+                for (int c = 0; c < m->columnCount(); ++c)
+                    if (const QString tip = m->data(m->index(r, c), Qt::ToolTipRole).toString(); isMarkup(tip))
+                        problems << QStringLiteral("page %1: an item tooltip carries markup: %2").arg(page).arg(tip);
+            for (int c = 0; c < m->columnCount(); ++c)
+                if (const QString tip = m->headerData(c, Qt::Horizontal, Qt::ToolTipRole).toString(); isMarkup(tip))
+                    problems << QStringLiteral("page %1: a header tooltip carries markup: %2").arg(page).arg(tip);
+        }
+    }
+    problems.removeDuplicates();
+    QVERIFY2(problems.isEmpty(), qPrintable(problems.join(QLatin1Char('\n'))));
+    QVERIFY2(shown >= 2, "the name was expected in the Timeline and What-if titles");
+}
+
 #include "test_ui_app.moc"

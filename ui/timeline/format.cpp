@@ -138,4 +138,13 @@ QString formatRanks(qint64 n)
     return n == 1 ? QStringLiteral("1 rank") : QStringLiteral("%1 ranks").arg(n);
 }
 
+QString plainToolTip(const QString& text)
+{
+    if (text.isEmpty())
+        return {};
+    QString escaped = text.toHtmlEscaped();
+    escaped.replace(QLatin1Char('\n'), QStringLiteral("<br>"));
+    return QStringLiteral("<qt>%1</qt>").arg(escaped);
+}
+
 } // namespace lockstep::ui

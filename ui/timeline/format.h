@@ -36,6 +36,10 @@ QString formatSignedMs(double ms);
 // A step on a chart axis: "12", or "(2)" for a warm-up step (drawn, but left out of the run's
 // numbers; the Charts page and the Ranks heatmap say so in their axis titles).
 QString formatStepLabel(int32_t step, bool warmup);
+// A tooltip that shows `text` as it is: Qt renders a tooltip that looks like markup as rich text
+// (a run name or path with <img src=...> would load a local file), so user strings in tooltips
+// go through this (escaped inside a rich-text container, line breaks kept).
+QString plainToolTip(const QString& text);
 // "1 rank", "4 ranks": every heading that counts ranks.
 QString formatRanks(qint64 n);
 

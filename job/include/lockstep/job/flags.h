@@ -87,6 +87,9 @@ core::Result<FlagValue> parseFlagValue(const Flag& flag, std::string_view text);
 // parseFlagValue, then stores the value into `options`.
 core::Status setFlag(TrainingOptions& options, const Flag& flag, std::string_view text);
 
+// The slowest link --link-gbps emulates, in Gbit/s (1 Mbit/s); 0 means not emulated.
+inline constexpr double kMinLinkGbps = 0.001;
+
 // The rules between flags. worldSize 0 = not known yet (a worker before it reads its
 // environment); the rules that need it are checked again once it is known.
 core::Status checkOptions(const TrainingOptions& options, int worldSize);

@@ -10,7 +10,7 @@
 // Worker -> launcher (the worker's stdout):
 //   LOCKSTEP step=<s> rank=<r> loss=<f> step_ms=<f>    step s (from 0) completed on rank r
 //   LOCKSTEP done rank=<r>                             rank r finished every step
-//   LOCKSTEP failed rank=<r> cause=<text>              rank r failed; text to the end of the line
+//   LOCKSTEP failed rank=<r> [step=<s>] cause=<text>   rank r failed (at step s); text to the end
 //   LOCKSTEP layout rank=<r> ...                       informational (bucket layout)
 //   LOCKSTEP crash rank=<r> step=<s> (injected)        informational (fault injection)
 //   LOCKSTEP drift rank=<r> step=<s>                   informational (replica check)
@@ -52,7 +52,9 @@ ProgressLine parseProgressLine(std::string_view line);
 // Formatters (no trailing newline). Causes and paths are made single-line.
 std::string stepLine(int rank, int step, double loss, double stepMs);
 std::string doneLine(int rank);
-std::string failedLine(int rank, std::string_view cause);
+// step: where the failure happened when that is not the step the rank is in (a recording that
+// failed at step 1 of a script that trained 20); -1: not said, the launcher takes the rank's.
+std::string failedLine(int rank, std::string_view cause, int step = -1);
 std::string layoutLine(int rank, size_t buckets, std::string_view bucketBytes, int threads, bool pairwise);
 std::string crashLine(int rank, int step);
 std::string driftLine(int rank, int step);
