@@ -71,9 +71,12 @@ Result<std::vector<ShardHead>> readHeads(const std::vector<std::string>& paths, 
 Status refuseDifferentRuns(const std::vector<ShardHead>& heads)
 {
     // A shard without its configuration (its rank stopped before writing it, e.g. on a full
-    // disk) is named as such, not compared field by field ("differ in model (mlp vs )").
+    // disk) is named as such, not compared field by field ("differ in model (mlp vs )"): its
+    // model is empty where another shard of the run names one. (A run whose writer never names a
+    // model, e.g. one written through the library, has it empty in every shard and merges.)
+    const bool someModel = std::any_of(heads.begin(), heads.end(), [](const ShardHead& h) { return !h.config.model.empty(); });
     for (const ShardHead& h : heads)
-        if (h.config.model.empty())
+        if (someModel && h.config.model.empty())
             return fail("merge: " + h.path + " has no run configuration (its rank stopped before writing it, e.g. "
                         "on a full disk); leave it out");
     const ShardHead& a = heads.front();
