@@ -407,6 +407,12 @@ std::string summaryText(const RunSummary& s)
                       "        %.3f ms = %.1f%% (threshold 5%% for both)\n",
                       e.waitAboveThreshold ? "[x]" : "[ ]", e.meanWaitNs * kToMs, e.waitFraction * 100.0, stepMs,
                       e.systematicDelayNs * kToMs, e.delayFraction * 100.0);
+        // Waits between ranks on different clocks are only as exact as the clocks' agreement: say
+        // so where it is a sizeable part of the step (a slow clock exchange across hosts).
+        if (stepMs > 0 && e.clockUncertaintyNs >= 0.05 * stepMs / kToMs)
+            out += format("    ! the ranks' clocks can disagree by \u00b1%.3f ms (%.0f%% of the step): waits and lateness\n"
+                          "      between ranks on different hosts are that uncertain\n",
+                          e.clockUncertaintyNs * kToMs, e.clockUncertaintyNs * kToMs / stepMs * 100.0);
         out += format("    %s its typical lateness stands %.3f ms above the other ranks'; noise floor %.3f ms\n"
                       "        (2 standard errors over %d steps of the others' step-to-step spread, %.3f ms)",
                       e.clearsNoise ? "[x]" : "[ ]", e.latenessAboveOthersNs * kToMs, e.noiseFloorNs * kToMs,
