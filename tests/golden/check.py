@@ -60,7 +60,15 @@ def outputs(lockstep, name, how, work):
     if kind == "copy":
         shutil.copyfile(files[0], os.path.join(work, db))
     else:
-        run([lockstep, "import", *files, "--out", db, "-q"], work)
+        # By name in the work folder: the run records what it was imported from, and the
+        # expected outputs must not depend on where the repository is checked out.
+        names = []
+        for f in files:
+            name = os.path.basename(f)
+            if os.path.isabs(f):
+                shutil.copyfile(f, os.path.join(work, name))
+            names.append(name)
+        run([lockstep, "import", *names, "--out", db, "-q"], work)
     run([lockstep, "export", db, "--chrome", name + ".chrome.json"], work)
     with open(os.path.join(work, name + ".chrome.json"), "rb") as f:
         chrome = f.read()
