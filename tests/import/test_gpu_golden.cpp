@@ -5,56 +5,25 @@
 // Tolerances are in expected.json ("tolerances") and stated at each check.
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/run_db.h"
+#include "test_support.h"
 
 #include <gtest/gtest.h>
 
 #include <rapidjson/document.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <vector>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace fs = std::filesystem;
+namespace test = lockstep::test;
 
 namespace {
 
 const fs::path kData = fs::path(LOCKSTEP_SOURCE_DIR) / "tests" / "data" / "gpu";
-
-std::string cli()
-{
-    const char* env = std::getenv("LOCKSTEP_CLI");
-    return env && *env ? env : LOCKSTEP_BINARY_DIR "/app/lockstep";
-}
-
-std::string slurp(const fs::path& p)
-{
-    std::ifstream in(p, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-struct TempDir {
-    fs::path path;
-    TempDir()
-    {
-        std::string t = (fs::temp_directory_path() / "lockstep-gpu-golden-XXXXXX").string();
-        path = mkdtemp(t.data());
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
-
-int run(const std::string& args, const fs::path& out)
-{
-    const std::string command = "timeout 120 '" + cli() + "' " + args + " >'" + out.string() + "' 2>&1";
-    const int status = std::system(command.c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 rapidjson::Document parse(const std::string& text)
 {
@@ -65,19 +34,19 @@ rapidjson::Document parse(const std::string& text)
 
 const rapidjson::Document& expected()
 {
-    static const rapidjson::Document d = parse(slurp(kData / "expected.json"));
+    static const rapidjson::Document d = parse(test::readFile((kData / "expected.json").string()));
     return d;
 }
 
 double tol(const char* name) { return expected()["tolerances"][name].GetDouble(); }
 
 // `lockstep report --json` of a run database.
-rapidjson::Document report(const fs::path& db, const TempDir& dir)
+rapidjson::Document report(const fs::path& db)
 {
-    const fs::path out = dir.path / (db.stem().string() + ".json");
-    EXPECT_EQ(run("report --json '" + db.string() + "'", out), 0) << slurp(out);
-    rapidjson::Document d = parse(slurp(out));
-    EXPECT_FALSE(d.HasParseError()) << slurp(out).substr(0, 400);
+    const test::Outcome o = test::lockstep({"report", "--json", db.string()}, 120'000);
+    EXPECT_EQ(o.exitCode, 0) << o.describe();
+    rapidjson::Document d = parse(o.out);
+    EXPECT_FALSE(d.HasParseError()) << o.out.substr(0, 400);
     return d;
 }
 
@@ -169,9 +138,8 @@ class RecordedRun : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RecordedRun, ReportMatchesTheRawSpans)
 {
-    TempDir dir;
     const std::string name = GetParam();
-    const rapidjson::Document r = report(kData / (name + ".db"), dir);
+    const rapidjson::Document r = report(kData / (name + ".db"));
     ASSERT_TRUE(r.IsObject());
     EXPECT_EQ(r["schema_version"].GetInt(), 4);
     expectRunNumbers(r, expected()[name.c_str()], name);
@@ -188,15 +156,14 @@ INSTANTIATE_TEST_SUITE_P(Gpu, RecordedRun, ::testing::Values("record-nccl-1", "r
 
 TEST(GlooOverCuda, HostCollectivesCountOnAGpuRank)
 {
-    TempDir dir;
-    const fs::path db = dir.path / "gloo2.db";
-    const fs::path log = dir.path / "import.txt";
-    ASSERT_EQ(run("import -q -o '" + db.string() + "' '" + (kData / "kineto-gloo2-rank-0.json.gz").string() + "' '"
-                      + (kData / "kineto-gloo2-rank-1.json.gz").string() + "'",
-                  log),
-              0)
-        << slurp(log);
-    const rapidjson::Document r = report(db, dir);
+    test::TempDir dir;
+    const fs::path db = dir.file("gloo2.db");
+    const test::Outcome imported =
+        test::lockstep({"import", "-q", "-o", db.string(), (kData / "kineto-gloo2-rank-0.json.gz").string(),
+                        (kData / "kineto-gloo2-rank-1.json.gz").string()},
+                       120'000);
+    ASSERT_EQ(imported.exitCode, 0) << imported.describe();
+    const rapidjson::Document r = report(db);
     ASSERT_TRUE(r.IsObject());
     const auto& e = expected()["kineto-gloo2"];
     expectRunNumbers(r, e, "kineto-gloo2");
