@@ -576,7 +576,7 @@ core::Status Job::mergeShards(LaunchResult& result)
         // others rather than lose the whole run.
         if (auto valid = core::validateRunFile(shard); !valid) {
             message("a shard is left out: " + valid.error().message);
-            if (!result.success)
+            if (!result.success && !result.interrupted) // an interrupt explains it already
                 result.cause += "; " + fs::path(shard).stem().string() + "'s shard unreadable";
             continue;
         }
@@ -584,7 +584,8 @@ core::Status Job::mergeShards(LaunchResult& result)
         if (auto reader = core::RunReader::open(shard); reader) {
             if (auto config = (*reader)->config(); config && config->model.empty()) {
                 message("a shard is left out: " + shard + " has no run configuration (its rank stopped before writing it)");
-                if (!result.success)
+                // Interrupted before its configuration: the interrupt is the cause; a full disk is not.
+                if (!result.success && !result.interrupted)
                     result.cause += "; " + fs::path(shard).stem().string() + "'s shard has no configuration";
                 continue;
             }
