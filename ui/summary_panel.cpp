@@ -102,6 +102,8 @@ QVariant BucketTableModel::headerData(int section, Qt::Orientation orientation, 
         case Params: return tr("Params");
         case ReadyToLaunch: return tr("Ready→launch");
         case Duration: return tr("Duration");
+        case Exposed: return tr("Exposed");
+        case Hidden: return tr("Hidden");
         case Algbw: return tr("algbw");
         case Busbw: return tr("busbw");
         case Skew: return tr("Skew");
@@ -114,6 +116,10 @@ QVariant BucketTableModel::headerData(int section, Qt::Orientation orientation, 
         case ReadyToLaunch: return tr("From the bucket's last gradient-ready instant to its all-reduce's launch");
         case Duration: return tr("All-reduce duration, from each rank's own launch to its completion: an early rank's "
                                  "includes waiting for the late one (see Skew)");
+        case Exposed: return tr("The bucket's own time (from its launch, or the end of the all-reduces launched before it, "
+                                "to its completion) with no compute of the rank beside it: the buckets' exposed times "
+                                "add up to the step's exposed bucket communication");
+        case Hidden: return tr("The bucket's own time with compute of the rank beside it");
         case Algbw: return tr("bytes / mean duration; with a large skew it measures the waiting more than the link");
         case Busbw: return tr("algbw × 2(N−1)/N (the nccl-tests convention)");
         case Skew: return tr("Arrival skew: last rank's launch − first rank's launch");
@@ -140,6 +146,8 @@ QVariant BucketTableModel::data(const QModelIndex& index, int role) const
         case Params: return b.params;
         case ReadyToLaunch: return num(b.meanReadyToLaunchMs);
         case Duration: return num(b.meanDurationMs);
+        case Exposed: return num(b.meanExposedMs);
+        case Hidden: return num(b.meanHiddenMs);
         case Algbw: return num(b.meanAlgbwGBps);
         case Busbw: return num(b.meanBusbwGBps);
         case Skew: return num(m_multiRank ? b.meanSkewMs : std::nan(""));
@@ -155,6 +163,8 @@ QVariant BucketTableModel::data(const QModelIndex& index, int role) const
         case Params: return b.params > 0 ? QVariant(b.params) : QVariant(tr("unknown"));
         case ReadyToLaunch: return ms(b.meanReadyToLaunchMs);
         case Duration: return ms(b.meanDurationMs);
+        case Exposed: return ms(b.meanExposedMs);
+        case Hidden: return ms(b.meanHiddenMs);
         case Algbw: return formatBandwidth(b.meanAlgbwGBps);
         case Busbw: return m_multiRank ? formatBandwidth(b.meanBusbwGBps) : QStringLiteral("—");
         case Skew: return m_multiRank ? ms(b.meanSkewMs) : QStringLiteral("—");

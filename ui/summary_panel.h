@@ -19,7 +19,7 @@ namespace lockstep::ui {
 class BucketTableModel : public QAbstractTableModel {
     Q_OBJECT
 public:
-    enum Column { Bucket, Bytes, Params, ReadyToLaunch, Duration, Algbw, Busbw, Skew, WaitCaused, LateRank, ColumnCount };
+    enum Column { Bucket, Bytes, Params, ReadyToLaunch, Duration, Exposed, Hidden, Algbw, Busbw, Skew, WaitCaused, LateRank, ColumnCount };
     static constexpr int SortRole = Qt::UserRole + 1;   // raw numbers for sorting
     static constexpr int BucketRole = Qt::UserRole + 2; // the bucket index of a row
 

@@ -757,17 +757,39 @@ std::vector<BucketStat> bucketStats(const Run& run)
         flush(cur, curMax);
     for (BucketStat& st : out)
         st.readyToLaunch = st.ready >= 0 ? st.launch - st.ready : -1;
-    // Exposed time: the collective minus all of the rank's compute by time (docs/design.md), so a
-    // bucket hidden behind the next step's kernels is hidden. Not applicable on one rank.
+    // Exposed and hidden time: each bucket's own time (BucketStat) against all of the rank's
+    // compute by time (docs/design.md), so a bucket hidden behind the next step's kernels is
+    // hidden, and the buckets' exposed times add up to the rank's exposed bucket communication.
+    // Not applicable on one rank.
     if (n > 1 && !out.empty()) {
         const RunIndex index(run);
-        for (BucketStat& st : out) {
-            if (st.completion <= st.launch) {
-                st.exposed = 0;
+        std::vector<size_t> order(out.size());
+        for (size_t k = 0; k < order.size(); ++k)
+            order[k] = k;
+        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+            return std::tie(out[a].rank, out[a].launch, out[a].completion, out[a].step, out[a].bucket)
+                < std::tie(out[b].rank, out[b].launch, out[b].completion, out[b].step, out[b].bucket);
+        });
+        int32_t rank = -1;
+        TimeNs ownedUpTo = 0; // the latest completion of this rank's buckets launched so far
+        for (size_t k : order) {
+            BucketStat& st = out[k];
+            if (st.rank != rank) {
+                rank = st.rank;
+                ownedUpTo = st.launch;
+            }
+            const TimeNs from = std::max(st.launch, ownedUpTo);
+            st.ownStart = from;
+            if (st.completion <= from) {
+                st.exposed = st.hidden = 0;
                 continue;
             }
-            const RankUnions u = index.unions(st.rank, st.launch, st.completion);
-            st.exposed = st.duration - totalLength(u.compute);
+            const RankUnions u = index.unions(st.rank, from, st.completion);
+            // Only where communication is in flight: an imported bucket pairs the call that launched
+            // it with the op that ran it, and between the two nothing may be.
+            st.hidden = intersectionLength(u.comm, u.compute);
+            st.exposed = totalLength(subtractIntervals(u.comm, u.compute));
+            ownedUpTo = st.completion;
         }
     }
     return out;

@@ -204,6 +204,7 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
     kv(w, "compute_only_ms", s.computeOnlyMs);
     kv(w, "overlapped_ms", s.overlappedMs);
     kv(w, "exposed_comm_ms", s.exposedCommMs);
+    kv(w, "bucket_exposed_ms", s.bucketExposedMs);
     kv(w, "memory_only_ms", s.memoryOnlyMs);
     kv(w, "idle_ms", s.idleMs);
     kv(w, "overlap_ratio", s.overlapRatio);
@@ -272,6 +273,7 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
         kv(w, "ready_to_launch_ms", b.meanReadyToLaunchMs);
         kv(w, "duration_ms", b.meanDurationMs);
         kv(w, "exposed_ms", b.meanExposedMs);
+        kv(w, "hidden_ms", b.meanHiddenMs);
         kv(w, "algbw_gbps", b.meanAlgbwGBps);
         kv(w, "busbw_gbps", b.meanBusbwGBps);
         kv(w, "skew_ms", b.meanSkewMs);
@@ -441,21 +443,26 @@ std::string summaryText(const RunSummary& s)
         out += "  none\n";
     } else {
         std::vector<std::vector<std::string>> table = {{"bucket", "bytes", "params", "ready->launch ms", "duration ms",
-                                                        "exposed ms", "algbw GB/s", "busbw GB/s", "skew ms", "wait ms",
+                                                        "exposed ms", "hidden ms", "algbw GB/s", "busbw GB/s", "skew ms", "wait ms",
                                                         "late rank"}};
         for (const BucketSummary& b : s.buckets) {
             table.push_back({std::to_string(b.bucket), bytesText(b.bytes),
                              b.params > 0 ? std::to_string(b.params) : std::string("unknown"),
                              numText(b.meanReadyToLaunchMs, "%.3f"), numText(b.meanDurationMs, "%.3f"),
-                             numText(b.meanExposedMs, "%.3f"),
+                             numText(b.meanExposedMs, "%.3f"), numText(b.meanHiddenMs, "%.3f"),
                              numText(b.meanAlgbwGBps, "%.3f"), numText(b.meanBusbwGBps, "%.3f"),
                              numText(b.meanSkewMs, "%.3f"), numText(b.meanWaitCausedMs, "%.3f"),
                              b.lateRank >= 0 ? std::to_string(b.lateRank) : std::string(kNotApplicable)});
         }
         out += renderTable(table, "  ");
+        if (s.multiRank && std::isfinite(s.bucketExposedMs) && std::isfinite(s.exposedCommMs))
+            out += format("  buckets: %.3f of the step's %.3f ms exposed communication; other: %.3f ms\n",
+                          s.bucketExposedMs, s.exposedCommMs, s.exposedCommMs - s.bucketExposedMs);
         out += "  (duration: from each rank's own launch to its completion, so it includes waiting for the\n"
-               "   late rank (skew); exposed: the part of it no compute of the rank hides, whatever step's;\n"
-               "   algbw = bytes / that mean duration; " + std::string(kNotApplicable)
+               "   late rank (skew); exposed + hidden: the bucket's own time, from its launch or the end of\n"
+               "   the rank's earlier all-reduces to its completion, split by whether compute of the rank\n"
+               "   (any step's) runs beside it, so the buckets' exposed times add up; other: collectives\n"
+               "   outside the buckets; algbw = bytes / the mean duration; " + std::string(kNotApplicable)
             + " where not defined)\n";
     }
     return out;
@@ -640,6 +647,7 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
             ms(w, "ready_to_launch_ms", st->readyToLaunch >= 0 ? static_cast<double>(st->readyToLaunch) : std::nan(""));
             ms(w, "duration_ms", static_cast<double>(st->duration));
             ms(w, "exposed_ms", st->exposed >= 0 ? static_cast<double>(st->exposed) : std::nan(""));
+            ms(w, "hidden_ms", st->hidden >= 0 ? static_cast<double>(st->hidden) : std::nan(""));
             kvKnown(w, "bytes", st->bytes);
             kv(w, "algbw_gbps", st->algbwGBps);
             kv(w, "busbw_gbps", st->busbwGBps);

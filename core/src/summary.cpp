@@ -121,6 +121,41 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
     s.memoryOnlyMs = all.mean(all.memoryOnly);
     s.idleMs = all.mean(all.idle);
     s.overlapRatio = all.overlapRatio(s.multiRank);
+    // The buckets' share of it, over the same (rank, step) rows: each bucket's own time clipped
+    // to the window (a bucket crossing a step's end counts in both steps, as the step's exposed
+    // communication does). A rank's own times are disjoint and in launch order, its windows in
+    // step order: one merge-like pass per rank.
+    s.bucketExposedMs = kNaN;
+    if (s.multiRank) {
+        std::map<int32_t, std::vector<const BucketStat*>> owned;
+        for (const BucketStat& st : a.buckets)
+            if (st.exposed > 0 && st.ownStart >= 0 && st.completion > st.ownStart)
+                owned[st.rank].push_back(&st);
+        for (auto& [rank, v] : owned)
+            std::sort(v.begin(), v.end(), [](const BucketStat* x, const BucketStat* y) { return x->ownStart < y->ownStart; });
+        const RunIndex index(run);
+        double sum = 0;
+        int rows = 0;
+        for (const StepBreakdown& b : a.steps) {
+            if (!counts(b))
+                continue;
+            ++rows;
+            auto it = owned.find(b.rank);
+            if (it == owned.end())
+                continue;
+            const std::vector<const BucketStat*>& v = it->second;
+            // The first own time ending after the window starts.
+            auto k = std::partition_point(v.begin(), v.end(), [&](const BucketStat* st) { return st->completion <= b.start; });
+            for (; k != v.end() && (*k)->ownStart < b.end; ++k) {
+                const TimeNs lo = std::max((*k)->ownStart, b.start), hi = std::min((*k)->completion, b.end);
+                if (hi > lo) {
+                    const RankUnions u = index.unions(b.rank, lo, hi);
+                    sum += static_cast<double>(totalLength(subtractIntervals(u.comm, u.compute)));
+                }
+            }
+        }
+        s.bucketExposedMs = rows > 0 ? sum / rows * kToMs : 0.0;
+    }
     // Unknown (NaN), never 0, when no step says how many samples it took (an imported trace).
     s.throughput = kNaN;
     if (!samplesPerStep.empty() && s.stepTimeMs > 0) {
@@ -183,7 +218,7 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         std::vector<std::string> params;
         double r2l = 0, dur = 0, skew = 0, wait = 0;
         int nR2l = 0, nStat = 0, nSkew = 0, nExposed = 0;
-        double exposed = 0;
+        double exposed = 0, hidden = 0;
         std::map<int32_t, int> late;
     };
     std::map<int32_t, Acc> acc;
@@ -206,6 +241,7 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         ++x.nStat;
         if (st.exposed >= 0) {
             x.exposed += static_cast<double>(st.exposed);
+            x.hidden += static_cast<double>(std::max<TimeNs>(0, st.hidden));
             ++x.nExposed;
         }
     }
@@ -228,6 +264,7 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         b.meanReadyToLaunchMs = x.nR2l > 0 ? x.r2l / x.nR2l * kToMs : kNaN;
         b.meanDurationMs = x.nStat > 0 ? x.dur / x.nStat * kToMs : 0.0;
         b.meanExposedMs = x.nExposed > 0 ? x.exposed / x.nExposed * kToMs : kNaN;
+        b.meanHiddenMs = x.nExposed > 0 ? x.hidden / x.nExposed * kToMs : kNaN;
         // The bandwidth of the mean duration shown beside it: bytes / mean duration (a mean of
         // per-step ratios would let one short collective dominate). Not defined on one rank or
         // without bytes (BucketStat).

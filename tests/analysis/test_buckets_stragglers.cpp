@@ -153,6 +153,54 @@ TEST(Buckets, Statistics)
     EXPECT_DOUBLE_EQ(f.algbwGBps, 150.0);
 }
 
+// Issue 28: which bucket is exposed. Each instant of a rank's bucket communication belongs to
+// one bucket (the oldest unfinished: a rank's all-reduces run one at a time in launch order), so
+// the buckets' exposed times add up to the step's exposed bucket communication. Both ranks:
+// step [0, 100), backward [0, 60); all-reduces b0 [20, 70), b1 [40, 90), b2 [95, 98),
+// b3 [96, 97) (completes inside b2: owns nothing), a broadcast (no bucket) [99, 100).
+//   b0 owns [20, 70): compute [20, 60) -> hidden 40, exposed 10
+//   b1 owns [70, 90) (b0 holds [40, 70)): no compute -> hidden 0, exposed 20
+//   b2 owns [95, 98): exposed 3;  b3 owns nothing: 0
+//   buckets: 33; the step's exposed communication |M \ C| = [60, 90) + [95, 98) + [99, 100) = 34,
+//   other 1 (the broadcast). Measured over each bucket's whole lifetime instead, b1 would read
+//   30 and the buckets 43, more than the step's 34.
+TEST(Buckets, ExposedAndHiddenAddUpToTheStep)
+{
+    constexpr TimeNs ms = 1'000'000; // the times above are milliseconds
+    RunBuilder b(2, 0);
+    for (int32_t r = 0; r < 2; ++r) {
+        const LaneId compute = b.lane(r, LaneKind::Compute);
+        const LaneId comm = b.lane(r, LaneKind::Comm);
+        b.step(r, 0, 0, 100 * ms);
+        b.span(compute, SpanKind::Backward, 0, 60 * ms, 0);
+        b.span(comm, SpanKind::Comm, 20 * ms, 70 * ms, 0, 0, 1000);
+        b.span(comm, SpanKind::Comm, 40 * ms, 90 * ms, 0, 1, 1000);
+        b.span(comm, SpanKind::Comm, 95 * ms, 98 * ms, 0, 2, 1000);
+        b.span(comm, SpanKind::Comm, 96 * ms, 97 * ms, 0, 3, 1000);
+        b.span(comm, SpanKind::Comm, 99 * ms, 100 * ms, 0);
+    }
+    b.bucket(0, 1000).bucket(1, 1000).bucket(2, 1000).bucket(3, 1000);
+    const core::Run run = b.build();
+    const std::vector<BucketStat> stats = bucketStats(run);
+    const TimeNs exposed[4] = {10, 20, 3, 0}, hidden[4] = {40, 0, 0, 0};
+    for (int32_t r = 0; r < 2; ++r) {
+        for (int32_t k = 0; k < 4; ++k) {
+            const BucketStat* st = find(stats, r, 0, k);
+            ASSERT_NE(st, nullptr) << "rank " << r << " bucket " << k;
+            EXPECT_EQ(st->exposed, exposed[k] * ms) << "rank " << r << " bucket " << k;
+            EXPECT_EQ(st->hidden, hidden[k] * ms) << "rank " << r << " bucket " << k;
+        }
+    }
+    const RunAnalysis a = analyze(run);
+    EXPECT_DOUBLE_EQ(a.summary.exposedCommMs, 34.0);
+    EXPECT_DOUBLE_EQ(a.summary.bucketExposedMs, 33.0);
+    ASSERT_EQ(a.summary.buckets.size(), 4u);
+    EXPECT_DOUBLE_EQ(a.summary.buckets[1].meanExposedMs, 20.0);
+    EXPECT_DOUBLE_EQ(a.summary.buckets[0].meanHiddenMs, 40.0);
+    const std::string text = reportText(run, a);
+    EXPECT_NE(text.find("buckets: 33.000 of the step's 34.000 ms exposed communication; other: 1.000 ms"), std::string::npos) << text;
+}
+
 TEST(Stragglers, OneRankIsNotApplicable)
 {
     // N = 1: nothing crosses a link, so algbw and busbw are not defined (NaN, never a number

@@ -326,7 +326,7 @@ TEST(Report, JsonGolden)
         "schema", "schema_version", "name", "model", "source", "backend", "device", "status", "failure_cause",
         "world_size", "bucket_cap_bytes", "batch_per_rank", "signature", "steps", "steady_steps", "steady",
         "multi_rank", "window", "step_time_ms", "compute_ms", "comm_ms", "memory_ms", "compute_only_ms",
-        "overlapped_ms", "exposed_comm_ms", "memory_only_ms", "idle_ms", "overlap_ratio",
+        "overlapped_ms", "exposed_comm_ms", "bucket_exposed_ms", "memory_only_ms", "idle_ms", "overlap_ratio",
         "throughput_samples_per_s", "stragglers", "straggler_wait_ms", "straggler", "buckets", "spans",
         "diagnostics_total", "device_spans_without_step", "ranks", "step_breakdown", "step_stragglers",
         "bucket_steps", "diagnostics"};

@@ -141,7 +141,7 @@ TEST_P(RecordedRun, ReportMatchesTheRawSpans)
     const std::string name = GetParam();
     const rapidjson::Document r = report(kData / (name + ".db"));
     ASSERT_TRUE(r.IsObject());
-    EXPECT_EQ(r["schema_version"].GetInt(), 4);
+    EXPECT_EQ(r["schema_version"].GetInt(), 5);
     expectRunNumbers(r, expected()[name.c_str()], name);
     expectTiling(r, name);
     expectIndexAgrees(kData / (name + ".db"));

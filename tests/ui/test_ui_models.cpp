@@ -385,7 +385,24 @@ void TestUiModels::summaryPanelAndBucketTable()
         QCOMPARE(model->index(r, BucketTableModel::Bytes).data().toString(), ui::formatBytes(double(b.bytes)));
         QCOMPARE(model->index(r, BucketTableModel::Duration).data().toString(), ui::formatMs(b.meanDurationMs));
         QCOMPARE(model->index(r, BucketTableModel::LateRank).data().toInt(), b.lateRank);
+        QCOMPARE(model->index(r, BucketTableModel::Exposed).data().toString(), ui::formatMs(b.meanExposedMs));
+        QCOMPARE(model->index(r, BucketTableModel::Hidden).data().toString(), ui::formatMs(b.meanHiddenMs));
     }
+    // Issue 28: which bucket is exposed. Sorted by exposed time, the top row is the bucket that
+    // leaves the most communication uncovered, and the column adds up to the buckets' share of
+    // the step's exposed communication (every bucket is in every steady step of this run).
+    double exposedSum = 0, mostExposed = 0;
+    for (const auto& b : s.buckets) {
+        exposedSum += b.meanExposedMs;
+        mostExposed = std::max(mostExposed, b.meanExposedMs);
+    }
+    QVERIFY2(mostExposed > 0, "the run exposes some communication");
+    QVERIFY2(std::abs(exposedSum - s.bucketExposedMs) < 1e-9 * std::max(1.0, exposedSum),
+             qPrintable(QString("%1 vs %2").arg(exposedSum).arg(s.bucketExposedMs)));
+    QVERIFY(s.bucketExposedMs <= s.exposedCommMs + 1e-9);
+    panel.bucketTable()->sortByColumn(BucketTableModel::Exposed, Qt::DescendingOrder);
+    QCOMPARE(panel.bucketProxy()->index(0, BucketTableModel::Exposed).data(BucketTableModel::SortRole).toDouble(),
+             mostExposed);
     panel.bucketTable()->sortByColumn(BucketTableModel::Duration, Qt::DescendingOrder);
     double longest = 0;
     for (const auto& b : s.buckets)

@@ -196,8 +196,15 @@ struct BucketStat {
     TimeNs completion = 0;
     TimeNs readyToLaunch = -1; // launch - ready; -1 if ready unknown
     TimeNs duration = 0;
-    TimeNs exposed = -1;       // |[launch, completion] \ C|: the collective minus ALL of the rank's
-                               // compute by time, whatever window it falls in (-1 on 1 rank)
+    // The bucket's own time: [max(launch, the latest completion of the rank's buckets launched
+    // before it), completion]. A rank's all-reduces run one at a time in launch order, so at any
+    // moment the oldest unfinished one is what the rank waits for: every instant of the rank's
+    // bucket communication is owned by exactly one bucket (docs/metrics.md "Buckets").
+    TimeNs exposed = -1;       // |own ∩ M \ C|: communication with no compute of the rank (any
+                               // step's) beside it; the buckets' exposed times add up to the
+                               // rank's exposed bucket communication (-1 on 1 rank)
+    TimeNs hidden = -1;        // |own ∩ M ∩ C| (-1 on 1 rank)
+    TimeNs ownStart = -1;      // where its own time starts (its end is completion; -1 on 1 rank)
     int64_t bytes = 0;         // 0: unknown (the trace gives no size)
     double algbwGBps = 0;      // bytes / duration (GB/s, 1e9); NaN on 1 rank or without bytes
     double busbwGBps = 0;      // algbw * 2(N-1)/N
@@ -346,6 +353,7 @@ struct BucketSummary {
     double meanReadyToLaunchMs = 0; // NaN when no gradient-ready instant was recorded
     double meanDurationMs = 0;
     double meanExposedMs = 0;       // mean BucketStat::exposed; NaN on 1-rank runs
+    double meanHiddenMs = 0;        // mean BucketStat::hidden; NaN on 1-rank runs
     double meanAlgbwGBps = 0;       // bytes / meanDurationMs; NaN on 1-rank runs or without bytes
     double meanBusbwGBps = 0;       // algbw x 2(N-1)/N; NaN likewise
     double meanSkewMs = 0;          // NaN on 1-rank runs
@@ -393,6 +401,11 @@ struct RunSummary {
     double computeOnlyMs = 0;
     double overlappedMs = 0;    // NaN on 1-rank runs
     double exposedCommMs = 0;   // NaN on 1-rank runs
+    // The part of exposedCommMs the buckets own: mean over steady (rank, step) of the exposed
+    // part of every bucket's own time inside the step's window W, whatever step launched it.
+    // exposedCommMs - bucketExposedMs (>= 0) is communication outside DDP's buckets (a broadcast,
+    // the user's own collectives). NaN on 1-rank runs.
+    double bucketExposedMs = 0;
     double memoryOnlyMs = 0;
     double idleMs = 0;
     double overlapRatio = 0;    // sum overlapped / sum communication over steady steps; NaN if

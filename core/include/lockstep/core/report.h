@@ -19,7 +19,7 @@
 
 namespace lockstep::core {
 
-inline constexpr int kReportSchemaVersion = 4;
+inline constexpr int kReportSchemaVersion = 5;
 
 // `text` with every control character (C0, DEL, C1) written as an escape sequence; valid
 // printable UTF-8 is kept as it is, a byte that is not valid UTF-8 becomes \xNN.
