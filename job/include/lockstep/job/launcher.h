@@ -34,6 +34,7 @@
 
 #include "lockstep/core/result.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/job/netns.h"
 
 #include <string>
 #include <vector>
@@ -60,7 +61,14 @@ enum class ProgressStyle {
 };
 
 struct LaunchOptions {
-    int nproc = 1;
+    int nproc = 1;                  // ranks (per emulated host with `hosts`)
+    // Emulated hosts (netns.h): 0 = every rank on this machine's own network (the default). N:
+    // N network namespaces with nproc ranks each (world N x nproc, host h has ranks h*nproc ..),
+    // linked through a bridge and shaped by `net`; each rank gets GROUP_RANK = its host,
+    // LOCAL_RANK = its place on it, MASTER_ADDR = host 0's address, GLOO_SOCKET_IFNAME = eth0,
+    // and its host's name (UTS namespace). Needs CAP_NET_ADMIN and CAP_SYS_ADMIN.
+    int hosts = 0;
+    NetShape net;
     std::string out;                // the merged run file
     bool force = false;             // replace `out` if it exists
     bool keepShards = false;        // keep the shard folder (shards and rank logs) next to `out`
