@@ -621,6 +621,8 @@ void Trainer::setup()
         // Every training option, under the flag table's keys (lr, seed, micro_batch, threads,
         // timeout_s, dataset_size, straggler, crash, check_every); the columns below hold the rest.
         job::recordOptions(m_o, c);
+        if (const std::string net = envText(job::kEnvEmulatedNet); !net.empty())
+            c.extra["emulated_net"] = net; // `lockstep run --hosts`: the hosts and their links
         c.name = m_o.runName.empty() ? envText(job::kEnvRunName) : m_o.runName;
         c.model = m_o.model;
         c.modelArgs = m_model->args;

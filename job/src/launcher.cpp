@@ -228,9 +228,11 @@ core::Status Job::spawnAll()
 {
     // Ours and the command's own variables replace any of the same name this process has.
     // The launcher's own variables are set below and win over the command's.
-    const std::vector<std::string_view> own{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                            "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID", "GLOO_SOCKET_IFNAME", kEnvShardDir,
-                                            kEnvRunName, kEnvRendezvousFile};
+    std::vector<std::string_view> own{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                      "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID", kEnvShardDir,
+                                      kEnvRunName, kEnvRendezvousFile};
+    if (m_net) // the emulated hosts' interface, whatever this machine's is
+        own.insert(own.end(), {"GLOO_SOCKET_IFNAME", kEnvEmulatedNet});
     std::vector<std::string_view> drop = own;
     std::vector<std::string> commandEnv;
     bool ompGiven = std::getenv("OMP_NUM_THREADS") != nullptr;
@@ -260,6 +262,10 @@ core::Status Job::spawnAll()
         baseEnv.push_back("MASTER_ADDR=" + m_net->address(0));
         baseEnv.push_back("MASTER_PORT=29500");
         baseEnv.push_back(std::string("GLOO_SOCKET_IFNAME=") + kHostInterface);
+        baseEnv.push_back(std::string(kEnvEmulatedNet) + "=hosts=" + std::to_string(m_opt.hosts) + " nproc="
+                          + std::to_string(m_opt.nproc) + " gbps=" + formatNumber(m_opt.net.gbps) + " delay_us="
+                          + formatNumber(m_opt.net.delayUs) + " jitter_us=" + formatNumber(m_opt.net.jitterUs)
+                          + " loss_pct=" + formatNumber(m_opt.net.lossPct));
     }
     baseEnv.push_back(std::string(kEnvShardDir) + "=" + m_shardDir);
     baseEnv.push_back(std::string(kEnvRunName) + "=" + m_runName);

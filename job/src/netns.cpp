@@ -87,10 +87,19 @@ core::Status shapeRate(int ns, const std::string& dev, double gbps)
     const long long quantum = std::clamp<long long>(std::llround(bytesPerS / 1000), 1514, 200000);
     if (auto s = runNetTool("tc", {"qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"}, ns); !s)
         return s;
-    return runNetTool("tc",
-                      {"class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", bitsPerSecond(gbps),
-                       "ceil", bitsPerSecond(gbps), "burst", std::to_string(burst), "cburst", std::to_string(burst),
-                       "quantum", std::to_string(quantum)},
+    if (auto s = runNetTool("tc",
+                            {"class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate",
+                             bitsPerSecond(gbps), "ceil", bitsPerSecond(gbps), "burst", std::to_string(burst), "cburst",
+                             std::to_string(burst), "quantum", std::to_string(quantum)},
+                            ns);
+        !s)
+        return s;
+    // A switch port's queue, not a bufferbloated one: htb's default leaf queue holds 1000 packets,
+    // which veth sends as 64 KiB GSO packets: half a second at 1 Gbit/s. 2 ms of the rate (and at
+    // least a few GSO packets) keeps the queueing delay of a real port.
+    const long long queue = std::max<long long>(4 * 65536, std::llround(bytesPerS * 2e-3));
+    return runNetTool("tc", {"qdisc", "add", "dev", dev, "parent", "1:1", "handle", "20:", "bfifo", "limit",
+                             std::to_string(queue)},
                       ns);
 }
 

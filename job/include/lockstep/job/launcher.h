@@ -45,6 +45,9 @@ namespace lockstep::job {
 inline constexpr const char* kEnvShardDir = "LOCKSTEP_SHARD_DIR";
 inline constexpr const char* kEnvRunName = "LOCKSTEP_RUN_NAME";
 inline constexpr const char* kEnvRendezvousFile = "LOCKSTEP_RENDEZVOUS_FILE";
+// With emulated hosts (LaunchOptions::hosts): what they are, "hosts=2 nproc=2 gbps=1 delay_us=0
+// jitter_us=0 loss_pct=0", recorded by the worker as the run's extra "emulated_net".
+inline constexpr const char* kEnvEmulatedNet = "LOCKSTEP_EMULATED_NET";
 
 struct WorkerCommand {
     std::vector<std::string> argv; // argv[0]: the executable's path
