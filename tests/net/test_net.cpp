@@ -295,7 +295,13 @@ TEST(Net, TwoHostsTwoRanksOverOneGbit)
     EXPECT_EQ(run->config.extra["emulated_net"], "hosts=2 nproc=2 gbps=1 delay_us=0 jitter_us=0 loss_pct=0");
     auto report = test::lockstep({"report", out});
     EXPECT_EQ(report.exitCode, 0) << report.describe();
-    EXPECT_TRUE(contains(report.out, "host0") && contains(report.out, "host1")) << report.out;
+    // The Ranks table has a host column (ranks on several hosts), and the Clocks table names them.
+    const size_t ranksAt = report.out.find("\nRanks (");
+    ASSERT_NE(ranksAt, std::string::npos) << report.out;
+    const std::string ranksTable = report.out.substr(ranksAt, report.out.find("\n\n", ranksAt + 1) - ranksAt);
+    EXPECT_TRUE(contains(ranksTable, " host ") && contains(ranksTable, "host0") && contains(ranksTable, "host1"))
+        << ranksTable;
+    EXPECT_TRUE(contains(report.out.substr(report.out.find("\nClocks")), "host1")) << report.out;
 
     // No bucket moved faster than the link allows: busbw (ring factor included) is at most the
     // rate (0.125 GB/s), with 15 % for the shaper's burst.
