@@ -316,6 +316,24 @@ TEST(Net, TwoHostsTwoRanksOverOneGbit)
         EXPECT_FALSE(live.count(ns)) << ns << " outlived the run";
 }
 
+// Two runs at once: each has its own (anonymous) namespaces, so their equal addresses and
+// interface names never meet.
+TEST(Net, TwoRunsCoexist)
+{
+    if (!canAdminNetwork())
+        GTEST_SKIP() << "needs CAP_NET_ADMIN and CAP_SYS_ADMIN (root)";
+    test::TempDir dir;
+    test::Child a, b;
+    ASSERT_TRUE(a.start(test::cliPath(), smallJob(dir.file("a.db"), 3)));
+    ASSERT_TRUE(b.start(test::cliPath(), smallJob(dir.file("b.db"), 3)));
+    ASSERT_TRUE(a.wait(120'000)) << a.all();
+    ASSERT_TRUE(b.wait(120'000)) << b.all();
+    EXPECT_EQ(a.exitCode(), 0) << a.all();
+    EXPECT_EQ(b.exitCode(), 0) << b.all();
+    EXPECT_EQ(storedRanks(dir.file("a.db")).size(), 4u);
+    EXPECT_EQ(storedRanks(dir.file("b.db")).size(), 4u);
+}
+
 // Every way a run can end leaves nothing: SIGTERM to the launcher, a rank killed, the launcher
 // itself killed with SIGKILL (no destructor runs: the kernel's own teardown is what is tested).
 TEST(Net, NothingIsLeftHoweverTheRunEnds)

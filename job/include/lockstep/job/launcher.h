@@ -14,6 +14,9 @@
 //     MASTER_ADDR, MASTER_PORT    127.0.0.1 and a free port (for env:// rendezvous; note that a
 //                                 torch TCPStore server listens on every interface, so prefer
 //                                 the file below)
+//     (with LaunchOptions::hosts, emulated hosts: N x nproc ranks, LOCAL_RANK and
+//     LOCAL_WORLD_SIZE per host, GROUP_RANK = the host, MASTER_ADDR = host 0's address,
+//     GLOO_SOCKET_IFNAME = eth0, LOCKSTEP_EMULATED_NET; see netns.h)
 //     LOCKSTEP_RENDEZVOUS_FILE    a file in the job's private shard folder for a c10d FileStore
 //                                 (torch: init_method="file://" + it): no socket at all
 //     LOCKSTEP_SHARD_DIR          where rank r writes its shard: shardFile(dir, r) (shard_layout.h)
