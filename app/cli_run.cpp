@@ -115,6 +115,8 @@ void openInUi(const std::string& runFile)
 struct RunCommand {
     bool open = false;
     int nproc = 1;
+    int hosts = 0;     // --hosts: emulated hosts (0: none)
+    job::NetShape net; // --net-*: their links
     std::string out;
     std::unique_ptr<TrainingFlags> training;
     LauncherFlags launcher;
@@ -225,7 +227,8 @@ int runMain(const RunCommand& cmd)
         std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(all.error().message).c_str());
         return 2;
     }
-    if (auto s = job::checkOptions(*all, cmd.nproc); !s) {
+    const int world = cmd.hosts > 0 ? cmd.hosts * cmd.nproc : cmd.nproc;
+    if (auto s = job::checkOptions(*all, world); !s) {
         std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(s.error().message).c_str());
         return 2;
     }
@@ -234,8 +237,24 @@ int runMain(const RunCommand& cmd)
         return 2;
     }
     auto o = launchOptions(training, cmd.nproc, cmd.out, cmd.launcher);
-    if (o)
+    if (o) {
         o->stepsPlanned = all->steps;
+        o->hosts = cmd.hosts;
+        o->net = cmd.net;
+        if (cmd.hosts > 0) {
+            // The run's command line says where it ran.
+            std::string net = " --hosts " + std::to_string(cmd.hosts);
+            for (const auto& [flag, value] : {std::pair{"--net-gbps", cmd.net.gbps}, std::pair{"--net-delay-us", cmd.net.delayUs},
+                                              std::pair{"--net-jitter-us", cmd.net.jitterUs},
+                                              std::pair{"--net-loss-pct", cmd.net.lossPct}})
+                if (value > 0)
+                    net += std::string(" ") + flag + " " + job::formatNumber(value);
+            o->commandLine.insert(std::string("lockstep run").size(), net);
+        }
+        // Refused before anything starts: no capability, no iproute2, a bad shape.
+        if (auto s = job::checkLaunchOptions(*o); !s)
+            o = std::unexpected(s.error());
+    }
     if (!o) {
         std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(o.error().message).c_str());
         return 2;
@@ -440,18 +459,39 @@ void registerRunCommands(CLI::App& app)
                     "training, the run file keeps the completed steps, marked failed (128+signal); once the ranks\n"
                     "have ended, the merge finishes and the status is the run's.\n"
                     "\n"
+                    "--hosts N emulates N hosts on this machine (root only): N network namespaces, each with its own\n"
+                    "address (10.77.0.1, ...) and host name (host0, ...), linked through a bridge; --nproc ranks on\n"
+                    "each, talking over loopback on a host and over the links between hosts, which --net-gbps,\n"
+                    "--net-delay-us, --net-jitter-us and --net-loss-pct shape with tc. Everything is gone when the\n"
+                    "run ends, however it ends (the namespaces are held by the launcher and its workers only).\n"
+                    "\n"
                     "Examples:\n"
                     "  lockstep run --nproc 2 --out runs/mlp.db --model mlp --layers 8 --width 1024 --steps 20\n"
                     "  lockstep run --nproc 4 --out runs/slow.db --bucket-mb 5 --link-gbps 1 --straggler 2:30\n"
                     "  lockstep run --nproc 2 --out runs/demo.db --steps 12 --open   # then look at it in lockstep-ui\n"
+                    "  sudo lockstep run --hosts 2 --nproc 2 --net-gbps 1 --out runs/2x2.db   # 2 emulated hosts, 1 Gbit/s\n"
                     "  lockstep report runs/mlp.db\n\n")
                 + kExitStatusHelp);
-    run->add_option("--nproc", runCmd->nproc, "number of local ranks (worker processes)")
+    run->add_option("--nproc", runCmd->nproc, "number of local ranks (worker processes; per host with --hosts)")
         ->required()
         ->check(integerCheck(1, job::kMaxLocalRanks));
     run->add_option("--out", runCmd->out, "the run file to write (RUN.db)")->required();
     run->add_flag("--open", runCmd->open, "open the run file in lockstep-ui when the run ends");
     addLauncherFlags(run, runCmd->launcher, true);
+    for (const job::NetFlag& f : job::netFlags()) {
+        const std::string name(f.name);
+        const CLI::Validator check = f.integer ? integerCheck(int64_t(f.min), int64_t(f.max)) : numberCheck(f.min, f.max, f.minOpen);
+        CLI::Option* opt = nullptr;
+        if (f.name == "--hosts")
+            opt = run->add_option(name, runCmd->hosts, std::string(f.help));
+        else
+            opt = run->add_option(name, f.name == "--net-gbps"      ? runCmd->net.gbps
+                                            : f.name == "--net-delay-us" ? runCmd->net.delayUs
+                                            : f.name == "--net-jitter-us" ? runCmd->net.jitterUs
+                                                                          : runCmd->net.lossPct,
+                                  std::string(f.help));
+        opt->type_name(std::string(f.valueName))->check(check)->group("Emulated hosts");
+    }
     runCmd->training = std::make_unique<TrainingFlags>(run, false);
     run->callback([runCmd] { exitStatus() = runMain(*runCmd); });
 

@@ -18,6 +18,7 @@ packages=(
   zlib1g-dev                               # gzip traces
   clang-16 libclang-rt-16-dev             # libFuzzer targets for the importers (clang 16: std::expected)
   xauth xvfb                               # headless screenshots when there is no display
+  iproute2                                 # lockstep run --hosts: ip and tc (network namespaces, bridge, veth, htb, netem)
 )
 
 # --list: print the package list (the package guard test, tests/packages, reads it from here).

@@ -472,9 +472,17 @@ std::string reportText(const Run& run, const RunAnalysis& a)
 {
     std::string out = summaryText(a.summary);
     out += "\nRanks (means over steady steps)\n";
+    // Ranks on several hosts (a cluster, `lockstep run --hosts`): each row says which host.
+    std::map<int, std::string> hostOf;
+    for (const RankInfo& r : run.ranks)
+        hostOf[r.rank] = r.host;
+    const bool severalHosts = std::any_of(run.ranks.begin(), run.ranks.end(),
+                                          [&](const RankInfo& r) { return r.host != run.ranks.front().host; });
     std::vector<std::vector<std::string>> table = {{"rank", "step ms", "compute only", "overlapped", "exposed",
                                                     "memory only", "idle", "overlap", "late steps", "wait caused ms",
                                                     "cpu ms", "cpu wait ms"}};
+    if (severalHosts)
+        table.front().insert(table.front().begin() + 1, "host");
     for (const RankSummary& r : a.ranks) {
         table.push_back({std::to_string(r.rank), numText(r.stepTimeMs, "%.3f"), numText(r.computeOnlyMs, "%.3f"),
                          numText(r.overlappedMs, "%.3f"), numText(r.exposedCommMs, "%.3f"),
@@ -482,6 +490,8 @@ std::string reportText(const Run& run, const RunAnalysis& a)
                          a.summary.multiRank ? std::to_string(r.stepsAsStraggler) : std::string(kNotApplicable),
                          numText(r.meanWaitCausedMs, "%.3f"),
                          numText(r.cpuMs, "%.3f"), numText(r.runqMs, "%.3f")});
+        if (severalHosts)
+            table.back().insert(table.back().begin() + 1, escapeControl(hostOf[r.rank]));
     }
     out += renderTable(table, "  ");
     out += "  (cpu ms, cpu wait ms: the training thread's time on a CPU and waiting for one, per step;\n"

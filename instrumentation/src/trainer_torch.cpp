@@ -29,7 +29,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,16 +200,55 @@ c10::intrusive_ptr<c10d::Store> makeStore(const DistEnv& env, std::chrono::milli
     return c10::make_intrusive<c10d::PrefixStore>("lockstep/" + env.restart, tcp);
 }
 
+// This host's address on the interface that reaches `masterAddr` (the route's source address: a
+// UDP socket "connected" there sends nothing). "" when it cannot be found. Binding gloo there,
+// rather than to whatever this host's name resolves to (Debian maps it to 127.0.1.1), is what
+// lets ranks on other hosts connect, without listening on every interface.
+std::string addressTowards(const std::string& masterAddr, int port)
+{
+    addrinfo hints {};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_DGRAM;
+    addrinfo* found = nullptr;
+    const std::string service = std::to_string(port > 0 ? port : 29500);
+    if (getaddrinfo(masterAddr.c_str(), service.c_str(), &hints, &found) != 0 || !found)
+        return {};
+    std::string out;
+    for (addrinfo* a = found; a && out.empty(); a = a->ai_next) {
+        const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        sockaddr_storage local {};
+        socklen_t len = sizeof local;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0
+            && getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+            char text[INET6_ADDRSTRLEN] = {};
+            const void* bytes = local.ss_family == AF_INET
+                ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+            if (inet_ntop(local.ss_family, bytes, text, sizeof text))
+                out = text;
+        }
+        close(fd);
+    }
+    freeaddrinfo(found);
+    return out;
+}
+
 c10::intrusive_ptr<CommGroup> makeGlooGroup(const DistEnv& env, const c10::intrusive_ptr<c10d::Store>& store,
                                                     std::chrono::milliseconds timeout)
 {
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-    // Bind where the other ranks can reach us: the named interface, loopback for a local
-    // rendezvous, else this host's resolved address.
+    // Bind where the other ranks can reach us, and only there: the named interface (torchrun's
+    // GLOO_SOCKET_IFNAME; `lockstep run --hosts` names eth0), loopback for a local rendezvous,
+    // else the address of the interface that reaches MASTER_ADDR (this host's resolved name as
+    // the last resort, which is gloo's own default).
     if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
         opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
     else if (env.masterAddr.empty() || isLoopback(env.masterAddr))
         opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    else if (const std::string local = addressTowards(env.masterAddr, env.masterPort); !local.empty() && !isLoopback(local))
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
     else
         opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
     opts->threads = 2; // what torch.distributed uses, so the peer benchmark compares like with like
@@ -578,6 +621,8 @@ void Trainer::setup()
         // Every training option, under the flag table's keys (lr, seed, micro_batch, threads,
         // timeout_s, dataset_size, straggler, crash, check_every); the columns below hold the rest.
         job::recordOptions(m_o, c);
+        if (const std::string net = envText(job::kEnvEmulatedNet); !net.empty())
+            c.extra["emulated_net"] = net; // `lockstep run --hosts`: the hosts and their links
         c.name = m_o.runName.empty() ? envText(job::kEnvRunName) : m_o.runName;
         c.model = m_o.model;
         c.modelArgs = m_model->args;

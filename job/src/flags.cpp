@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -237,6 +238,23 @@ std::vector<Flag> makeTable()
                                         FlagScope::Worker));
     return t;
 }
+
+// Emulated hosts (netns.h). Ranges: 64 hosts x 8 ranks is already more processes than a
+// workstation schedules sensibly; 400 Gbit/s is the fastest NIC, 1 Mbit/s the slowest link worth
+// shaping (htb's accuracy); a 10 s one-way delay is beyond any real link.
+constexpr NetFlag kNetFlags[] = {
+    {"--hosts", "N",
+     "emulate N hosts on this machine (network namespaces linked by a bridge; --nproc ranks on each; needs root)", 1,
+     64, false, true},
+    {"--net-gbps", "GBPS", "rate of every emulated host's link, each direction, in Gbit/s (tc htb; default: not limited)",
+     0.001, 400, false, false},
+    {"--net-delay-us", "US", "one-way delay added to every packet between emulated hosts, in microseconds (tc netem)", 0,
+     10'000'000, true, false},
+    {"--net-jitter-us", "US", "+- this many microseconds of random variation of --net-delay-us (tc netem)", 0, 10'000'000,
+     true, false},
+    {"--net-loss-pct", "PCT", "percent of the packets between emulated hosts dropped (tc netem; TCP resends them)", 0, 100,
+     true, false},
+};
 
 const std::vector<Flag>& table()
 {
@@ -555,6 +573,16 @@ core::Result<TrainingOptions> optionsFromConfig(const core::RunConfig& config)
             return core::fail("the recorded " + s.error().message);
     }
     return o;
+}
+
+std::span<const NetFlag> netFlags() { return kNetFlags; }
+
+const NetFlag& netFlag(std::string_view name)
+{
+    for (const NetFlag& f : kNetFlags)
+        if (f.name == name)
+            return f;
+    std::abort();
 }
 
 } // namespace lockstep::job

@@ -22,6 +22,7 @@
 #include "lockstep/core/types.h"
 #include "lockstep/job/failure.h"
 #include "lockstep/job/flags.h"
+#include "lockstep/job/netns.h"
 #include "lockstep/job/process.h"
 #include "lockstep/job/progress.h"
 #include "lockstep/job/shard_layout.h"
@@ -45,6 +46,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <thread>
 
 namespace lockstep::job {
@@ -150,6 +152,8 @@ private:
     void finishProgress();
     void message(const std::string& text);
     core::Status mergeShards(LaunchResult& result);
+    // Every rank of the job: nproc per host on each emulated host, or nproc.
+    int world() const { return m_opt.hosts > 0 ? m_opt.hosts * m_opt.nproc : m_opt.nproc; }
     bool anyAlive() const
     {
         return std::any_of(m_ranks.begin(), m_ranks.end(), [](const Rank& r) { return !r.exited; });
@@ -161,6 +165,7 @@ private:
     }
 
     const LaunchOptions& m_opt;
+    std::unique_ptr<HostNetwork> m_net; // --hosts: the emulated hosts (torn down with the Job)
     fs::path m_out;
     std::string m_shardDir;
     std::string m_rendezvousDir; // a private folder for the rendezvous file when m_shardDir is not UTF-8
@@ -186,6 +191,13 @@ core::Status Job::prepare()
 {
     if (auto s = checkLaunchOptions(m_opt); !s)
         return s;
+    // The network first: a failure to build it leaves nothing (no shard folder either).
+    if (m_opt.hosts > 0) {
+        auto net = HostNetwork::create(m_opt.hosts, m_opt.net);
+        if (!net)
+            return std::unexpected(net.error());
+        m_net = std::move(*net);
+    }
     std::error_code ec;
     m_out = fs::absolute(m_opt.out, ec);
     m_runName = m_opt.runName.empty() ? m_out.stem().string() : m_opt.runName;
@@ -216,9 +228,11 @@ core::Status Job::spawnAll()
 {
     // Ours and the command's own variables replace any of the same name this process has.
     // The launcher's own variables are set below and win over the command's.
-    const std::vector<std::string_view> own{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                            "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID", kEnvShardDir,
-                                            kEnvRunName, kEnvRendezvousFile};
+    std::vector<std::string_view> own{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                      "MASTER_PORT", "GROUP_RANK", "TORCHELASTIC_RUN_ID", kEnvShardDir,
+                                      kEnvRunName, kEnvRendezvousFile};
+    if (m_net) // the emulated hosts' interface, whatever this machine's is
+        own.insert(own.end(), {"GLOO_SOCKET_IFNAME", kEnvEmulatedNet});
     std::vector<std::string_view> drop = own;
     std::vector<std::string> commandEnv;
     bool ompGiven = std::getenv("OMP_NUM_THREADS") != nullptr;
@@ -234,32 +248,51 @@ core::Status Job::spawnAll()
     baseEnv.insert(baseEnv.end(), commandEnv.begin(), commandEnv.end());
     if (!ompGiven) {
         const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-        baseEnv.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1u, cores / unsigned(m_opt.nproc))));
+        baseEnv.push_back("OMP_NUM_THREADS=" + std::to_string(std::max(1u, cores / unsigned(world()))));
     }
-    baseEnv.push_back("WORLD_SIZE=" + std::to_string(m_opt.nproc));
+    baseEnv.push_back("WORLD_SIZE=" + std::to_string(world()));
     baseEnv.push_back("LOCAL_WORLD_SIZE=" + std::to_string(m_opt.nproc));
-    baseEnv.push_back("GROUP_RANK=0");
-    baseEnv.push_back("MASTER_ADDR=127.0.0.1");
-    baseEnv.push_back("MASTER_PORT=" + std::to_string(m_port));
+    if (!m_net) {
+        baseEnv.push_back("GROUP_RANK=0");
+        baseEnv.push_back("MASTER_ADDR=127.0.0.1");
+        baseEnv.push_back("MASTER_PORT=" + std::to_string(m_port));
+    } else {
+        // Emulated hosts: host 0's address, and gloo on the interface that reaches the others
+        // (the port is free: host 0's namespace is new).
+        baseEnv.push_back("MASTER_ADDR=" + m_net->address(0));
+        baseEnv.push_back("MASTER_PORT=29500");
+        baseEnv.push_back(std::string("GLOO_SOCKET_IFNAME=") + kHostInterface);
+        baseEnv.push_back(std::string(kEnvEmulatedNet) + "=hosts=" + std::to_string(m_opt.hosts) + " nproc="
+                          + std::to_string(m_opt.nproc) + " gbps=" + formatNumber(m_opt.net.gbps) + " delay_us="
+                          + formatNumber(m_opt.net.delayUs) + " jitter_us=" + formatNumber(m_opt.net.jitterUs)
+                          + " loss_pct=" + formatNumber(m_opt.net.lossPct));
+    }
     baseEnv.push_back(std::string(kEnvShardDir) + "=" + m_shardDir);
     baseEnv.push_back(std::string(kEnvRunName) + "=" + m_runName);
     baseEnv.push_back(std::string(kEnvRendezvousFile) + "="
                       + rendezvousFile(m_rendezvousDir.empty() ? m_shardDir : m_rendezvousDir));
 
-    m_ranks.resize(size_t(m_opt.nproc));
+    m_ranks.resize(size_t(world()));
     m_start = Clock::now();
     m_lastProgress = m_start;
-    for (int r = 0; r < m_opt.nproc; ++r) {
+    for (int r = 0; r < world(); ++r) {
         Rank& rank = m_ranks[size_t(r)];
         rank.rank = r;
         rank.log.open(logFile(m_shardDir, r));
         std::vector<std::string> env = baseEnv;
         env.push_back("RANK=" + std::to_string(r));
-        env.push_back("LOCAL_RANK=" + std::to_string(r));
-        auto child = spawnChild(m_opt.worker.argv, env);
+        env.push_back("LOCAL_RANK=" + std::to_string(r % m_opt.nproc));
+        SpawnPlace place;
+        if (m_net) {
+            const int host = r / m_opt.nproc;
+            env.push_back("GROUP_RANK=" + std::to_string(host));
+            place.netnsFd = m_net->netnsFd(host);
+            place.hostname = m_net->hostname(host);
+        }
+        auto child = spawnChild(m_opt.worker.argv, env, place);
         if (!child) {
             // Stop the ranks already started; the others never were.
-            for (int q = r; q < m_opt.nproc; ++q)
+            for (int q = r; q < world(); ++q)
                 m_ranks[size_t(q)].exited = true;
             killAll(SIGKILL);
             for (Rank& x : m_ranks) {
@@ -324,7 +357,7 @@ void Job::handleLine(Rank& r, const std::string& line, bool isOut)
         agg.ranks += 1;
         agg.lossSum += p.loss;
         agg.maxStepMs = std::max(agg.maxStepMs, p.stepMs);
-        if (agg.ranks == m_opt.nproc && p.step > m_shownStep) {
+        if (agg.ranks == world() && p.step > m_shownStep) {
             m_shownStep = p.step;
             showProgress(p.step, agg);
             m_steps.erase(m_steps.begin(), m_steps.find(p.step));
@@ -436,10 +469,10 @@ void Job::showProgress(int step, const StepAgg& agg)
         const int filled = std::clamp(shown * kWidth / planned, 0, kWidth);
         const std::string bar = "[" + std::string(size_t(filled), '#') + std::string(size_t(kWidth - filled), '.') + "] ";
         std::snprintf(text, sizeof text, "\r\033[K%sstep %d/%d  loss %.4f  %.1f ms/step  %d ranks", bar.c_str(), shown,
-                      planned, loss, agg.maxStepMs, m_opt.nproc);
+                      planned, loss, agg.maxStepMs, world());
     } else {
         std::snprintf(text, sizeof text, "\r\033[Kstep %d  loss %.4f  %.1f ms/step  %d ranks", shown, loss, agg.maxStepMs,
-                      m_opt.nproc);
+                      world());
     }
     std::fputs(text, stderr);
     std::fflush(stderr);
@@ -466,7 +499,7 @@ void Job::loop()
             m_interrupted = true;
             m_signal = g_signal;
             noteFailure(-1, "interrupted", true);
-            message(signalName(g_signal) + " received, stopping " + std::to_string(m_opt.nproc) + " workers");
+            message(signalName(g_signal) + " received, stopping " + std::to_string(world()) + " workers");
             killAll(SIGTERM);
             m_termSent = true;
             m_termAt = Clock::now();
@@ -628,7 +661,7 @@ core::Status Job::mergeShards(LaunchResult& result)
         // No rank got as far as its shard: still leave a run file that says why.
         core::Run run;
         run.config.name = m_runName;
-        run.config.worldSize = m_opt.nproc;
+        run.config.worldSize = world();
         run.config.commandLine = m_opt.commandLine;
         run.config.createdNs = realtimeNs();
         run.config.endedNs = realtimeNs();
@@ -690,9 +723,10 @@ core::Result<LaunchResult> Job::run()
         return std::unexpected(st.error());
     }
     if (m_style == ProgressStyle::Protocol)
-        std::fprintf(stderr, "%s\n", jobLine(m_opt.nproc, m_opt.stepsPlanned, m_shardDir).c_str());
+        std::fprintf(stderr, "%s\n", jobLine(world(), m_opt.stepsPlanned, m_shardDir).c_str());
     else if (m_style != ProgressStyle::None)
-        message(std::to_string(m_opt.nproc) + " worker" + (m_opt.nproc == 1 ? "" : "s") + ", shards in " + m_shardDir);
+        message(std::to_string(world()) + " worker" + (world() == 1 ? "" : "s")
+                + (m_net ? " on " + m_net->describe() : std::string()) + ", shards in " + m_shardDir);
     loop();
 
     LaunchResult result;
@@ -762,6 +796,16 @@ core::Status checkLaunchOptions(const LaunchOptions& o)
                                       std::pair{"termS", o.termS}})
         if (!std::isfinite(value) || value < 0)
             return core::fail(std::string(name) + ": expected a finite number >= 0");
+    if (o.hosts != 0) {
+        if (auto s = checkHostNetwork(o.hosts, o.net); !s)
+            return s;
+        if (int64_t(o.hosts) * o.nproc > kMaxLocalRanks)
+            return core::fail("--hosts " + std::to_string(o.hosts) + " x --nproc " + std::to_string(o.nproc)
+                              + " is more ranks than one machine starts (" + std::to_string(kMaxLocalRanks) + ")");
+    } else if (o.net.gbps > 0 || o.net.needsNetem()) {
+        return core::fail("--net-gbps, --net-delay-us, --net-jitter-us and --net-loss-pct shape the links between "
+                          "emulated hosts: they need --hosts");
+    }
     if (o.worker.argv.empty())
         return core::fail("no worker command");
     if (access(o.worker.argv.front().c_str(), X_OK) != 0)

@@ -2,6 +2,7 @@
 #include "lockstep/job/process.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -16,7 +17,8 @@ extern char** environ;
 
 namespace lockstep::job {
 
-core::Result<ChildProcess> spawnChild(const std::vector<std::string>& argvStr, const std::vector<std::string>& envStr)
+core::Result<ChildProcess> spawnChild(const std::vector<std::string>& argvStr, const std::vector<std::string>& envStr,
+                                      const SpawnPlace& place)
 {
     if (argvStr.empty())
         return core::fail("no command to start");
@@ -67,9 +69,18 @@ core::Result<ChildProcess> spawnChild(const std::vector<std::string>& argvStr, c
             dup2(devNull, STDIN_FILENO);
         dup2(outPipe[1], STDOUT_FILENO);
         dup2(errPipe[1], STDERR_FILENO);
-        execve(argv[0], argv.data(), envp.data());
-        const int err = errno;
-        [[maybe_unused]] ssize_t ignored = write(execPipe[1], &err, sizeof err);
+        // {stage, errno}: 0 exec, 1 entering the network namespace, 2 the host name.
+        int failure[2] = {0, 0};
+        if (place.netnsFd >= 0 && setns(place.netnsFd, CLONE_NEWNET) != 0)
+            failure[0] = 1, failure[1] = errno;
+        else if (!place.hostname.empty()
+                 && (unshare(CLONE_NEWUTS) != 0 || sethostname(place.hostname.data(), place.hostname.size()) != 0))
+            failure[0] = 2, failure[1] = errno;
+        else {
+            execve(argv[0], argv.data(), envp.data());
+            failure[1] = errno;
+        }
+        [[maybe_unused]] ssize_t ignored = write(execPipe[1], failure, sizeof failure);
         _exit(127);
     }
     setpgid(pid, pid); // also from the parent: no race with an early kill(-pid)
@@ -78,10 +89,10 @@ core::Result<ChildProcess> spawnChild(const std::vector<std::string>& argvStr, c
     close(execPipe[1]);
     if (devNull >= 0)
         close(devNull);
-    int childErr = 0;
+    int childErr[2] = {0, 0};
     ssize_t n;
     do {
-        n = read(execPipe[0], &childErr, sizeof childErr);
+        n = read(execPipe[0], childErr, sizeof childErr);
     } while (n < 0 && errno == EINTR);
     close(execPipe[0]);
     if (n == sizeof childErr) {
@@ -89,7 +100,8 @@ core::Result<ChildProcess> spawnChild(const std::vector<std::string>& argvStr, c
         waitpid(pid, &status, 0);
         close(outPipe[0]);
         close(errPipe[0]);
-        return core::fail("cannot start " + argvStr[0] + ": " + std::strerror(childErr));
+        const char* what = childErr[0] == 1 ? " in its host's network namespace" : childErr[0] == 2 ? " with its host name" : "";
+        return core::fail("cannot start " + argvStr[0] + what + ": " + std::strerror(childErr[1]));
     }
     ChildProcess child{pid, outPipe[0], errPipe[0]};
     fcntl(child.outFd, F_SETFL, O_NONBLOCK);

@@ -87,6 +87,20 @@ core::Result<FlagValue> parseFlagValue(const Flag& flag, std::string_view text);
 // parseFlagValue, then stores the value into `options`.
 core::Status setFlag(TrainingOptions& options, const Flag& flag, std::string_view text);
 
+// The launcher's emulated-hosts flags (`lockstep run --hosts N`, netns.h), declared here once
+// with their help and ranges. They shape the machine the ranks run on, not the training, so they
+// are not training flags: never passed to a worker, never in the Launch panel's form.
+struct NetFlag {
+    std::string_view name;      // "--net-gbps"
+    std::string_view valueName; // "GBPS"
+    std::string_view help;
+    double min = 0, max = 0;
+    bool minOpen = false;       // min itself is excluded
+    bool integer = false;
+};
+std::span<const NetFlag> netFlags();
+const NetFlag& netFlag(std::string_view name); // one of netFlags(); aborts on an unknown name
+
 // The slowest link --link-gbps emulates, in Gbit/s (1 Mbit/s); 0 means not emulated.
 inline constexpr double kMinLinkGbps = 0.001;
 

@@ -14,6 +14,9 @@
 //     MASTER_ADDR, MASTER_PORT    127.0.0.1 and a free port (for env:// rendezvous; note that a
 //                                 torch TCPStore server listens on every interface, so prefer
 //                                 the file below)
+//     (with LaunchOptions::hosts, emulated hosts: N x nproc ranks, LOCAL_RANK and
+//     LOCAL_WORLD_SIZE per host, GROUP_RANK = the host, MASTER_ADDR = host 0's address,
+//     GLOO_SOCKET_IFNAME = eth0, LOCKSTEP_EMULATED_NET; see netns.h)
 //     LOCKSTEP_RENDEZVOUS_FILE    a file in the job's private shard folder for a c10d FileStore
 //                                 (torch: init_method="file://" + it): no socket at all
 //     LOCKSTEP_SHARD_DIR          where rank r writes its shard: shardFile(dir, r) (shard_layout.h)
@@ -34,6 +37,7 @@
 
 #include "lockstep/core/result.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/job/netns.h"
 
 #include <string>
 #include <vector>
@@ -44,6 +48,9 @@ namespace lockstep::job {
 inline constexpr const char* kEnvShardDir = "LOCKSTEP_SHARD_DIR";
 inline constexpr const char* kEnvRunName = "LOCKSTEP_RUN_NAME";
 inline constexpr const char* kEnvRendezvousFile = "LOCKSTEP_RENDEZVOUS_FILE";
+// With emulated hosts (LaunchOptions::hosts): what they are, "hosts=2 nproc=2 gbps=1 delay_us=0
+// jitter_us=0 loss_pct=0", recorded by the worker as the run's extra "emulated_net".
+inline constexpr const char* kEnvEmulatedNet = "LOCKSTEP_EMULATED_NET";
 
 struct WorkerCommand {
     std::vector<std::string> argv; // argv[0]: the executable's path
@@ -60,7 +67,14 @@ enum class ProgressStyle {
 };
 
 struct LaunchOptions {
-    int nproc = 1;
+    int nproc = 1;                  // ranks (per emulated host with `hosts`)
+    // Emulated hosts (netns.h): 0 = every rank on this machine's own network (the default). N:
+    // N network namespaces with nproc ranks each (world N x nproc, host h has ranks h*nproc ..),
+    // linked through a bridge and shaped by `net`; each rank gets GROUP_RANK = its host,
+    // LOCAL_RANK = its place on it, MASTER_ADDR = host 0's address, GLOO_SOCKET_IFNAME = eth0,
+    // and its host's name (UTS namespace). Needs CAP_NET_ADMIN and CAP_SYS_ADMIN.
+    int hosts = 0;
+    NetShape net;
     std::string out;                // the merged run file
     bool force = false;             // replace `out` if it exists
     bool keepShards = false;        // keep the shard folder (shards and rank logs) next to `out`

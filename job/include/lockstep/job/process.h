@@ -24,7 +24,16 @@ struct ChildProcess {
 // Ctrl-C reaches the launcher only, which stops its workers in order) and gets SIGKILL when the
 // launcher dies (PR_SET_PDEATHSIG), so no worker outlives a launcher killed with SIGKILL.
 // A failed exec is reported here, not as an exit status.
-core::Result<ChildProcess> spawnChild(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+//
+// `place` puts the child on an emulated host (netns.h) before the exec: it enters the network
+// namespace `netnsFd` (setns) and, with a `hostname`, a UTS namespace of its own named so (so
+// gethostname() tells hosts apart). A failure to do so is reported like a failed exec.
+struct SpawnPlace {
+    int netnsFd = -1;     // -1: this process's network namespace
+    std::string hostname; // "": this process's UTS namespace and name
+};
+core::Result<ChildProcess> spawnChild(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                                      const SpawnPlace& place = {});
 
 // Sends `sig` to the child's process group (itself and anything it started).
 void signalChild(pid_t pid, int sig);
