@@ -181,6 +181,10 @@ TimelinePage::TimelinePage(QWidget* parent)
         runSearch();
         nextMatch();
     });
+    connect(m_kernels, &KernelPanel::kernelSelected, this, [this](const QString& name) {
+        m_search->setText(name);
+        runSearch();
+    });
     m_side->setMinimumWidth(260);
     m_split = new QSplitter(Qt::Horizontal, this);
     auto* split = m_split;
