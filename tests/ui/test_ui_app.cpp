@@ -1056,8 +1056,14 @@ void TestUiApp::kernelRowClickOutlinesItsKernels()
     const auto& matches = tl->searchMatches();
     QVERIFY2(!matches.empty(), qPrintable(name));
     const core::Run& run = tl->runModel(0)->run();
+    // Exactly that kernel's spans: every one of them, and nothing else.
+    size_t named = 0;
+    for (const core::Span& s : run.spans)
+        named += run.strings.text(s.name) == name.toStdString();
+    QCOMPARE(matches.size(), named);
     for (const SpanRef& ref : matches)
-        QVERIFY(QString::fromStdString(std::string(run.strings.text(run.spans[size_t(ref.span)].name))).contains(name, Qt::CaseInsensitive));
+        QCOMPARE(QString::fromStdString(std::string(run.strings.text(run.spans[size_t(ref.span)].name))), name);
+    QCOMPARE(w.timelinePage()->searchEdit()->text(), name);
     QVERIFY(tl->viewRange() == view); // a click outlines, it does not move the view
     QVERIFY(!tl->selection().valid());
     QTest::mouseDClick(table->viewport(), Qt::LeftButton, Qt::NoModifier, table->visualRect(second).center());

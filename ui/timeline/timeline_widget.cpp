@@ -136,6 +136,7 @@ struct TimelineWidget::Impl {
     std::optional<TimeNs> cursor;
     std::optional<std::pair<TimeNs, TimeNs>> measure;
     QString searchText;
+    bool searchExact = false; // whole names only (a kernel's row), not a case-insensitive part
     std::vector<std::vector<char>> searchNames; // per run, per StringId: matches
     std::vector<SpanRef> searchMatches;
 
@@ -948,8 +949,14 @@ void TimelineWidget::Impl::updateSearch()
         auto& names = searchNames[ri];
         names.assign(r.strings.size(), 0);
         bool any = false;
+        const std::string exactText = searchExact ? searchText.toStdString() : std::string();
         for (size_t i = 1; i < r.strings.size(); ++i) {
             const std::string& text = r.strings.texts()[i];
+            if (searchExact) {
+                names[i] = text == exactText ? 1 : 0;
+                any = any || names[i];
+                continue;
+            }
             // A name longer than anything shown is searched in its shown part only.
             const QString shown = displayText(std::string_view(text), 4 * kMaxDisplayChars);
             names[i] = shown.contains(searchText, Qt::CaseInsensitive) ? 1 : 0;
@@ -1263,10 +1270,11 @@ std::optional<std::pair<TimeNs, TimeNs>> TimelineWidget::measureRange() const
     return m_impl->measure;
 }
 
-int TimelineWidget::setSearchText(const QString& text)
+int TimelineWidget::setSearchText(const QString& text, bool exact)
 {
     auto& d = *m_impl;
     d.searchText = text;
+    d.searchExact = exact;
     d.updateSearch();
     update();
     return int(d.searchMatches.size());

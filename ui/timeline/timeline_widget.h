@@ -114,9 +114,10 @@ public:
     void setMeasureRange(std::optional<std::pair<core::TimeNs, core::TimeNs>> range);
     std::optional<std::pair<core::TimeNs, core::TimeNs>> measureRange() const;
 
-    // Search: spans whose name contains `text` (case-insensitive) are outlined; the matches, in
-    // time order over all runs, for next/previous. An empty text clears it.
-    int setSearchText(const QString& text);
+    // Search: spans whose name contains `text` (case-insensitive) are outlined, or with `exact`
+    // spans named exactly `text` (a kernel's row: "Memcpy DtoH" without "Memcpy DtoH (Device ->
+    // Pinned)"); the matches, in time order over all runs, for next/previous. An empty text clears it.
+    int setSearchText(const QString& text, bool exact = false);
     const std::vector<SpanRef>& searchMatches() const;
     // Selects match `index` and brings it into view.
     void showSearchMatch(int index);
