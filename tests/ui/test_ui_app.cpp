@@ -1100,17 +1100,18 @@ void TestUiApp::whatChangedIsComputedOffTheGuiThread()
     QSignalSpy ready(&page, &ComparePage::changesReady);
     page.setOpenRuns({*a, *b});
     QCOMPARE(int(page.comparedRuns().size()), 2);
-    // setOpenRuns returned while the job is held: the GUI thread was not waiting for it.
-    entered.acquire(); // the job is in its thread, held
+    // setOpenRuns returned while the job is held: the GUI thread was not waiting for it. (The
+    // bound only turns a job that never starts into a failure instead of a hang.)
     QCOMPARE(onGuiThread.load(), 0);
+    QVERIFY(entered.tryAcquire(1, 60000)); // the job is in its thread, held
     QVERIFY(page.changesPending());
     QVERIFY2(page.changesView()->toPlainText().contains("Computing"), qPrintable(page.changesView()->toPlainText()));
     QCOMPARE(ready.count(), 0);
     // The GUI thread handles events meanwhile: another baseline is a new request.
     page.baselineBox()->setCurrentIndex(1);
     emit page.baselineBox()->activated(1);
-    entered.acquire(); // the second job, held too
     QCOMPARE(onGuiThread.load(), 0);
+    QVERIFY(entered.tryAcquire(1, 60000)); // the second job, held too
     release.release(2);
     QThreadPool::globalInstance()->waitForDone(); // both jobs have finished
     QCoreApplication::sendPostedEvents(); // their results reach the page
