@@ -13,6 +13,8 @@
 #include <QSpinBox>
 #include <QLabel>
 #include <QFontDatabase>
+#include <QFutureWatcher>
+#include <QtConcurrent>
 #include <QListWidget>
 #include <QPlainTextEdit>
 #include <QScrollBar>
@@ -189,24 +191,58 @@ void ComparePage::refresh()
     updateChanges();
 }
 
+namespace {
+std::function<void()>& diffHook()
+{
+    static std::function<void()> hook;
+    return hook;
+}
+} // namespace
+
+void ComparePage::setDiffHookForTesting(std::function<void()> hook)
+{
+    diffHook() = std::move(hook);
+}
+
 void ComparePage::updateChanges()
 {
+    const quint64 generation = ++m_changesGeneration; // a job still running is now stale
     const int baseline = m_baseline->currentIndex();
     if (m_compared.size() < 2 || baseline < 0 || size_t(baseline) >= m_compared.size()) {
+        m_changesPending = false;
         m_changes->setPlainText(tr("Check two runs to see what changed between them."));
+        emit changesReady();
         return;
     }
-    const LoadedRun& base = *m_compared[size_t(baseline)];
-    std::string text;
-    for (size_t i = 0; i < m_compared.size(); ++i) {
-        if (int(i) == baseline)
-            continue;
-        const LoadedRun& other = *m_compared[i];
-        if (!text.empty())
-            text += "\n\n";
-        text += core::diffText(core::diffRuns(*base.run, *base.analysis, *other.run, *other.analysis));
-    }
-    m_changes->setPlainText(QString::fromStdString(text));
+    // The runs are immutable and shared: the job keeps them alive while it works.
+    std::vector<LoadedRunPtr> runs = m_compared;
+    m_changesPending = true;
+    m_changes->setPlainText(tr("Computing what changed…"));
+    auto* watcher = new QFutureWatcher<std::string>(this);
+    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, generation] {
+        watcher->deleteLater();
+        if (generation != m_changesGeneration)
+            return; // superseded: other runs or another baseline were chosen meanwhile
+        m_changesPending = false;
+        m_changes->setPlainText(QString::fromStdString(watcher->result()));
+        emit changesReady();
+    });
+    std::function<void()> hook = diffHook();
+    watcher->setFuture(QtConcurrent::run([runs = std::move(runs), baseline, hook = std::move(hook)] {
+        if (hook)
+            hook();
+        const LoadedRun& base = *runs[size_t(baseline)];
+        std::string text;
+        for (size_t i = 0; i < runs.size(); ++i) {
+            if (int(i) == baseline)
+                continue;
+            const LoadedRun& other = *runs[i];
+            if (!text.empty())
+                text += "\n\n";
+            text += core::diffText(core::diffRuns(*base.run, *base.analysis, *other.run, *other.analysis));
+        }
+        return text;
+    }));
 }
 
 } // namespace lockstep::ui

@@ -9,6 +9,7 @@
 
 #include <QWidget>
 
+#include <functional>
 #include <vector>
 
 class QComboBox;
@@ -39,9 +40,22 @@ public:
     QListWidget* runList() const { return m_list; }
     QComboBox* baselineBox() const { return m_baseline; }
     QSpinBox* alignBox() const { return m_align; }
-    // "What changed": core's diff (core/run_diff.h) of each compared run against the baseline.
+    // "What changed": core's diff (core/run_diff.h) of each compared run against the baseline,
+    // computed in the thread pool (a diff of large runs takes seconds): the view says it is being
+    // computed, and the text is applied when ready (changesReady). A newer request (other runs
+    // checked, another baseline) supersedes one still running: its result is dropped.
     QPlainTextEdit* changesView() const { return m_changes; }
+    // True while a diff is being computed for the current runs and baseline.
+    bool changesPending() const { return m_changesPending; }
     void uncheckAll();
+
+    // Tests only: called in the diff's worker thread before it computes (null: nothing), so a
+    // test can hold the job and see the GUI thread go on.
+    static void setDiffHookForTesting(std::function<void()> hook);
+
+signals:
+    // The "What changed" text for the current runs and baseline has been applied.
+    void changesReady();
 
 private:
     void refresh();
@@ -57,6 +71,8 @@ private:
     QComboBox* m_baseline;
     QSpinBox* m_align; // -1: the first steady step of each run
     QPlainTextEdit* m_changes;
+    quint64 m_changesGeneration = 0; // the newest diff request; older results are dropped
+    bool m_changesPending = false;
 };
 
 } // namespace lockstep::ui

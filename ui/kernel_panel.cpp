@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QItemSelectionModel>
 #include <QLabel>
 #include <QSortFilterProxyModel>
 #include <QTableView>
@@ -115,6 +116,11 @@ KernelPanel::KernelPanel(QWidget* parent)
         if (source.isValid() && size_t(source.row()) < m_model->rows().size())
             emit kernelActivated(QString::fromStdString(m_model->rows()[size_t(source.row())].name));
     };
+    connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this](const QModelIndex& index) {
+        const QModelIndex source = m_proxy->mapToSource(index);
+        if (source.isValid() && size_t(source.row()) < m_model->rows().size())
+            emit kernelSelected(QString::fromStdString(m_model->rows()[size_t(source.row())].name));
+    });
     connect(m_table, &QTableView::activated, this, activate);
     connect(m_table, &QTableView::doubleClicked, this, activate);
     auto* top = new QHBoxLayout;
@@ -164,8 +170,8 @@ void KernelPanel::refresh()
     std::vector<core::KernelRow> rows = core::kernelTable(*m_run->run, *m_run->analysis, options);
     m_hint->setText(rows.empty() ? tr("This run has no device work (kernels, copies, memsets): a CPU run's work is "
                                       "in the timeline's compute lanes.")
-                                 : tr("Device work by name over the steady steps, largest total first. Double-click a "
-                                      "row to find those kernels in the timeline."));
+                                 : tr("Device work by name over the steady steps, largest total first. Click a row to "
+                                      "outline those kernels in the timeline; double-click to go to the first."));
     m_model->setRows(std::move(rows));
     m_table->resizeColumnsToContents();
     m_table->horizontalHeader()->setSectionResizeMode(KernelTableModel::Name, QHeaderView::Stretch);

@@ -1,6 +1,6 @@
 // The Kernels tab beside the timeline: which kernels take the step (core's kernel table,
 // core/kernels.h), for every rank or one, sortable; activating a row finds those kernels in the
-// timeline (its search outlines them and steps through them).
+// timeline (its search outlines them and steps through them); clicking a row outlines them.
 #pragma once
 
 #include "run_loader.h"
@@ -46,8 +46,11 @@ public:
     QLabel* hint() const { return m_hint; }
 
 signals:
-    // The user activated a row: the kernel's name, to find in the timeline.
+    // The user activated a row (double-click, Enter): the kernel's name, to find in the timeline.
     void kernelActivated(const QString& name);
+    // The current row changed (a click, the arrow keys): the kernel's name, to outline in the
+    // timeline without moving the view.
+    void kernelSelected(const QString& name);
 
 protected:
     void showEvent(QShowEvent* event) override;

@@ -851,6 +851,12 @@ void LaunchPanel::handleLine(const QString& line)
         m_liveShardDir = QString::fromStdString(p.text);
         if (p.steps > 0)
             m_steps = p.steps;
+        showPhase(job::Phase::Starting, 0, p.nproc);
+        return;
+    case job::ProgressLine::Kind::Phase:
+        // Before the first step: the slowest rank's phase (rendezvous, warm-up, first step).
+        if (p.rank < 0)
+            showPhase(p.phase, p.ranksPast, p.nproc);
         return;
     case job::ProgressLine::Kind::Point:
         // A sweep moved to its next point: the live view follows it.
@@ -886,6 +892,16 @@ void LaunchPanel::handleLine(const QString& line)
         m_log->appendPlainText(line);
         return;
     }
+}
+
+void LaunchPanel::showPhase(job::Phase phase, int ranksPast, int nproc)
+{
+    const QString label = QString::fromUtf8(job::phaseLabel(phase).data(), qsizetype(job::phaseLabel(phase).size()));
+    const QString what = phase == job::Phase::Training && m_steps > 0 ? tr("step 1/%1").arg(m_steps) : label;
+    m_progress->setFormat(m_sweep ? tr("run %1/%2, %3…").arg(m_sweepIndex + 1).arg(m_sweepRuns).arg(what) : tr("%1…").arg(what));
+    m_status->setText(nproc > 1 && ranksPast > 0 ? tr("%1: %2 of %3 ranks past it").arg(label).arg(ranksPast).arg(nproc)
+                                                 : tr("%1").arg(label));
+    emit phaseShown(m_progress->format());
 }
 
 void LaunchPanel::pollLive()

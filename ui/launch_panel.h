@@ -13,6 +13,7 @@
 
 #include "run_loader.h"
 
+#include "lockstep/job/progress.h"
 #include "lockstep/job/training_options.h"
 
 #include <QProcess>
@@ -123,6 +124,9 @@ signals:
     void liveRunUpdated(lockstep::ui::LoadedRunPtr run);
     // exitCode 0 = success; `outputs` are the run files written (one for run, several for sweep).
     void finished(int exitCode, const QString& message, const QStringList& outputs);
+    // Before the first step of a run (or of a sweep's point): what the progress bar now says
+    // ("starting workers…", "rendezvous…", "warm-up…", "step 1/N…").
+    void phaseShown(const QString& text);
 
 private:
     // One form row per flag of the table: its widgets and how to read and set them.
@@ -140,6 +144,8 @@ private:
     void launch(const QStringList& args, const QString& workspace);
     void showMode(LaunchMode mode);
     void readOutput(QProcess::ProcessChannel channel);
+    // The progress bar's words before the first step (progress.h's phases).
+    void showPhase(job::Phase phase, int ranksPast, int nproc);
     void handleLine(const QString& line);
     void pollLive();
     void fillSweepTable(const QStringList& outputs);

@@ -14,6 +14,7 @@
 #include <QApplication>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QEventLoop>
 #include <QFileInfo>
 #include <QSet>
 #include <QThread>
@@ -114,6 +115,13 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
     // prediction (or the model's refusal) before the picture is taken.
     if (page == MainWindow::WhatIfPageIndex && !waitForWhatIf(window.whatIfPanel()))
         return fail(QStringLiteral("the what-if page did not finish its prediction"));
+    // Compare's "What changed" is computed off the GUI thread: wait for it (it always ends).
+    while (page == MainWindow::ComparePageIndex && window.comparePage()->changesPending()) {
+        QEventLoop loop;
+        QObject::connect(window.comparePage(), &ComparePage::changesReady, &loop, &QEventLoop::quit);
+        if (window.comparePage()->changesPending())
+            loop.exec();
+    }
     if (options.step >= 0 && page == MainWindow::TimelinePageIndex)
         window.timelinePage()->focusStep(options.step);
     // The side panel shows the summary for the summary view and the selection's details for

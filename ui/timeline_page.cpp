@@ -176,11 +176,23 @@ TimelinePage::TimelinePage(QWidget* parent)
     m_side->addTab(m_kernels, tr("Kernels"));
     m_side->setTabToolTip(2, tr("Which kernels take the step: device work by name, count, time, share"));
     // A kernel's row finds its launches in the timeline (the search outlines them; Enter steps on).
-    connect(m_kernels, &KernelPanel::kernelActivated, this, [this](const QString& name) {
-        m_search->setText(name);
-        runSearch();
+    // The kernel's own spans only (its exact name): the box shows the name without starting the
+    // box's own search, which matches parts of names.
+    const auto findKernel = [this](const QString& name) {
+        {
+            const QSignalBlocker block(m_search);
+            m_search->setText(name);
+        }
+        m_searchTimer->stop();
+        m_timeline->setSearchText(name, true);
+        m_match = -1;
+        updateSearchCount();
+    };
+    connect(m_kernels, &KernelPanel::kernelActivated, this, [this, findKernel](const QString& name) {
+        findKernel(name);
         nextMatch();
     });
+    connect(m_kernels, &KernelPanel::kernelSelected, this, findKernel);
     m_side->setMinimumWidth(260);
     m_split = new QSplitter(Qt::Horizontal, this);
     auto* split = m_split;

@@ -514,8 +514,15 @@ void Trainer::setup()
 
     buildModel(m_env.rank, m_env.world);
 
+    // Where the rank is before its first step, for the launcher's progress (progress.h).
+    const auto phase = [this](job::Phase p) {
+        std::printf("%s\n", job::phaseLine(m_env.rank, p).c_str());
+        std::fflush(stdout);
+    };
+    phase(job::Phase::Rendezvous);
     m_store = makeStore(m_env, m_timeout);
     m_pg = makeProcessGroup(m_o, m_env, m_store, m_timeout);
+    phase(job::Phase::WarmUp);
 
     // Compute beside the host's other ranks and alone (whatif.h, kComputeProbeKey). Before the
     // Reducer exists: no gradient hook fires, no bucket launches.
@@ -1119,6 +1126,8 @@ int Trainer::run()
     std::string cause;
     try {
         setup();
+        std::printf("%s\n", job::phaseLine(m_env.rank, job::Phase::Training).c_str());
+        std::fflush(stdout);
         for (int s = 0; s < m_o.steps; ++s) {
             if (m_o.crashRank == m_env.rank && m_o.crashStep == s) {
                 // Fault injection: die like a killed process, after the previous step is on disk.

@@ -125,6 +125,7 @@ struct Rank {
     bool killedByUs = false;
     int lastStep = -1;        // last completed step reported
     int waitingStep = -1;     // last step whose all-reduce it reported reaching (`waiting`)
+    Phase phase = Phase::Starting; // the last phase it reported (`phase`)
     std::string failedCause;  // from the rank's own `failed` line
 };
 
@@ -149,6 +150,9 @@ private:
     void noteFailure(int rank, std::string cause, bool unambiguous = false);
     void killAll(int sig);
     void showProgress(int step, const StepAgg& agg);
+    // Before the first step: the slowest rank's phase and how many ranks are past it, shown
+    // when either changes (progress.h, `phase`).
+    void showPhase();
     void finishProgress();
     void message(const std::string& text);
     core::Status mergeShards(LaunchResult& result);
@@ -183,6 +187,7 @@ private:
     bool m_killSent = false;
     std::map<int, StepAgg> m_steps;
     int m_shownStep = -1;
+    std::pair<int, int> m_shownPhase{-1, -1}; // (phase, ranks past it) last shown
     bool m_barOnScreen = false;
     ProgressStyle m_style = ProgressStyle::Plain;
 };
@@ -374,6 +379,12 @@ void Job::handleLine(Rank& r, const std::string& line, bool isOut)
     case ProgressLine::Kind::Done:
         m_lastProgress = Clock::now();
         break;
+    case ProgressLine::Kind::Phase:
+        if (p.rank == r.rank && p.phase > r.phase) {
+            r.phase = p.phase;
+            showPhase();
+        }
+        break;
     case ProgressLine::Kind::Failed:
         r.failedCause = p.text.empty() ? "failed without a cause" : p.text;
         if (!r.killedByUs)
@@ -477,6 +488,44 @@ void Job::showProgress(int step, const StepAgg& agg)
     std::fputs(text, stderr);
     std::fflush(stderr);
     m_barOnScreen = true;
+}
+
+void Job::showPhase()
+{
+    if (m_shownStep >= 0 || m_ranks.empty())
+        return; // steps are shown from the first completed one on
+    Phase slowest = Phase::Training;
+    for (const Rank& r : m_ranks)
+        slowest = std::min(slowest, r.phase);
+    const int past = int(std::count_if(m_ranks.begin(), m_ranks.end(), [&](const Rank& r) { return r.phase > slowest; }));
+    if (m_shownPhase == std::pair{int(slowest), past})
+        return;
+    const bool newPhase = m_shownPhase.first != int(slowest);
+    m_shownPhase = {int(slowest), past};
+    const std::string label(phaseLabel(slowest));
+    const std::string ranks = world() > 1 && past > 0
+        ? " (" + std::to_string(past) + "/" + std::to_string(world()) + " ranks past it)"
+        : std::string();
+    switch (m_style) {
+    case ProgressStyle::None:
+    case ProgressStyle::Auto:
+        return;
+    case ProgressStyle::Protocol:
+        std::fprintf(stderr, "%s\n", jobPhaseLine(slowest, past, world()).c_str());
+        std::fflush(stderr);
+        return;
+    case ProgressStyle::Plain: // a line per phase; the ranks' counts only where a line is rewritten
+        if (!newPhase)
+            return;
+        std::fprintf(stderr, "%s\n", label.c_str());
+        std::fflush(stderr);
+        return;
+    case ProgressStyle::Bar:
+        std::fprintf(stderr, "\r\033[K%s%s…", label.c_str(), ranks.c_str());
+        std::fflush(stderr);
+        m_barOnScreen = true;
+        return;
+    }
 }
 
 void Job::finishProgress()
@@ -727,6 +776,7 @@ core::Result<LaunchResult> Job::run()
     else if (m_style != ProgressStyle::None)
         message(std::to_string(world()) + " worker" + (world() == 1 ? "" : "s")
                 + (m_net ? " on " + m_net->describe() : std::string()) + ", shards in " + m_shardDir);
+    showPhase(); // starting workers
     loop();
 
     LaunchResult result;

@@ -45,6 +45,30 @@ std::string fixed(double v, int digits)
 
 } // namespace
 
+namespace {
+constexpr std::array<std::pair<Phase, std::string_view>, 4> kPhases{{
+    {Phase::Starting, "starting"}, {Phase::Rendezvous, "rendezvous"}, {Phase::WarmUp, "warm-up"}, {Phase::Training, "training"}}};
+} // namespace
+
+std::string_view phaseName(Phase phase)
+{
+    for (const auto& [p, name] : kPhases)
+        if (p == phase)
+            return name;
+    return "starting";
+}
+
+std::string_view phaseLabel(Phase phase)
+{
+    switch (phase) {
+    case Phase::Starting: return "starting workers";
+    case Phase::Rendezvous: return "rendezvous";
+    case Phase::WarmUp: return "warm-up";
+    case Phase::Training: return "first step";
+    }
+    return "starting workers";
+}
+
 ProgressLine parseProgressLine(std::string_view line)
 {
     ProgressLine out;
@@ -131,6 +155,21 @@ ProgressLine parseProgressLine(std::string_view line)
         if (const auto* v = field("step_ms"); v && !toDouble(*v, out.stepMs))
             out.stepMs = 0;
         out.kind = K::Progress;
+    } else if (verb == "phase") {
+        const auto* name = field("name");
+        if (!name)
+            return {};
+        auto it = std::find_if(kPhases.begin(), kPhases.end(), [&](const auto& p) { return p.second == *name; });
+        if (it == kPhases.end())
+            return {};
+        out.phase = it->first;
+        if (field("rank")) {
+            if (!intField("rank", out.rank) || out.rank < 0)
+                return {};
+        } else if (!intField("ranks", out.ranksPast) || !intField("nproc", out.nproc)) {
+            return {};
+        }
+        out.kind = K::Phase;
     } else if (verb == "point") {
         const auto* file = field("out");
         if (!intField("index", out.index) || !intField("points", out.points) || !file)
@@ -195,6 +234,17 @@ std::string pointLine(int index, int points, std::string_view runFile)
 {
     return std::string(kPrefix) + "point index=" + std::to_string(index) + " points=" + std::to_string(points)
         + " out=" + oneLine(runFile);
+}
+
+std::string phaseLine(int rank, Phase phase)
+{
+    return std::string(kPrefix) + "phase rank=" + std::to_string(rank) + " name=" + std::string(phaseName(phase));
+}
+
+std::string jobPhaseLine(Phase phase, int ranksPast, int nproc)
+{
+    return std::string(kPrefix) + "phase name=" + std::string(phaseName(phase)) + " ranks=" + std::to_string(ranksPast)
+        + " nproc=" + std::to_string(nproc);
 }
 
 } // namespace lockstep::job

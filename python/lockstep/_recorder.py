@@ -176,6 +176,8 @@ class Recorder:
         self._seq = _attach_count
         _attach_count += 1
         self._progress_fd = progress_fd
+        # DDP is built, so the rendezvous is behind: the clock and the link probe are the warm-up.
+        self._write_progress(_core.phase_line(self.rank, "warm-up"))
         self._closed = False
         self.error = ""  # set by close() when the shard could not be written whole
         self.error_step = -1  # and the step whose writing failed first
@@ -255,6 +257,7 @@ class Recorder:
             from ._cuda import DeviceTimer
             self._device = DeviceTimer(device_index, self._core, self._report)
 
+        self._write_progress(_core.phase_line(self.rank, "training"))
         # Step state (see the module's docstring).
         self._step = 0
         self._waiting_reported = -1

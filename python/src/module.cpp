@@ -536,5 +536,14 @@ PYBIND11_MODULE(_core, m)
           "the protocol line of a completed step (no newline)");
     m.def("done_line", &job::doneLine, pb::arg("rank"));
     m.def("waiting_line", &job::waitingLine, pb::arg("rank"), pb::arg("step"));
+    m.def(
+        "phase_line",
+        [](int rank, const std::string& name) {
+            for (job::Phase p : {job::Phase::Starting, job::Phase::Rendezvous, job::Phase::WarmUp, job::Phase::Training})
+                if (job::phaseName(p) == name)
+                    return job::phaseLine(rank, p);
+            throw pb::value_error("unknown phase '" + name + "' (starting, rendezvous, warm-up, training)");
+        },
+        pb::arg("rank"), pb::arg("name"), "the protocol line of a rank entering a phase before its first step");
     m.def("failed_line", &job::failedLine, pb::arg("rank"), pb::arg("cause"), pb::arg("step") = -1);
 }

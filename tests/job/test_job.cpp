@@ -279,6 +279,37 @@ TEST(Protocol, WorkerLinesRoundTrip)
     EXPECT_EQ(parseProgressLine("LOCKSTEP step=2 rank=0 loss=1 step_ms=3.0\r").kind, ProgressLine::Kind::Step);
 }
 
+// Issue 28: where a job is before its first step, in one protocol: each rank's phase, and the
+// launcher's summary (the slowest rank's phase, how many ranks are past it).
+TEST(Protocol, PhaseLinesRoundTrip)
+{
+    ProgressLine p = parseProgressLine(phaseLine(3, Phase::Rendezvous));
+    EXPECT_EQ(p.kind, ProgressLine::Kind::Phase);
+    EXPECT_EQ(p.rank, 3);
+    EXPECT_EQ(p.phase, Phase::Rendezvous);
+    EXPECT_EQ(parseProgressLine(phaseLine(0, Phase::WarmUp)).phase, Phase::WarmUp);
+    EXPECT_EQ(parseProgressLine(phaseLine(0, Phase::Training)).phase, Phase::Training);
+    p = parseProgressLine(jobPhaseLine(Phase::WarmUp, 1, 4));
+    EXPECT_EQ(p.kind, ProgressLine::Kind::Phase);
+    EXPECT_EQ(p.rank, -1);
+    EXPECT_EQ(p.phase, Phase::WarmUp);
+    EXPECT_EQ(p.ranksPast, 1);
+    EXPECT_EQ(p.nproc, 4);
+    EXPECT_EQ(jobPhaseLine(Phase::Starting, 0, 2), "LOCKSTEP phase name=starting ranks=0 nproc=2");
+    EXPECT_EQ(phaseLine(1, Phase::WarmUp), "LOCKSTEP phase rank=1 name=warm-up");
+    // Every phase has its own name and label, in order.
+    EXPECT_EQ(phaseLabel(Phase::Starting), "starting workers");
+    EXPECT_EQ(phaseLabel(Phase::Rendezvous), "rendezvous");
+    EXPECT_EQ(phaseLabel(Phase::WarmUp), "warm-up");
+    EXPECT_LT(Phase::Starting, Phase::Rendezvous);
+    EXPECT_LT(Phase::WarmUp, Phase::Training);
+    // Malformed: an unknown phase, no name, a negative rank, a summary without its counts.
+    EXPECT_EQ(parseProgressLine("LOCKSTEP phase rank=0 name=lunch").kind, ProgressLine::Kind::Other);
+    EXPECT_EQ(parseProgressLine("LOCKSTEP phase rank=0").kind, ProgressLine::Kind::Other);
+    EXPECT_EQ(parseProgressLine("LOCKSTEP phase rank=-1 name=warm-up").kind, ProgressLine::Kind::Other);
+    EXPECT_EQ(parseProgressLine("LOCKSTEP phase name=warm-up").kind, ProgressLine::Kind::Other);
+}
+
 TEST(Protocol, LauncherLinesRoundTrip)
 {
     ProgressLine p = parseProgressLine(jobLine(4, 20, "/runs/.a b.db.shards-x"));

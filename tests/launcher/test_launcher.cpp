@@ -163,6 +163,13 @@ TEST_F(Launcher, TwoRanks)
     ASSERT_TRUE(o.finished && o.exitCode == 0) << o.describe();
     EXPECT_TRUE(contains(o.out, "run file:"));
     EXPECT_TRUE(contains(o.err, "step 6/6")) << o.err;
+    // Issue 28: before the first step, where the job is (progress.h's phases), in order.
+    const size_t starting = o.err.find("starting workers\n"), rendezvous = o.err.find("\nrendezvous");
+    const size_t warmUp = o.err.find("\nwarm-up"), first = o.err.find("\nfirst step\n"), step1 = o.err.find("step 1/6");
+    EXPECT_TRUE(starting != std::string::npos && rendezvous != std::string::npos && warmUp != std::string::npos
+                && first != std::string::npos)
+        << o.err;
+    EXPECT_TRUE(starting < rendezvous && rendezvous < warmUp && warmUp < first && first < step1) << o.err;
     checkCompletedRun(file, 2, 6);
     // The shards folder is gone unless --keep-shards; the run file stands alone (no -wal).
     for (const std::string& name : test::listDir(m_dir.path())) {

@@ -247,6 +247,11 @@ class RecordsWhatDdpDoes(unittest.TestCase):
             waiting = [l for l in lines if l.startswith("LOCKSTEP waiting ")]
             self.assertEqual(waiting, [f"LOCKSTEP waiting rank={r} step={s}" for s in range(STEPS)], out)
             lines = [l for l in lines if not l.startswith("LOCKSTEP waiting ")]
+            # Before its first step the rank says where it is (progress.h's phases): attached
+            # (the warm-up: clock, link probe), then training.
+            phases = [f"LOCKSTEP phase rank={r} name=warm-up", f"LOCKSTEP phase rank={r} name=training"]
+            self.assertEqual(lines[:2], phases, out)
+            lines = lines[2:]
             self.assertEqual(len(lines), STEPS + 1, out)
             for s in range(STEPS):
                 self.assertTrue(lines[s].startswith(f"LOCKSTEP step={s} rank={r} loss="), lines[s])

@@ -3,6 +3,11 @@
 // runs, keyboard shortcuts, and `lockstep-ui --screenshot` for every view (the real binary).
 #include "charts_page.h"
 #include "compare_page.h"
+#include "kernel_panel.h"
+#include "run_loader.h"
+#include "timeline/timeline_model.h"
+
+#include "lockstep/import/import.h"
 
 #include <QPlainTextEdit>
 #include "format.h"
@@ -42,6 +47,13 @@
 #include <QStatusBar>
 #include <QTableView>
 #include <QTemporaryDir>
+#include <QScopeGuard>
+#include <QComboBox>
+#include <QSemaphore>
+#include <QThread>
+#include <QThreadPool>
+
+#include <atomic>
 
 #include <sqlite3.h>
 #include <QTest>
@@ -49,6 +61,18 @@
 
 using namespace lockstep;
 using namespace lockstep::ui;
+
+namespace {
+qint64 countPixels(const QImage& image, QColor c)
+{
+    const QImage img = image.convertToFormat(QImage::Format_RGB32);
+    qint64 n = 0;
+    for (int y = 0; y < img.height(); ++y)
+        for (int x = 0; x < img.width(); ++x)
+            n += (img.pixel(x, y) | 0xff000000u) == (c.rgb() | 0xff000000u);
+    return n;
+}
+} // namespace
 
 class TestUiApp : public QObject {
     Q_OBJECT
@@ -76,8 +100,12 @@ private slots:
     void closeRun();
     void liveRunGrowsOnTheTimeline();
     void userStringsArePlainText();
+    void quietGpuStreamsFoldIntoOneRow();
+    void kernelRowClickOutlinesItsKernels();
+    void whatChangedIsComputedOffTheGuiThread();
 
 private:
+    QString importedGpuRun();
     MainWindow::Options options() const;
     QTemporaryDir m_dir;
     QString m_runA, m_runB, m_foreign;
@@ -361,6 +389,8 @@ void TestUiApp::compareTwoRuns()
     QCOMPARE(model->index(CompareModel::Stragglers, 2).data().toString(), QString("rank 1"));
     // What changed (core's diff, baseline alpha -> beta): the bucket cap first among the settings,
     // the parts of the step, the straggler verdicts, the spans that changed.
+    if (page->changesPending()) // computed in the thread pool: wait for it to be applied
+        QVERIFY(QSignalSpy(page, &ComparePage::changesReady).wait());
     const QString changes = page->changesView()->toPlainText();
     QVERIFY2(changes.contains("What changed in the configuration"), qPrintable(changes));
     QVERIFY2(changes.contains("bucket_cap_bytes: 26214400 -> 4194304"), qPrintable(changes));
@@ -885,3 +915,210 @@ void TestUiApp::userStringsArePlainText()
 }
 
 #include "test_ui_app.moc"
+
+// The real torch.profiler trace of two ranks sharing an H100 (tests/data/gpu), imported once.
+QString TestUiApp::importedGpuRun()
+{
+    const QString out = m_dir.filePath("kineto-gloo2.db");
+    if (QFile::exists(out))
+        return out;
+    const std::string data = LOCKSTEP_TEST_DATA_DIR "/gpu/";
+    auto stats = core::importTraces({data + "kineto-gloo2-rank-0.json.gz", data + "kineto-gloo2-rank-1.json.gz"}, out.toStdString());
+    return stats ? out : QString();
+}
+
+// Issue 28: a rank's nearly idle GPU streams (each busy less than 5 % of its busiest stream's
+// time) fold into one "other streams" row that draws the union of their spans; a click on its
+// name, or O, shows them; a run switch folds them again; finding a span in one shows it.
+void TestUiApp::quietGpuStreamsFoldIntoOneRow()
+{
+    const QString path = importedGpuRun();
+    QVERIFY(!path.isEmpty());
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    w.resize(1400, 900);
+    QString error;
+    QVERIFY2(w.openFilesBlocking({path}, &error), qPrintable(error));
+    w.showPage(MainWindow::TimelinePageIndex);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    TimelineWidget* tl = w.timelinePage()->timeline();
+    const TimelineRunModel& m = *tl->runModel(0);
+    const core::Run& run = m.run();
+    // The rule, checked lane by lane against the run's own spans.
+    int quietTotal = 0;
+    for (const auto& rl : m.ranks()) {
+        std::map<uint32_t, core::TimeNs> busy;
+        core::TimeNs busiest = 0;
+        for (core::LaneId id : rl->lanes) {
+            if (run.lanes[id.v].kind != core::LaneKind::GpuStream)
+                continue;
+            const auto [a, b] = run.laneSpanRange(id);
+            for (size_t i = a; i < b; ++i)
+                busy[id.v] += run.spans[i].duration();
+            busiest = std::max(busiest, busy[id.v]);
+        }
+        QVERIFY(busiest > 0);
+        for (const auto& [lane, t] : busy) {
+            const bool quiet = m.isQuietLane(core::LaneId{lane});
+            if (quiet)
+                QVERIFY2(double(t) < TimelineRunModel::kQuietStreamShare * double(busiest), qPrintable(QString::fromStdString(run.lanes[lane].name)));
+        }
+        QVERIFY2(rl->quietLanes.size() >= 2, qPrintable(QStringLiteral("rank %1: %2 quiet").arg(rl->rank).arg(rl->quietLanes.size())));
+        quietTotal += int(rl->quietLanes.size());
+        qInfo("rank %d: %zu of %zu lanes folded (union %lld ns)", rl->rank, rl->quietLanes.size(), rl->lanes.size(),
+              static_cast<long long>(rl->quietBusyNs));
+    }
+    // Folded: one "other streams" row per rank, and none of the quiet lanes has a row.
+    auto countRows = [&](TimelineRowKind kind) {
+        const auto rows = tl->rows();
+        return int(std::count_if(rows.begin(), rows.end(), [&](const TimelineRow& r) { return r.kind == kind; }));
+    };
+    auto quietLaneRows = [&] {
+        int n = 0;
+        for (const TimelineRow& r : tl->rows())
+            n += r.kind == TimelineRowKind::Lane && m.isQuietLane(core::LaneId{uint32_t(r.lane)});
+        return n;
+    };
+    QCOMPARE(countRows(TimelineRowKind::QuietStreams), int(m.ranks().size()));
+    QCOMPARE(quietLaneRows(), 0);
+    const int foldedRows = tl->rowCount();
+    TimelineRow fold;
+    for (const TimelineRow& r : tl->rows())
+        if (r.kind == TimelineRowKind::QuietStreams && r.rank == m.ranks().front()->rank)
+            fold = r;
+    QVERIFY(fold.collapsed);
+    // The row draws the union of the quiet spans: its colour is on screen, in that row only.
+    tl->fitAll();
+    tl->setScrollOffset(0);
+    QVERIFY(fold.top + fold.height < tl->height());
+    const QImage folded = tl->grab().toImage();
+    QVERIFY(countPixels(folded.copy(0, fold.top, folded.width(), fold.height), palette::quietStreamsColor()) > 100);
+    QCOMPARE(countPixels(folded.copy(0, 0, folded.width(), fold.top), palette::quietStreamsColor()), 0);
+    // A click on rank 0's row name expands it: its quiet lanes get rows.
+    const QPoint at(20, fold.top - tl->scrollOffset() + fold.height / 2);
+    QSignalSpy rowsChanged(tl, &TimelineWidget::rowsChanged);
+    QTest::mouseClick(tl, Qt::LeftButton, Qt::NoModifier, at);
+    QCOMPARE(rowsChanged.count(), 1);
+    QVERIFY(!tl->streamsFolded(0, fold.rank));
+    QCOMPARE(quietLaneRows(), int(m.ranks().front()->quietLanes.size()));
+    QCOMPARE(tl->rowCount(), foldedRows + int(m.ranks().front()->quietLanes.size()));
+    QTest::mouseClick(tl, Qt::LeftButton, Qt::NoModifier, at);
+    QVERIFY(tl->streamsFolded(0, fold.rank));
+    QCOMPARE(tl->rowCount(), foldedRows);
+    // O: every rank's, then back.
+    tl->setFocus();
+    QTest::keyClick(tl, Qt::Key_O);
+    QCOMPARE(quietLaneRows(), quietTotal);
+    QTest::keyClick(tl, Qt::Key_O);
+    QCOMPARE(quietLaneRows(), 0);
+    // A run switch (the same file opened again) starts folded.
+    QTest::keyClick(tl, Qt::Key_O);
+    QCOMPARE(quietLaneRows(), quietTotal);
+    tl->setRuns({TimelineRun{nullptr, QString(), w.currentRun()->timeline}});
+    QCOMPARE(quietLaneRows(), 0);
+    QCOMPARE(tl->rowCount(), foldedRows);
+    // Finding a span on a quiet stream shows that rank's quiet streams.
+    const core::LaneId quiet = m.ranks().back()->quietLanes.front();
+    const auto [a, b] = run.laneSpanRange(quiet);
+    if (a < b) {
+        tl->select(SpanRef{0, qint64(a)});
+        QTest::keyClick(tl, Qt::Key_Right); // moves along the lane and brings the span into view
+        QVERIFY(!tl->streamsFolded(0, m.ranks().back()->rank));
+        QVERIFY(tl->spanCenter(tl->selection()).x() >= 0);
+    }
+}
+
+// Issue 28: a click on a row of the Kernels tab outlines those kernels in the timeline (its
+// search) without moving the view; a double-click also goes to the first.
+void TestUiApp::kernelRowClickOutlinesItsKernels()
+{
+    const QString path = importedGpuRun();
+    QVERIFY(!path.isEmpty());
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    w.resize(1400, 900);
+    QString error;
+    QVERIFY2(w.openFilesBlocking({path}, &error), qPrintable(error));
+    w.showPage(MainWindow::TimelinePageIndex);
+    w.timelinePage()->showSideTab(TimelinePage::KernelsTab);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    KernelPanel* panel = w.timelinePage()->kernelPanel();
+    QVERIFY(panel->model()->rowCount() > 1);
+    TimelineWidget* tl = w.timelinePage()->timeline();
+    QVERIFY(tl->searchMatches().empty());
+    const auto view = tl->viewRange();
+    QTableView* table = panel->table();
+    const QModelIndex second = table->model()->index(1, KernelTableModel::Count);
+    const QString name = table->model()->index(1, KernelTableModel::Name).data().toString();
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, Qt::NoModifier, table->visualRect(second).center());
+    const auto& matches = tl->searchMatches();
+    QVERIFY2(!matches.empty(), qPrintable(name));
+    const core::Run& run = tl->runModel(0)->run();
+    // Exactly that kernel's spans: every one of them, and nothing else.
+    size_t named = 0;
+    for (const core::Span& s : run.spans)
+        named += run.strings.text(s.name) == name.toStdString();
+    QCOMPARE(matches.size(), named);
+    for (const SpanRef& ref : matches)
+        QCOMPARE(QString::fromStdString(std::string(run.strings.text(run.spans[size_t(ref.span)].name))), name);
+    QCOMPARE(w.timelinePage()->searchEdit()->text(), name);
+    QVERIFY(tl->viewRange() == view); // a click outlines, it does not move the view
+    QVERIFY(!tl->selection().valid());
+    QTest::mouseDClick(table->viewport(), Qt::LeftButton, Qt::NoModifier, table->visualRect(second).center());
+    QVERIFY(tl->selection().valid()); // the first of them, selected and in view
+    QCOMPARE(tl->selection(), matches.front());
+}
+
+// Issue 28: Compare's "What changed" is computed in the thread pool. The diff's job is held at
+// its start (a hook run in the job's thread) while the GUI thread goes on: the page says it is
+// computing, a second request supersedes the first, and when both jobs are let go only the
+// newest result is applied.
+void TestUiApp::whatChangedIsComputedOffTheGuiThread()
+{
+    auto a = loadAndAnalyze(m_runA);
+    auto b = loadAndAnalyze(m_runB);
+    QVERIFY(a && b);
+    QSemaphore entered, release;
+    std::atomic<int> onGuiThread{0};
+    QThread* gui = QThread::currentThread();
+    ComparePage::setDiffHookForTesting([&] {
+        if (QThread::currentThread() == gui) {
+            ++onGuiThread; // computed where it must not be: let it through, the test fails below
+            return;
+        }
+        entered.release();
+        release.acquire();
+    });
+    auto reset = qScopeGuard([&] {
+        release.release(8);
+        QThreadPool::globalInstance()->waitForDone();
+        ComparePage::setDiffHookForTesting({});
+    });
+    ComparePage page;
+    QSignalSpy ready(&page, &ComparePage::changesReady);
+    page.setOpenRuns({*a, *b});
+    QCOMPARE(int(page.comparedRuns().size()), 2);
+    // setOpenRuns returned while the job is held: the GUI thread was not waiting for it. (The
+    // bound only turns a job that never starts into a failure instead of a hang.)
+    QCOMPARE(onGuiThread.load(), 0);
+    QVERIFY(entered.tryAcquire(1, 60000)); // the job is in its thread, held
+    QVERIFY(page.changesPending());
+    QVERIFY2(page.changesView()->toPlainText().contains("Computing"), qPrintable(page.changesView()->toPlainText()));
+    QCOMPARE(ready.count(), 0);
+    // The GUI thread handles events meanwhile: another baseline is a new request.
+    page.baselineBox()->setCurrentIndex(1);
+    emit page.baselineBox()->activated(1);
+    QCOMPARE(onGuiThread.load(), 0);
+    QVERIFY(entered.tryAcquire(1, 60000)); // the second job, held too
+    release.release(2);
+    QThreadPool::globalInstance()->waitForDone(); // both jobs have finished
+    QCoreApplication::sendPostedEvents(); // their results reach the page
+    QApplication::processEvents();
+    QCOMPARE(ready.count(), 1); // the first, superseded, was dropped
+    QVERIFY(!page.changesPending());
+    const QString changes = page.changesView()->toPlainText();
+    // Baseline beta -> alpha: the bucket cap back from 4 MiB to 25 MiB.
+    QVERIFY2(changes.contains("bucket_cap_bytes: 4194304 -> 26214400"), qPrintable(changes));
+}

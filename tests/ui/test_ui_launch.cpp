@@ -101,6 +101,7 @@ void TestUiLaunch::launchTwoRankRun()
     QSignalSpy finished(panel, &LaunchPanel::finished);
     QSignalSpy live(panel, &LaunchPanel::liveRunUpdated);
     QSignalSpy opened(&w, &MainWindow::runOpened);
+    QSignalSpy phases(panel, &LaunchPanel::phaseShown);
     QTest::mouseClick(panel->runButton(), Qt::LeftButton);
     QVERIFY(panel->isRunning() || finished.count() == 1);
     QVERIFY(!panel->runButton()->isEnabled() || finished.count() == 1);
@@ -129,6 +130,19 @@ void TestUiLaunch::launchTwoRankRun()
     const QString out = dir.filePath("from-panel.db");
     QCOMPARE(finished.at(0).at(2).toStringList(), QStringList{out});
     QCOMPARE(panel->progressBar()->value(), panel->progressBar()->maximum());
+    // Issue 28: before the first step the bar said where the job was, in order, not "starting…".
+    QStringList said;
+    for (const auto& call : phases)
+        said << call.at(0).toString();
+    const auto at = [&](const QString& what) {
+        for (int i = 0; i < said.size(); ++i)
+            if (said[i].startsWith(what))
+                return i;
+        return -1;
+    };
+    const int starting = at("starting workers"), rendezvous = at("rendezvous"), warmUp = at("warm-up"),
+              first = at(QStringLiteral("step 1/%1").arg(s.training.steps));
+    QVERIFY2(starting >= 0 && starting < rendezvous && rendezvous < warmUp && warmUp < first, qPrintable(said.join(" | ")));
 
     // It shows up in the browser and opens.
     QTRY_VERIFY_WITH_TIMEOUT(opened.count() >= 1, 30000);

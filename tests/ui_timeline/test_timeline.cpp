@@ -50,6 +50,15 @@ std::shared_ptr<const core::Run> makeRun(int world, int steps = 6, int straggler
     return std::make_shared<const core::Run>(core::makeSyntheticRun(p));
 }
 
+core::Run makeSyntheticRunForTest()
+{
+    core::SyntheticParams p;
+    p.worldSize = 1;
+    p.steps = 4;
+    p.buckets = 2;
+    return core::makeSyntheticRun(p);
+}
+
 QImage renderWidget(QWidget& w)
 {
     QImage img(w.size(), QImage::Format_ARGB32_Premultiplied);
@@ -121,6 +130,7 @@ private slots:
     void tooltips();
     void rankBreakdownMatchesCore();
     void gpuStreamLanes();
+    void quietStreamsFoldByTheRule();
     void detailsPanel();
     void detailsPanelOneRankAndUnknownSize();
     void replayBucketStates();
@@ -604,6 +614,86 @@ void TestTimeline::gpuStreamLanes()
     const QImage img = renderWidget(w);
     maybeSave(img, QStringLiteral("timeline_gpu"));
     QVERIFY(countColor(img, ui::palette::spanKindColor(core::SpanKind::Kernel)) > 100);
+}
+
+// Issue 28: which GPU streams fold into the "other streams" row. On one rank: a busy stream (a
+// kernel per forward/backward span), two streams busy under 5 % of it (one tiny kernel each), one
+// at about 10 % and one tiny stream that communicates. The two quiet ones fold, the others keep
+// their rows; with only one quiet stream nothing folds (one row for one lane saves nothing).
+void TestTimeline::quietStreamsFoldByTheRule()
+{
+    for (const int quietCount : {2, 1}) {
+        core::Run run = makeSyntheticRunForTest();
+        const size_t hostSpans = run.spans.size();
+        auto addLane = [&](int stream) {
+            core::Lane lane;
+            lane.id = core::LaneId{uint32_t(run.lanes.size())};
+            lane.rank = 0;
+            lane.kind = core::LaneKind::GpuStream;
+            lane.stream = stream;
+            lane.name = "stream " + std::to_string(stream);
+            run.lanes.push_back(lane);
+            return lane.id;
+        };
+        const core::LaneId busy = addLane(7), tenth = addLane(9), comm = addLane(11);
+        std::vector<core::LaneId> quiet;
+        for (int k = 0; k < quietCount; ++k)
+            quiet.push_back(addLane(20 + k));
+        const core::StringId kernel = run.strings.intern("gemm");
+        core::TimeNs busyNs = 0;
+        for (size_t i = 0; i < hostSpans; ++i) {
+            core::Span d = run.spans[i];
+            if (d.kind != core::SpanKind::Backward && d.kind != core::SpanKind::Forward)
+                continue;
+            d.lane = busy;
+            d.kind = core::SpanKind::Kernel;
+            d.name = kernel;
+            busyNs += d.duration();
+            run.spans.push_back(d);
+        }
+        const core::TimeNs t0 = run.steps.front().start;
+        auto tiny = [&](core::LaneId lane, core::TimeNs at, core::TimeNs len, core::SpanKind kind) {
+            core::Span d;
+            d.lane = lane;
+            d.start = t0 + at;
+            d.end = t0 + at + len;
+            d.kind = kind;
+            d.name = kernel;
+            d.step = run.steps.front().step;
+            run.spans.push_back(d);
+        };
+        tiny(tenth, 1000, busyNs / 10, core::SpanKind::Kernel);
+        tiny(comm, 2000, busyNs / 1000, core::SpanKind::CommKernel);
+        for (size_t k = 0; k < quiet.size(); ++k)
+            tiny(quiet[k], 3000 + core::TimeNs(k) * 500, busyNs / 1000, core::SpanKind::Kernel);
+        run.normalize();
+        const auto shared = std::make_shared<const core::Run>(std::move(run));
+        TimelineWidget w;
+        w.resize(1400, 600);
+        w.setRuns({{shared, {}}});
+        const auto& rl = *w.runModel(0)->ranks().front();
+        const auto rows = w.rows();
+        auto hasRow = [&](core::LaneId lane) {
+            return std::any_of(rows.begin(), rows.end(), [&](const auto& r) { return r.kind == TimelineRowKind::Lane && r.lane == int(lane.v); });
+        };
+        const int foldRows = int(std::count_if(rows.begin(), rows.end(), [](const auto& r) { return r.kind == TimelineRowKind::QuietStreams; }));
+        QVERIFY(hasRow(busy) && hasRow(tenth) && hasRow(comm));
+        if (quietCount == 2) {
+            QCOMPARE(rl.quietLanes, quiet);
+            QCOMPARE(foldRows, 1);
+            QVERIFY(!hasRow(quiet[0]) && !hasRow(quiet[1]));
+            // The two tiny kernels overlap (500 ns apart): the row draws their union, not the sum.
+            QVERIFY(busyNs / 1000 > 500);
+            QCOMPARE(rl.quietBusyNs, busyNs / 1000 + 500);
+            QCOMPARE(rl.quietUnion.size(), size_t(1));
+            w.setStreamsFolded(0, 0, false);
+            QVERIFY(w.rows().size() == rows.size() + 2);
+        } else {
+            QVERIFY(rl.quietLanes.empty());
+            QCOMPARE(foldRows, 0);
+            QVERIFY(hasRow(quiet[0]));
+        }
+    }
 }
 
 void TestTimeline::detailsPanel()

@@ -208,6 +208,43 @@ bool TimelineRunModel::construct(std::stop_token stop)
             rl->stripLane = (*comm)->id;
         else if (!lanes.empty())
             rl->stripLane = lanes.back()->id;
+        // Nearly idle GPU streams fold into one row (timeline_model.h): below kQuietStreamShare
+        // of the busiest stream's busy time, no communication, not the strip's lane.
+        {
+            TimeNs busiest = 0;
+            for (const core::Lane* l : lanes)
+                if (l->kind == LaneKind::GpuStream)
+                    busiest = std::max(busiest, work[l->id.v].second);
+            std::vector<core::LaneId> quiet;
+            for (const core::Lane* l : lanes)
+                if (l->kind == LaneKind::GpuStream && !work[l->id.v].first && l->id != rl->stripLane
+                    && double(work[l->id.v].second) < kQuietStreamShare * double(busiest))
+                    quiet.push_back(l->id);
+            if (quiet.size() >= 2) {
+                std::vector<Interval> pieces;
+                for (core::LaneId id : quiet) {
+                    const auto [first, last] = r.laneSpanRange(id);
+                    for (size_t i = first; i < last; ++i)
+                        pieces.push_back(Interval{r.spans[i].start, r.spans[i].end});
+                }
+                core::mergeInPlace(pieces);
+                for (const Interval& iv : pieces) {
+                    core::Span s;
+                    s.start = iv.start;
+                    s.end = iv.end;
+                    s.lane = quiet.front();
+                    s.kind = core::SpanKind::Other;
+                    rl->quietUnion.push_back(s);
+                }
+                rl->quietBusyNs = core::totalLength(pieces);
+                rl->quietLod = core::LaneLod(std::span<const core::Span>(rl->quietUnion));
+                if (m_quietLane.size() < r.lanes.size())
+                    m_quietLane.assign(r.lanes.size(), 0);
+                for (core::LaneId id : quiet)
+                    m_quietLane[id.v] = 1;
+                rl->quietLanes = std::move(quiet);
+            }
+        }
         for (const core::Step* s : stepsByRank[rank]) {
             rl->steps.push_back(StepSpan{s->step, s->start, s->end});
             auto [it, inserted] = stepUnion.try_emplace(s->step, StepSpan{s->step, s->start, s->end});

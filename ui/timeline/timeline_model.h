@@ -85,8 +85,22 @@ public:
         std::vector<core::Span> exposed;
         core::LaneLod overlappedLod;
         core::LaneLod exposedLod;
+        // Nearly idle GPU streams (a trace's dozens of streams that ran a copy or two): each
+        // busy for less than kQuietStreamShare of the rank's busiest stream, carrying no
+        // communication. The timeline folds them into one "other streams" row that draws the
+        // union of their spans (`quietUnion`, as spans of kind Other, folded by `quietLod`).
+        // Empty when fewer than two would fold: one row for one lane saves nothing. They are the
+        // last GPU streams of `lanes`, in the same order.
+        std::vector<core::LaneId> quietLanes;
+        std::vector<core::Span> quietUnion;
+        core::LaneLod quietLod;
+        core::TimeNs quietBusyNs = 0; // the union's length
         const StepSpan* step(int32_t s) const; // nullptr when the rank has no such step
     };
+    // A GPU stream is quiet when its busy time is below this share of the rank's busiest stream.
+    static constexpr double kQuietStreamShare = 0.05;
+    // Whether lane `lane` is one of its rank's quiet streams (folded by default).
+    bool isQuietLane(core::LaneId lane) const { return lane.v < m_quietLane.size() && m_quietLane[lane.v]; }
     const std::vector<std::unique_ptr<RankLanes>>& ranks() const { return m_ranks; }
     const RankLanes* rank(int32_t r) const; // binary search
 
@@ -121,6 +135,7 @@ private:
     std::vector<StepSpan> m_steps;
     RankStepMatrix m_matrix;
     std::vector<std::pair<size_t, size_t>> m_laneInstants;
+    std::vector<char> m_quietLane; // by lane id
 };
 
 } // namespace lockstep::ui

@@ -70,6 +70,7 @@ QColor stragglerColor() { return QColor(0x6a, 0x3d, 0x9a); }
 QColor stragglerFill() { return QColor(0xdc, 0xd0, 0xea); }
 QColor stragglerText() { return QColor(0x4a, 0x2a, 0x6c); }
 QColor foldedColor() { return QColor(0xb0, 0xb4, 0xba); }
+QColor quietStreamsColor() { return QColor(0x8c, 0x96, 0xa8); }
 
 QColor textOn(QColor fill)
 {

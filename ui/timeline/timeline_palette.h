@@ -41,6 +41,7 @@ QColor stragglerColor();
 QColor stragglerFill();    // the straggler's step in its header row: a light, opaque tint
 QColor stragglerText();
 QColor foldedColor();      // several spans drawn as one item
+QColor quietStreamsColor(); // the folded row of nearly idle GPU streams: the union of their spans
 QColor textOn(QColor fill); // black or white, whichever reads better on `fill`
 // Between the overlapped and exposed colours by the exposed share f in [0, 1] (the zoomed-out
 // strip colours a whole step by how much of its communication was exposed).

@@ -125,6 +125,7 @@ struct TimelineWidget::Impl {
     // Per run, per lane: index of its row, -1 when hidden (collapsed rank).
     std::vector<std::vector<int>> laneRow;
     std::set<std::pair<int, int>> collapsed; // (run, rank)
+    std::set<std::pair<int, int>> streamsShown; // (run, rank) whose quiet streams are expanded
     RankOrder order = RankOrder::ByRank;
     int contentHeight = kRulerHeight;
     quint64 version = 1;
@@ -135,6 +136,7 @@ struct TimelineWidget::Impl {
     std::optional<TimeNs> cursor;
     std::optional<std::pair<TimeNs, TimeNs>> measure;
     QString searchText;
+    bool searchExact = false; // whole names only (a kernel's row), not a case-insensitive part
     std::vector<std::vector<char>> searchNames; // per run, per StringId: matches
     std::vector<SpanRef> searchMatches;
 
@@ -235,7 +237,17 @@ void TimelineWidget::Impl::relayout()
             rows.push_back(header);
             y += kRankHeaderHeight;
             if (!isCollapsed) {
+                const bool shown = streamsShown.count({int(ri), rl->rank}) > 0;
                 for (core::LaneId lane : rl->lanes) {
+                    if (!rl->quietLanes.empty() && lane == rl->quietLanes.front()) {
+                        // The quiet streams' row, where the first of them would be.
+                        TimelineRow fold{TimelineRowKind::QuietStreams, int(ri), rl->rank, -1, y, kLaneHeight};
+                        fold.collapsed = !shown;
+                        rows.push_back(fold);
+                        y += kLaneHeight;
+                    }
+                    if (!shown && m.isQuietLane(lane))
+                        continue;
                     const int sub = int(m.lod().lane(lane).rowCount());
                     const int h = sub * kLaneHeight + (lane == rl->stripLane ? kStripHeight : 0);
                     TimelineRow row{TimelineRowKind::Lane, int(ri), rl->rank, int(lane.v), y, h};
@@ -349,6 +361,18 @@ void TimelineWidget::Impl::buildRows(TimelineDrawList& list, const QFontMetrics&
             }
             break;
         }
+        case TimelineRowKind::QuietStreams: {
+            list.rowFills.push_back({gutter, palette::gutterBackground()});
+            list.rowLines.push_back({QLineF(kGutterWidth, top + row.height - 0.5, width, top + row.height - 0.5), palette::gridLine()});
+            const auto* rl = m.rank(row.rank);
+            const int n = rl ? int(rl->quietLanes.size()) : 0;
+            // ▸ folded, ▾ expanded, like a rank's name: the row's name is the click target.
+            const QString name = QStringLiteral("%1 %2 other streams").arg(row.collapsed ? QChar(0x25b8) : QChar(0x25be)).arg(n);
+            const QRectF r(8, top, kGutterWidth - 12, kLaneHeight);
+            list.gutterLabels.push_back({r, baseFm.elidedText(name, Qt::ElideRight, int(r.width())), palette::laneText(),
+                                         Qt::AlignVCenter | Qt::AlignLeft, DrawFont::Base});
+            break;
+        }
         case TimelineRowKind::Lane: {
             list.rowFills.push_back({gutter, palette::gutterBackground()});
             list.rowLines.push_back({QLineF(kGutterWidth, top + row.height - 0.5, width, top + row.height - 0.5), palette::gridLine()});
@@ -384,7 +408,7 @@ void TimelineWidget::Impl::buildTimeArea(TimelineDrawList& list, const QFontMetr
             continue;
         const int blockTop = rowY(row) + row.height;
         int blockBottom = blockTop;
-        for (size_t k = ri + 1; k < rows.size() && rows[k].kind == TimelineRowKind::Lane; ++k)
+        for (size_t k = ri + 1; k < rows.size() && (rows[k].kind == TimelineRowKind::Lane || rows[k].kind == TimelineRowKind::QuietStreams); ++k)
             blockBottom = rowY(rows[k]) + rows[k].height;
         // Boundaries closer than a few pixels would only texture the rows: leave them out.
         forEachVisibleStep(rl->steps, absolute(row.run, t0), absolute(row.run, t1), npp, kMinStepPx, [&](const StepSpan& st) {
@@ -453,6 +477,24 @@ void TimelineWidget::Impl::buildTimeArea(TimelineDrawList& list, const QFontMetr
                 text = shortText;
             list.spanLabels.push_back({QRectF(vx0 + 3, top, avail, kLaneHeight - 4), smallFm.elidedText(text, Qt::ElideRight, avail),
                                        palette::textOn(d.color), Qt::AlignVCenter | Qt::AlignLeft, DrawFont::Small});
+        }
+    }
+
+    // The quiet streams' row: the union of their spans, folded below kMinPixels like a lane.
+    for (size_t ri = first; ri < last; ++ri) {
+        const TimelineRow& row = rows[ri];
+        if (row.kind != TimelineRowKind::QuietStreams)
+            continue;
+        const auto* rl = models[size_t(row.run)]->rank(row.rank);
+        if (!rl)
+            continue;
+        items.clear();
+        rl->quietLod.query(absolute(row.run, t0), absolute(row.run, t1), npp, kMinPixels, items);
+        const int top = rowY(row) + 2;
+        for (const core::DrawItem& it : items) {
+            const int px0 = int(std::floor(std::max<double>(xAbs(row.run, it.start), kGutterWidth - 2)));
+            const int px1 = std::max(px0 + 1, int(std::ceil(std::min<double>(xAbs(row.run, it.end), rightX + 2))));
+            list.strips.push_back({QRectF(px0, top, px1 - px0, kLaneHeight - 4), palette::quietStreamsColor()});
         }
     }
 
@@ -907,8 +949,14 @@ void TimelineWidget::Impl::updateSearch()
         auto& names = searchNames[ri];
         names.assign(r.strings.size(), 0);
         bool any = false;
+        const std::string exactText = searchExact ? searchText.toStdString() : std::string();
         for (size_t i = 1; i < r.strings.size(); ++i) {
             const std::string& text = r.strings.texts()[i];
+            if (searchExact) {
+                names[i] = text == exactText ? 1 : 0;
+                any = any || names[i];
+                continue;
+            }
             // A name longer than anything shown is searched in its shown part only.
             const QString shown = displayText(std::string_view(text), 4 * kMaxDisplayChars);
             names[i] = shown.contains(searchText, Qt::CaseInsensitive) ? 1 : 0;
@@ -933,8 +981,11 @@ void TimelineWidget::Impl::ensureVisible(SpanRef ref)
     const TimelineRunModel& m = *models[size_t(ref.run)];
     const core::Span& s = m.run().spans[size_t(ref.span)];
     const int32_t rank = m.run().lanes[s.lane.v].rank;
-    if (collapsed.count({ref.run, rank})) {
+    const bool quietHidden = m.isQuietLane(s.lane) && !streamsShown.count({ref.run, rank});
+    if (collapsed.count({ref.run, rank}) || quietHidden) {
         collapsed.erase({ref.run, rank});
+        if (quietHidden)
+            streamsShown.insert({ref.run, rank});
         relayout();
         emit w->rowsChanged();
     }
@@ -994,6 +1045,7 @@ void TimelineWidget::setRuns(std::vector<TimelineRun> runs)
     d.linked = {};
     d.measure.reset();
     d.collapsed.clear();
+    d.streamsShown.clear(); // quiet streams start folded on every run switch
     d.computeOrigins();
     d.updateSearch();
     d.scrollBar->setValue(0);
@@ -1218,10 +1270,11 @@ std::optional<std::pair<TimeNs, TimeNs>> TimelineWidget::measureRange() const
     return m_impl->measure;
 }
 
-int TimelineWidget::setSearchText(const QString& text)
+int TimelineWidget::setSearchText(const QString& text, bool exact)
 {
     auto& d = *m_impl;
     d.searchText = text;
+    d.searchExact = exact;
     d.updateSearch();
     update();
     return int(d.searchMatches.size());
@@ -1270,6 +1323,44 @@ void TimelineWidget::setAllCollapsed(bool collapsed)
             for (const auto& rl : d.models[ri]->ranks())
                 d.collapsed.insert({int(ri), rl->rank});
     d.scrollBar->setValue(0);
+    d.relayout();
+    update();
+    emit rowsChanged();
+}
+
+void TimelineWidget::setStreamsFolded(int run, int rank, bool folded)
+{
+    auto& d = *m_impl;
+    if (run < 0 || run >= int(d.models.size()))
+        return;
+    const auto* rl = d.models[size_t(run)]->rank(rank);
+    if (!rl || rl->quietLanes.empty() || (d.streamsShown.count({run, rank}) == 0) == folded)
+        return;
+    if (folded)
+        d.streamsShown.erase({run, rank});
+    else
+        d.streamsShown.insert({run, rank});
+    d.relayout();
+    update();
+    emit rowsChanged();
+}
+
+bool TimelineWidget::streamsFolded(int run, int rank) const
+{
+    return m_impl->streamsShown.count({run, rank}) == 0;
+}
+
+void TimelineWidget::toggleAllStreamsFolded()
+{
+    auto& d = *m_impl;
+    std::set<std::pair<int, int>> all;
+    for (size_t ri = 0; ri < d.models.size(); ++ri)
+        for (const auto& rl : d.models[ri]->ranks())
+            if (!rl->quietLanes.empty())
+                all.insert({int(ri), rl->rank});
+    if (all.empty())
+        return;
+    d.streamsShown = d.streamsShown == all ? std::set<std::pair<int, int>>{} : all;
     d.relayout();
     update();
     emit rowsChanged();
@@ -1584,6 +1675,9 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* event)
         if (row >= 0 && d.rows[size_t(row)].kind == TimelineRowKind::RankHeader) {
             const TimelineRow& r = d.rows[size_t(row)];
             setCollapsed(r.run, r.rank, !r.collapsed);
+        } else if (row >= 0 && d.rows[size_t(row)].kind == TimelineRowKind::QuietStreams) {
+            const TimelineRow r = d.rows[size_t(row)];
+            setStreamsFolded(r.run, r.rank, !r.collapsed);
         }
         return;
     }
@@ -1664,6 +1758,7 @@ void TimelineWidget::keyPressEvent(QKeyEvent* event)
     case Qt::Key_F: fitAll(); break;
     case Qt::Key_C: setAllCollapsed(true); break;
     case Qt::Key_E: setAllCollapsed(false); break;
+    case Qt::Key_O: toggleAllStreamsFolded(); break;
     case Qt::Key_Escape:
         select({});
         setMeasureRange(std::nullopt);
@@ -1746,7 +1841,21 @@ bool TimelineWidget::event(QEvent* event)
         if (pos.x() < kGutterWidth) {
             if (r.kind == TimelineRowKind::RankHeader)
                 text = r.collapsed ? tr("rank %1: click to show its lanes").arg(r.rank) : tr("rank %1: click to collapse").arg(r.rank);
-            else if (r.kind == TimelineRowKind::Lane)
+            else if (r.kind == TimelineRowKind::QuietStreams) {
+                const auto* rl = m.rank(r.rank);
+                QStringList names;
+                for (core::LaneId id : rl ? rl->quietLanes : std::vector<core::LaneId>{})
+                    names << displayText(run.lanes[id.v].name).toHtmlEscaped();
+                if (names.size() > 12)
+                    names = names.mid(0, 12) << tr("… %1 more").arg(names.size() - 12);
+                text = tr("%1 GPU streams, each busy less than %2 % of this rank's busiest stream, folded into one row "
+                          "(the union of their spans, busy %3 in all).<br>%4<br>Click to %5 them; O: every rank's")
+                           .arg(rl ? rl->quietLanes.size() : 0)
+                           .arg(TimelineRunModel::kQuietStreamShare * 100.0)
+                           .arg(formatDuration(double(rl ? rl->quietBusyNs : 0)))
+                           .arg(names.join(QStringLiteral(", ")))
+                           .arg(r.collapsed ? tr("show") : tr("fold"));
+            } else if (r.kind == TimelineRowKind::Lane)
                 text = displayText(run.lanes[size_t(r.lane)].name).toHtmlEscaped()
                      + (r.subRows > 1 ? tr("<br>%1 rows: up to %1 spans of this lane run at once").arg(r.subRows) : QString());
         } else if (const DrawSpan* it = d.hit(pos)) {
@@ -1781,6 +1890,9 @@ bool TimelineWidget::event(QEvent* event)
                            .arg(step)
                            .arg(formatDuration(double(b->communication)), formatDuration(double(b->overlapped)),
                                 formatDuration(double(b->exposed)));
+        } else if (r.kind == TimelineRowKind::QuietStreams) {
+            text = tr("%1 nearly idle GPU streams folded: the union of their spans. Click the row's name (or press O) to show them")
+                       .arg(m.rank(r.rank) ? m.rank(r.rank)->quietLanes.size() : 0);
         } else if (r.kind == TimelineRowKind::RankHeader) {
             const int32_t step = core::stepAt(run, r.rank, d.absolute(r.run, timeForX(pos.x())));
             const auto& strag = m.stepStragglers();

@@ -46,7 +46,9 @@ struct SpanRef {
 };
 
 // One row of the timeline, top to bottom (for tests, hit testing and embedding views).
-enum class TimelineRowKind { RunHeader, RankHeader, Lane };
+// QuietStreams: a rank's nearly idle GPU streams (TimelineRunModel::RankLanes::quietLanes) folded
+// into one row that draws the union of their spans; expanded, their lanes follow it.
+enum class TimelineRowKind { RunHeader, RankHeader, Lane, QuietStreams };
 struct TimelineRow {
     TimelineRowKind kind = TimelineRowKind::Lane;
     int run = 0;
@@ -55,7 +57,7 @@ struct TimelineRow {
     int top = 0;     // content y of the row's top (widget y = top - scroll)
     int height = 0;
     int subRows = 1; // lane rows: sub-rows of overlapping spans
-    bool collapsed = false; // rank headers: the rank's lanes are hidden
+    bool collapsed = false; // rank headers: the rank's lanes are hidden; QuietStreams: folded
 };
 
 enum class RankOrder { ByRank, ByWaitCaused, ByStepTime };
@@ -112,9 +114,10 @@ public:
     void setMeasureRange(std::optional<std::pair<core::TimeNs, core::TimeNs>> range);
     std::optional<std::pair<core::TimeNs, core::TimeNs>> measureRange() const;
 
-    // Search: spans whose name contains `text` (case-insensitive) are outlined; the matches, in
-    // time order over all runs, for next/previous. An empty text clears it.
-    int setSearchText(const QString& text);
+    // Search: spans whose name contains `text` (case-insensitive) are outlined, or with `exact`
+    // spans named exactly `text` (a kernel's row: "Memcpy DtoH" without "Memcpy DtoH (Device ->
+    // Pinned)"); the matches, in time order over all runs, for next/previous. An empty text clears it.
+    int setSearchText(const QString& text, bool exact = false);
     const std::vector<SpanRef>& searchMatches() const;
     // Selects match `index` and brings it into view.
     void showSearchMatch(int index);
@@ -123,6 +126,12 @@ public:
     void setCollapsed(int run, int rank, bool collapsed);
     bool isCollapsed(int run, int rank) const;
     void setAllCollapsed(bool collapsed);
+    // The "other streams" row of a rank (its nearly idle GPU streams): folded by default, and
+    // again on every setRuns. setStreamsFolded on a rank without quiet streams does nothing.
+    void setStreamsFolded(int run, int rank, bool folded);
+    bool streamsFolded(int run, int rank) const;
+    // O: expands every rank's quiet streams if any is folded, else folds them all.
+    void toggleAllStreamsFolded();
     void setRankOrder(RankOrder order);
     // Expands the rank and scrolls its rows into view.
     void revealRank(int run, int rank);

@@ -17,12 +17,23 @@
 //   LOCKSTEP waiting rank=<r> step=<s>                 rank r launched step s's first all-reduce:
 //                                                      from here it waits for the others (names
 //                                                      the rank that hung: the one not waiting)
+//   LOCKSTEP phase rank=<r> name=<phase>               rank r entered a phase before its first
+//                                                      step: rendezvous, warm-up, training
 // Launcher -> app (`lockstep run|sweep --progress protocol`, on stderr):
 //   LOCKSTEP job nproc=<n> steps=<k> shards=<dir>      a job started; its shard folder
 //   LOCKSTEP progress step=<s> steps=<k> loss=<f> step_ms=<f>
 //                                                      step s completed on every rank (mean loss,
 //                                                      slowest rank's step time); steps 0 = unknown
 //   LOCKSTEP point index=<i> points=<n> out=<file>     a sweep started its point i (from 0) of n
+//   LOCKSTEP phase name=<phase> ranks=<k> nproc=<n>    where the job is before its first step: the
+//                                                      phase of its slowest rank (starting: the
+//                                                      workers are being started and load), k of
+//                                                      the n ranks already past it
+//
+// The phases, in order (Phase): starting (the launcher started the workers; they load LibTorch
+// and build the model), rendezvous (the rank connects to the others: store and process group),
+// warm-up (startup probes, parameter broadcast, clock sync), training (the first step runs; step
+// lines follow). phaseLabel() is the one wording the CLI and the app show.
 #pragma once
 
 #include <limits>
@@ -31,8 +42,14 @@
 
 namespace lockstep::job {
 
+enum class Phase { Starting, Rendezvous, WarmUp, Training };
+// The protocol's name of a phase ("starting", "rendezvous", "warm-up", "training").
+std::string_view phaseName(Phase phase);
+// What a user reads ("starting workers", "rendezvous", "warm-up", "first step").
+std::string_view phaseLabel(Phase phase);
+
 struct ProgressLine {
-    enum class Kind { Step, Done, Failed, Info, Job, Progress, Point, Other };
+    enum class Kind { Step, Done, Failed, Info, Job, Progress, Point, Phase, Other };
     Kind kind = Kind::Other;
     int rank = -1;
     int step = -1;
@@ -42,6 +59,8 @@ struct ProgressLine {
     int nproc = 0;     // Job
     int index = -1;    // Point
     int points = 0;    // Point
+    Phase phase = Phase::Starting; // Phase
+    int ranksPast = 0; // Phase from the launcher: ranks already past it (rank is -1 there)
     std::string text;  // Failed: cause; Job: shard folder; Point: run file; Info: the verb
 };
 
@@ -62,5 +81,9 @@ std::string waitingLine(int rank, int step);
 std::string jobLine(int nproc, int steps, std::string_view shardFolder);
 std::string progressLine(int step, int steps, double loss, double stepMs);
 std::string pointLine(int index, int points, std::string_view runFile);
+// Worker -> launcher: rank `rank` entered `phase`.
+std::string phaseLine(int rank, Phase phase);
+// Launcher -> app: the job's phase (its slowest rank's), `ranksPast` of `nproc` ranks past it.
+std::string jobPhaseLine(Phase phase, int ranksPast, int nproc);
 
 } // namespace lockstep::job
