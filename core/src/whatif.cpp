@@ -684,6 +684,10 @@ struct WhatIfModel::Data {
     std::vector<double> linkStretch;    // per replayed step: its link time / the fit's (fitLink)
     WhatIfNumbers replayed;             // the recorded configuration, predicted
     StringId waitName;                  // interned name of the wait span the replay emits
+    double noisePct = 0;                // the recording's step-to-step noise (stepNoisePct)
+    // The same recording modelled with no contention (phi = 0): the other end of the bound on
+    // contention (header essay, 5); null when the fit found none.
+    std::shared_ptr<const Data> noContention;
 };
 
 namespace {
@@ -1250,6 +1254,15 @@ Result<WhatIfModel> WhatIfModel::build(const Run& run)
 
     d->measured = numbersOf(summarize(run), static_cast<int32_t>(nb));
     d->waitName = d->strings.intern("wait for buckets");
+    d->noisePct = core::stepNoisePct(run);
+    // The bound on contention (header essay, 5): the same recording with phi = 0. The recorded
+    // compute is then the recorded wall time (no transfer takes a share of it).
+    if (d->link.computeSlowdown > 0) {
+        auto twin = std::make_shared<Data>(*d);
+        twin->link.computeSlowdown = 0;
+        recordContention(*twin);
+        d->noContention = std::move(twin);
+    }
     WhatIfModel m;
     m.m_data = d;
     auto self = m.predict(d->recorded, PredictOptions{.keepTimeline = false});
@@ -1262,6 +1275,7 @@ Result<WhatIfModel> WhatIfModel::build(const Run& run)
 WhatIfConfig WhatIfModel::recorded() const { return m_data->recorded; }
 WhatIfNumbers WhatIfModel::measured() const { return m_data->measured; }
 WhatIfNumbers WhatIfModel::replayed() const { return m_data->replayed; }
+double WhatIfModel::stepNoisePct() const { return m_data->noisePct; }
 double WhatIfModel::selfErrorPct() const
 {
     const double measured = m_data->measured.stepTimeMs;
@@ -1615,12 +1629,116 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
         || !std::is_sorted(out.instants.begin(), out.instants.end(), instantOrder))
         out.normalize();
     p.numbers = numbersOf(summarize(out), static_cast<int32_t>(nb));
+    p.interval = intervalFor(changeKinds(d.recorded, cfg), p.numbers.stepTimeMs, d.noisePct);
+    // A change the contention acts on (another layout or world size, a faster or slower compute)
+    // is bounded by its prediction without contention too (header essay, 5).
+    if (d.noContention && !(cfg == d.recorded)) {
+        WhatIfModel twin;
+        twin.m_data = d.noContention;
+        auto free = twin.predict(cfg, PredictOptions{.keepTimeline = false, .maxSteadySteps = options.maxSteadySteps});
+        if (free) {
+            p.noContentionStepMs = free->numbers.stepTimeMs;
+            const double e = p.interval.halfWidthPct / 100;
+            p.interval.lowMs = std::min(p.interval.lowMs, p.noContentionStepMs / (1 + e));
+            if (e < 1)
+                p.interval.highMs = std::max(p.interval.highMs, p.noContentionStepMs / (1 - e));
+            if (std::fabs(p.noContentionStepMs - p.numbers.stepTimeMs) > 0.01 * p.numbers.stepTimeMs) {
+                char buf[200];
+                std::snprintf(buf, sizeof buf,
+                              "contention: %.1f ms with backward slowed by the transfers beside it (%.0f%%, read off "
+                              "the link's rates, not off compute), %.1f ms with backward as recorded; the interval "
+                              "holds both",
+                              p.numbers.stepTimeMs, d.link.computeSlowdown * 100, p.noContentionStepMs);
+                p.notes.push_back(buf);
+            }
+        }
+    }
+    if (options.keepTimeline) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.3f:%.3f", p.interval.lowMs, p.interval.highMs);
+        p.run.config.extra["predicted_interval_ms"] = buf;
+        std::snprintf(buf, sizeof buf, "%.1f", p.interval.halfWidthPct);
+        p.run.config.extra["predicted_interval_pct"] = buf;
+        p.run.config.extra["predicted_interval_from"] = describeKinds(p.interval.kinds);
+    }
     if (!options.keepTimeline)
         p.run = Run{};
     return p;
 }
 
 // ---- Advice ---------------------------------------------------------------------------------
+
+namespace {
+
+// advise's verdict (whatif.h, Advice::Verdict). The candidate is the fastest layout other than the
+// recorded one; its interval is a bucket-cap change's (the held-out error widened by the
+// recording's noise, and bounded by the prediction without contention). A change is advised only
+// when the whole interval lies below the recorded caps' prediction; keeping is advised only when
+// the whole interval lies above it; otherwise the recording cannot tell, and one short run at the
+// candidate's caps can.
+void judge(const WhatIfModel& model, Advice& a, const std::vector<size_t>& recordedLayout)
+{
+    const AdviceCandidate* other = nullptr;
+    for (const AdviceCandidate& c : a.candidates)
+        if (model.bucketSizes(c.config) != recordedLayout) {
+            other = &c;
+            break;
+        }
+    if (!other) {
+        a.verdict = Advice::Verdict::Keep;
+        a.candidate = a.current;
+        a.candidateMs = a.predictedCurrentMs;
+        a.confidenceNote = "every candidate gives the recorded bucket layout";
+        a.confident = false;
+        return;
+    }
+    a.candidate = other->config;
+    a.candidateMs = other->numbers.stepTimeMs;
+    a.candidateGainPct = a.predictedCurrentMs > 0 ? (a.predictedCurrentMs - a.candidateMs) / a.predictedCurrentMs * 100 : 0;
+    // The interval of the candidate: re-predicted with the model's own steps (advise replays at
+    // most 32 steady steps, the interval is relative, so the bounds scale with it).
+    auto full = model.predict(a.candidate, PredictOptions{.keepTimeline = false, .maxSteadySteps = 32});
+    a.interval = intervalFor({ChangeKind::BucketCap}, a.candidateMs, model.stepNoisePct());
+    if (full && full->numbers.stepTimeMs > 0) {
+        const double r = a.candidateMs / full->numbers.stepTimeMs;
+        a.interval = full->interval;
+        a.interval.lowMs *= r;
+        a.interval.highMs *= r;
+    }
+    a.gainWithinError = !(std::fabs(a.candidateGainPct) > a.interval.halfWidthPct);
+    char buf[400];
+    const bool faster = a.interval.highMs < a.predictedCurrentMs;
+    const bool slower = a.interval.lowMs > a.predictedCurrentMs;
+    // More buckets than recorded cost one latency more each; a run that cannot tell its link's
+    // latency (fewer than two bucket sizes moved after backward) predicts them as free.
+    const bool moreBuckets = model.bucketSizes(a.candidate).size() > recordedLayout.size();
+    const bool latencyUnknown = moreBuckets && model.link().fitted && !model.link().latencySeparable;
+    if (faster && !latencyUnknown) {
+        a.verdict = Advice::Verdict::Change;
+    } else if (slower) {
+        a.verdict = Advice::Verdict::Keep;
+    } else {
+        a.verdict = Advice::Verdict::CannotTell;
+        if (latencyUnknown && faster)
+            a.confidenceNote = "the candidate makes more buckets than recorded, and this recording cannot tell the "
+                               "link's latency per bucket (fewer than two bucket sizes moved after backward)";
+        else {
+            std::snprintf(buf, sizeof buf,
+                          "the candidate is predicted %.1f%% %s than the recorded caps, inside the model's error for "
+                          "%s (a run of it is expected at %.1f to %.1f ms against %.1f ms predicted for the recorded "
+                          "caps)",
+                          std::fabs(a.candidateGainPct), a.candidateGainPct >= 0 ? "faster" : "slower",
+                          describeKinds(a.interval.kinds).c_str(), a.interval.lowMs, a.interval.highMs,
+                          a.predictedCurrentMs);
+            a.confidenceNote = buf;
+        }
+        a.measureHint = "one short run at the candidate's caps, beside one at the recorded caps, tells: "
+            + describe(a.candidate) + " against " + describe(a.current);
+    }
+    a.confident = a.verdict == Advice::Verdict::Change;
+}
+
+} // namespace
 
 Result<Advice> advise(const WhatIfModel& model, const AdviseOptions& options)
 {
@@ -1673,6 +1791,7 @@ Result<Advice> advise(const WhatIfModel& model, const AdviseOptions& options)
             return std::unexpected(pred.error());
         a.candidates.push_back(AdviceCandidate{c, pred->numbers});
     }
+    const std::vector<size_t> recordedLayout = model.bucketSizes(a.current);
     a.predictedCurrentMs = a.candidates.front().numbers.stepTimeMs;
     std::stable_sort(a.candidates.begin(), a.candidates.end(), [](const AdviceCandidate& x, const AdviceCandidate& y) {
         return x.numbers.stepTimeMs < y.numbers.stepTimeMs;
@@ -1681,18 +1800,7 @@ Result<Advice> advise(const WhatIfModel& model, const AdviseOptions& options)
     a.predictedBestMs = a.candidates.front().numbers.stepTimeMs;
     a.gainMs = a.predictedCurrentMs - a.predictedBestMs;
     a.gainPct = a.predictedCurrentMs > 0 ? a.gainMs / a.predictedCurrentMs * 100 : 0;
-    a.gainWithinError = !(std::fabs(a.gainPct) > std::fabs(a.selfErrorPct));
-    // More buckets than recorded cost one latency more each; a run that cannot tell its link's
-    // latency (fewer than two bucket sizes moved after backward) predicts them as free, so such
-    // advice is a hypothesis to measure, not a finding.
-    const bool moreBuckets = model.bucketSizes(a.best).size() > model.bucketSizes(a.current).size();
-    if (a.gainWithinError)
-        a.confidenceNote = "the gain is within the model's own error on this run";
-    else if (moreBuckets && model.link().fitted && !model.link().latencySeparable)
-        a.confidenceNote = "the advised caps make more buckets than recorded, and this run cannot tell the link's "
-                           "latency per bucket (fewer than two bucket sizes moved after backward): record at the "
-                           "advised caps and advise again";
-    a.confident = a.confidenceNote.empty();
+    judge(model, a, recordedLayout);
     return a;
 }
 

@@ -11,6 +11,8 @@
 // "--layers: 5000 is out of range (1 to 1024)".
 #pragma once
 
+#include "lockstep/core/whatif_settings.h"
+
 #include "lockstep/core/result.h"
 #include "lockstep/core/types.h"
 #include "lockstep/job/training_options.h"
@@ -88,7 +90,7 @@ core::Result<FlagValue> parseFlagValue(const Flag& flag, std::string_view text);
 core::Status setFlag(TrainingOptions& options, const Flag& flag, std::string_view text);
 
 // The slowest link --link-gbps emulates, in Gbit/s (1 Mbit/s); 0 means not emulated.
-inline constexpr double kMinLinkGbps = 0.001;
+inline constexpr double kMinLinkGbps = core::kLinkSetting.min; // core/whatif_settings.h
 
 // The rules between flags. worldSize 0 = not known yet (a worker before it reads its
 // environment); the rules that need it are checked again once it is known.
