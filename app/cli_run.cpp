@@ -347,7 +347,7 @@ void printWeakScaling(const std::vector<double>& caps, const std::vector<core::R
             const core::RunSummary& r = summaries[i];
             const double e = thr0 > 0 ? r.throughput * n0 / (static_cast<double>(r.worldSize) * thr0) : std::nan("");
             std::printf("  N=%d %.0f samples/s E=%.2f", r.worldSize, r.throughput, e);
-            if (std::isfinite(e) && e > 1.1)
+            if (std::isfinite(e) && e > 1.1 && r.worldSize != n0) // a baseline run is not scaling
                 superlinear.push_back(std::to_string(static_cast<int>(std::lround(e * 100))) + " % at "
                                       + std::to_string(r.worldSize) + " ranks, " + job::formatNumber(mb) + " MiB");
         }

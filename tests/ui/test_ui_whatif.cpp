@@ -51,6 +51,7 @@ private slots:
     void computeScaleIsPredictedButNotRun();
     void refusedRunShowsTheModelsError();
     void runItHandsTheConfigurationToTheLaunchPanel();
+    void measureRunsAShortRunAndTheHeadlineGivesTheInterval();
     void runItIsOnlyForTheRuntimesRuns();
     void savedPredictionIsMarkedWhereRunsAreListed();
 
@@ -336,6 +337,50 @@ void TestUiWhatIf::runItHandsTheConfigurationToTheLaunchPanel()
     QCOMPARE(s.training.optimizer, std::string("sgd"));
     QVERIFY2(s.name.startsWith(QStringLiteral("mlp-25-check-b4-f0.5-n2-l2-fp16-")), qPrintable(s.name));
     // The run started; it is not waited for.
+    QTRY_VERIFY_WITH_TIMEOUT(w.launchPanel()->isRunning() || !finished.isEmpty(), 10'000);
+    if (w.launchPanel()->isRunning()) {
+        w.launchPanel()->cancel();
+        QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 60'000);
+    }
+}
+
+void TestUiWhatIf::measureRunsAShortRunAndTheHeadlineGivesTheInterval()
+{
+    if (!m_skip.isEmpty())
+        QSKIP(qPrintable(m_skip));
+    MainWindow w(options());
+    openOnWhatIf(w, m_run);
+    WhatIfPanel* panel = w.whatIfPanel();
+    // The recorded configuration: nothing to measure.
+    QTRY_VERIFY_WITH_TIMEOUT(!panel->busy() && panel->shown(), kWaitMs);
+    QVERIFY(!panel->measureButton()->isEnabled());
+    // Another cap: the headline gives the prediction's interval, the one predict() gives.
+    panel->setConfig(core::WhatIfConfig{1ll << 20, 512ll << 10, 2, 0.0, "none"});
+    QTRY_VERIFY_WITH_TIMEOUT(!panel->busy() && panel->shown() && panel->shown()->config.bucketCapBytes == 1 << 20,
+                             kWaitMs);
+    const auto expected = independentModel().predict(panel->config(), WhatIfPanel::predictOptions());
+    QVERIFY(expected.has_value());
+    QCOMPARE(panel->shown()->interval.lowMs, expected->interval.lowMs);
+    QVERIFY2(panel->headline()->text().contains(formatMs(expected->interval.lowMs)), qPrintable(panel->headline()->text()));
+    QVERIFY2(panel->headline()->text().contains(QStringLiteral("90 %")), qPrintable(panel->headline()->text()));
+    QVERIFY2(panel->headline()->text().contains(QStringLiteral("bucket-cap changes")), qPrintable(panel->headline()->text()));
+    // The self-replay error is shown as a consistency check, not as confidence.
+    QVERIFY2(panel->findChildren<QLabel*>().size() > 0, "labels");
+    bool consistency = false;
+    for (QLabel* l : panel->findChildren<QLabel*>())
+        consistency = consistency || l->text().contains(QStringLiteral("Consistency check"));
+    QVERIFY(consistency);
+    // Measure: the same configuration through the Launch page, 12 steady steps after at most 4
+    // warm-up steps (the recorded run: 10 steps, 2 warm-up).
+    QVERIFY(panel->measureButton()->isEnabled());
+    QSignalSpy finished(w.launchPanel(), &LaunchPanel::finished);
+    QTest::mouseClick(panel->measureButton(), Qt::LeftButton);
+    QCOMPARE(w.currentPage(), int(MainWindow::LaunchPageIndex));
+    const LaunchSettings s = w.launchPanel()->settings();
+    QCOMPARE(s.bucketMb, QStringLiteral("1"));
+    QCOMPARE(s.training.warmup, 2);
+    QCOMPARE(s.training.steps, 2 + WhatIfPanel::kMeasureSteps);
+    QVERIFY2(s.name.contains(QStringLiteral("-measure-b1-")), qPrintable(s.name));
     QTRY_VERIFY_WITH_TIMEOUT(w.launchPanel()->isRunning() || !finished.isEmpty(), 10'000);
     if (w.launchPanel()->isRunning()) {
         w.launchPanel()->cancel();

@@ -55,15 +55,15 @@ TEST(WhatIfErrorTable, EveryKindHasOneRowWithItsSource)
 
 TEST(WhatIfInterval, HalfWidthIsTheRowAndTheNoiseInQuadrature)
 {
-    // Noise chosen so that the half-width is exactly 50 %: sqrt(r^2 + (50^2 - r^2)) = 50. The
-    // interval inverts |p - m| / m <= 0.5: m in [p / 1.5, p / 0.5] = [66.67, 200] for p = 100.
+    // Noise chosen so that the half-width is exactly 80 %: sqrt(r^2 + (80^2 - r^2)) = 80. The
+    // interval inverts |p - m| / m <= 0.8: m in [p / 1.8, p / 0.2] = [55.56, 500] for p = 100.
     const double r = row(ChangeKind::BucketCap);
-    ASSERT_LT(r, 50);
-    const PredictionInterval iv = intervalFor({ChangeKind::BucketCap}, 100, std::sqrt(2500 - r * r));
-    EXPECT_NEAR(iv.halfWidthPct, 50, 1e-9);
+    ASSERT_LT(r, 80);
+    const PredictionInterval iv = intervalFor({ChangeKind::BucketCap}, 100, std::sqrt(6400 - r * r));
+    EXPECT_NEAR(iv.halfWidthPct, 80, 1e-9);
     EXPECT_NEAR(iv.heldOutPct, r, 1e-9);
-    EXPECT_NEAR(iv.lowMs, 100 / 1.5, 1e-9);
-    EXPECT_NEAR(iv.highMs, 200, 1e-9);
+    EXPECT_NEAR(iv.lowMs, 100 / 1.8, 1e-9);
+    EXPECT_NEAR(iv.highMs, 500, 1e-9);
     EXPECT_TRUE(iv.measured);
     // No noise (a recording of one steady step): the row alone; NaN noise counts as none.
     const PredictionInterval bare = intervalFor({ChangeKind::BucketCap}, 100, std::nan(""));

@@ -308,6 +308,38 @@ TEST(WhatIfReplay, SmallerCapSplitsTheLastBucketAndSlowsBackward)
     }
 }
 
+TEST(WhatIfReplay, ContentionIsBoundedByThePredictionWithBackwardAsRecorded)
+{
+    // Issue 29: the contention's strength (2/3 here) is read off the link's rates, not off compute,
+    // so the prediction above (535 µs) is one end of a bound; the other keeps backward exactly as
+    // recorded (phi = 0, the recorded slowdown of b0 [210, 270) stays in it), derived by hand:
+    //   b0: starts 210, 1 KiB during backward (the last gradient is rank 1's at 420): done 270
+    //   b1: p2 ready at 300 on both ranks; starts 300, during backward: done 360
+    //   b2: p3 ready at 400 and 420; starts 420, after backward (20 µs): done 440
+    // Waits end at 445, the optimizer's 50 µs follow: 495 µs. The interval (a bucket-cap change,
+    // half-width e = the table's row; a one-step recording adds no noise) holds both ends:
+    // [495 / (1 + e), 535 / (1 - e)].
+    const WhatIfModel m = modelOf(HandRun().step(0, 0).build());
+    const Prediction p = predictOk(m, configWith(m, 1024, 1024));
+    EXPECT_NEAR(p.numbers.stepTimeMs, 535 * kUsInMs, 1e-9);
+    EXPECT_NEAR(p.noContentionStepMs, 495 * kUsInMs, 1e-9);
+    const double e = heldOutError(ChangeKind::BucketCap).p90AbsPct / 100;
+    EXPECT_NEAR(p.interval.halfWidthPct, e * 100, 1e-9);
+    EXPECT_NEAR(p.interval.lowMs, 495 * kUsInMs / (1 + e), 1e-9);
+    EXPECT_NEAR(p.interval.highMs, 535 * kUsInMs / (1 - e), 1e-9);
+    EXPECT_EQ(p.interval.kinds, std::vector<ChangeKind>{ChangeKind::BucketCap});
+    bool noted = false;
+    for (const std::string& n : p.notes)
+        noted = noted || n.find("0.495 ms with backward as recorded") != std::string::npos;
+    EXPECT_TRUE(noted);
+    // The predicted run file says where a real run is expected.
+    EXPECT_NE(p.run.config.extra.count("predicted_interval_ms"), 0u);
+    // The recorded configuration has nothing to bound: no second replay, the repeat row alone.
+    const Prediction self = predictOk(m, m.recorded());
+    EXPECT_TRUE(std::isnan(self.noContentionStepMs));
+    EXPECT_NEAR(self.interval.halfWidthPct, heldOutError(ChangeKind::None).p90AbsPct, 1e-9);
+}
+
 TEST(WhatIfReplay, BucketAssignmentFollowsTheRuntimesRules)
 {
     const WhatIfModel m = modelOf(HandRun().step(0, 0).build());
