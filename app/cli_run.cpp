@@ -363,6 +363,8 @@ void printWeakScaling(const std::vector<double>& caps, const std::vector<core::R
     }
 }
 
+// Long (~135 lines): the checks, the points' loop and the table share the points; the weak-scaling
+// part is its own function (printWeakScaling).
 int sweepMain(const SweepCommand& cmd)
 {
     const job::TrainingOptions base = cmd.training->options();

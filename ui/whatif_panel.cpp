@@ -105,6 +105,7 @@ WhatIfPanel::WhatIfPanel(QWidget* parent)
 
 WhatIfPanel::~WhatIfPanel() = default;
 
+// Long (~150 lines): one widget's layout and tooltips, read top to bottom as the page looks.
 void WhatIfPanel::buildForm()
 {
     m_title->setStyleSheet(QStringLiteral("font-size:13pt;font-weight:600"));

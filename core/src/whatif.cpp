@@ -762,6 +762,10 @@ Status buildUnits(const Run& run, WhatIfModel::Data& d)
 }
 
 // Fits the link and the launch cost from the recorded steps (header essay, 3 and 4).
+// Long (~230 lines) on purpose, for now: the samples, the idle line, the startup probe, the busy
+// rate and each step's stretch are one fit in stages that each read the previous stage's locals
+// (the samples, the line); split, each stage would take and return half a dozen of them. To split
+// next (issue 27): samples / idle line + probe / busy rate / stretch, with a struct between them.
 void fitLink(WhatIfModel::Data& d, const Run& run)
 {
     const int32_t n = d.world;
@@ -1047,6 +1051,9 @@ void recordContention(WhatIfModel::Data& d)
 
 } // namespace
 
+// Indexes the recording (lanes, steps, spans, instants) and fits it. Long (~220 lines): the
+// indexing passes share the rank and step maps they build; to split next (issue 27): lanes,
+// steps, spans and instants as four functions over a small index struct.
 Result<WhatIfModel> WhatIfModel::build(const Run& run)
 {
     auto d = std::make_shared<Data>();
@@ -1306,6 +1313,10 @@ int64_t WhatIfModel::gradientBytes() const
 
 // ---- The replay -----------------------------------------------------------------------------
 
+// One replay (header essay, 1-7). Long (~360 lines) on purpose, for now: the predicted run is
+// written straight into its final place (a cursor per lane, no sort), so the bucket layout, the
+// lanes, the cursors and the step loop share state; the notes (the compute probe's factor) and the
+// interval at the end are the parts to move out first (issue 27).
 Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOptions& options) const
 {
     const Data& d = *m_data;

@@ -150,7 +150,7 @@ void TestUiWhatIf::prefillsTheRecordedConfiguration()
     QCOMPARE(runs[1].label, QStringLiteral("measured"));
     QVERIFY(core::isPredicted(runs[0].run->config));
     QCOMPARE(runs[1].run.get(), w.currentRun()->run.get());
-    // Measured column = the run's own summary; the self-error line is the model's.
+    // Measured column = the run's own summary; the consistency-check line is the model's replay (issue 29: not a confidence).
     QCOMPARE(panel->numbersTable()->item(WhatIfPanel::StepTimeRow, WhatIfPanel::MeasuredColumn)->text(),
              formatMs(model.measured().stepTimeMs));
     QCOMPARE(panel->numbersTable()->item(WhatIfPanel::BucketsRow, WhatIfPanel::MeasuredColumn)->text(), QStringLiteral("2"));
@@ -158,7 +158,7 @@ void TestUiWhatIf::prefillsTheRecordedConfiguration()
     const double self = model.selfErrorPct();
     const QString selfText = QStringLiteral("%1%2 %").arg(self > 0 ? "+" : self < 0 ? "−" : "").arg(std::fabs(self), 0, 'f', 1);
     for (QLabel* l : panel->findChildren<QLabel*>())
-        selfErrorShown = selfErrorShown || (l->text().contains(QStringLiteral("self-error")) && l->text().contains(selfText));
+        selfErrorShown = selfErrorShown || (l->text().contains(QStringLiteral("Consistency check")) && l->text().contains(selfText));
     QVERIFY2(selfErrorShown, qPrintable(selfText));
     // A run of Lockstep's runtime can be run again.
     QVERIFY(panel->runItButton()->isEnabled());
