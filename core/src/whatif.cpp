@@ -1643,7 +1643,7 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
     p.interval = intervalFor(changeKinds(d.recorded, cfg), p.numbers.stepTimeMs, d.noisePct);
     // A change the contention acts on (another layout or world size, a faster or slower compute)
     // is bounded by its prediction without contention too (header essay, 5).
-    if (d.noContention && !(cfg == d.recorded)) {
+    if (options.boundContention && d.noContention && !(cfg == d.recorded)) {
         WhatIfModel twin;
         twin.m_data = d.noContention;
         auto free = twin.predict(cfg, PredictOptions{.keepTimeline = false, .maxSteadySteps = options.maxSteadySteps});

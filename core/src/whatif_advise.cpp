@@ -132,7 +132,8 @@ Result<Advice> advise(const WhatIfModel& model, const AdviseOptions& options)
         c.firstBucketCapBytes = first;
         if (!seen.insert(model.bucketSizes(c)).second)
             continue;
-        auto pred = model.predict(c, PredictOptions{.keepTimeline = false, .maxSteadySteps = kAdviseSteadySteps});
+        auto pred = model.predict(
+            c, PredictOptions{.keepTimeline = false, .maxSteadySteps = kAdviseSteadySteps, .boundContention = false});
         if (!pred)
             return std::unexpected(pred.error());
         a.candidates.push_back(AdviceCandidate{c, pred->numbers});

@@ -176,6 +176,10 @@ struct PredictOptions {
     // > 0: replay the steps up to this many steady steps only (a long run's numbers in less
     // time: the replay costs O(spans replayed)); 0: every step
     int32_t maxSteadySteps = 0;
+    // false: skip the second replay that bounds contention (Prediction::noContentionStepMs stays
+    // NaN and the interval is the held-out error's alone); advise's grid does, and bounds the
+    // candidate it names only
+    bool boundContention = true;
 };
 
 class WhatIfModel {
