@@ -7,7 +7,10 @@
 #include "lockstep/core/output_file.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/run_files.h"
 #include "lockstep/core/whatif.h"
+#include "lockstep/core/whatif_settings.h"
+#include "lockstep/job/flags.h"
 
 #include <CLI/CLI.hpp>
 
@@ -33,10 +36,12 @@ struct WhatIfArgs {
     bool json = false;
     std::string outDir;
     bool force = false;
+    std::string measureDir; // advise --measure DIR
+    int measureSteps = 12;  // steady steps of each measurement run
 };
 
-// The largest world size predicted: the model's replay grows with the ranks (a million took 6.7 GB).
-constexpr int kMaxPredictRanks = 4096;
+// The largest world size predicted (core's settings table says why).
+constexpr int kMaxPredictRanks = static_cast<int>(core::kWorldSizeSetting.max);
 
 int fail(const std::string& message)
 {
@@ -178,6 +183,90 @@ int runPredict(const WhatIfArgs& a)
     return std::cout ? 0 : fail("writing the predictions failed");
 }
 
+// Median over steady steps of the step time averaged over ranks, and the run's noise (ms, %).
+struct Measured {
+    double stepMs = 0;
+    double noisePct = 0;
+};
+core::Result<Measured> measuredStep(const std::string& path)
+{
+    auto run = core::loadRun(path);
+    if (!run)
+        return std::unexpected(run.error());
+    auto s = core::summarizeFile(path);
+    if (!s)
+        return std::unexpected(s.error());
+    return Measured{s->summary.stepTimeMs, core::stepNoisePct(*run)};
+}
+
+// `advise --measure DIR`: the measurement the advice names, run for real: one short run at the
+// recorded caps and one at the candidate's, back to back (a pair: load that drifts over minutes
+// hits both alike), with the recording's other training options, through `lockstep run`'s launch
+// path. A difference within the two runs' own step-to-step noise is no difference.
+int measure(const WhatIfArgs& a, const core::Advice& advice)
+{
+    auto run = core::loadRun(a.run);
+    if (!run)
+        return fail(run.error().message);
+    auto options = job::optionsFromConfig(run->config);
+    if (!options)
+        return fail("--measure: " + a.run + ": " + options.error().message);
+    if (advice.candidate == advice.current) {
+        std::cout << "\nNothing to measure: every candidate gives the recorded bucket layout.\n";
+        return 0;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(a.measureDir, ec);
+    if (!std::filesystem::is_directory(a.measureDir, ec))
+        return fail("--measure: cannot create the folder " + a.measureDir);
+    options->warmup = std::min(options->warmup, 4);
+    options->steps = options->warmup + a.measureSteps;
+    const std::string stem = std::filesystem::path(a.run).stem().string();
+    struct Point {
+        const char* what;
+        core::WhatIfConfig config;
+        std::string path;
+        Measured m;
+    };
+    Point points[2] = {{"recorded caps", advice.current, "", {}}, {"candidate", advice.candidate, "", {}}};
+    for (Point& pt : points) {
+        job::TrainingOptions o = *options;
+        o.bucketMb = static_cast<double>(pt.config.bucketCapBytes) / (1 << 20);
+        o.firstBucketMb = static_cast<double>(pt.config.firstBucketCapBytes) / (1 << 20);
+        pt.path = (std::filesystem::path(a.measureDir) / (stem + ".measure-b" + number(o.bucketMb) + "-f"
+                                                          + number(o.firstBucketMb) + ".db"))
+                      .string();
+        std::cerr << "lockstep advise: measuring " << describe(pt.config) << " (" << o.steps << " steps) into "
+                  << pt.path << '\n';
+        if (const int rc = launchRecordedRun(o, pt.config.worldSize, pt.path, a.force, "lockstep advise"); rc != 0)
+            return rc;
+        auto m = measuredStep(pt.path);
+        if (!m)
+            return fail(m.error().message);
+        pt.m = *m;
+    }
+    const double rec = points[0].m.stepMs, cand = points[1].m.stepMs;
+    const double diffPct = rec > 0 ? (cand - rec) / rec * 100 : 0;
+    const double noise = std::hypot(points[0].m.noisePct, points[1].m.noisePct);
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "\nMeasured (%d steady steps each, back to back)\n  recorded caps  %s: %.1f ms (noise %.1f%%)\n"
+                  "  candidate      %s: %.1f ms (noise %.1f%%)\n",
+                  a.measureSteps, describe(points[0].config).c_str(), rec, points[0].m.noisePct,
+                  describe(points[1].config).c_str(), cand, points[1].m.noisePct);
+    std::cout << buf;
+    std::snprintf(buf, sizeof buf, "%+.1f%%", diffPct);
+    std::string verdict = std::fabs(diffPct) <= noise
+        ? std::string("no difference these runs can see: ") + buf + " is within their noise (" + number(std::round(noise * 10) / 10) + "%)"
+        : diffPct < 0 ? std::string("the candidate measured faster: ") + buf + ", beyond the runs' noise ("
+                + number(std::round(noise * 10) / 10) + "%)"
+                      : std::string("the candidate measured slower: ") + buf + ", beyond the runs' noise ("
+                + number(std::round(noise * 10) / 10) + "%)";
+    std::cout << "  " << verdict << "\n  (one pair of runs; this machine's runs of one configuration can differ by more)\n";
+    std::cout.flush();
+    return std::cout ? 0 : fail("writing the measurement failed");
+}
+
 int runAdvise(const WhatIfArgs& a)
 {
     auto model = loadModel(a.run);
@@ -193,7 +282,9 @@ int runAdvise(const WhatIfArgs& a)
         return fail(a.run + ": " + advice.error().message);
     std::cout << (a.json ? core::adviceJson(*advice) + "\n" : core::adviceText(*advice));
     std::cout.flush();
-    return std::cout ? 0 : fail("writing the advice failed");
+    if (!std::cout)
+        return fail("writing the advice failed");
+    return a.measureDir.empty() ? 0 : measure(a, *advice);
 }
 
 } // namespace
@@ -201,16 +292,16 @@ int runAdvise(const WhatIfArgs& a)
 void registerWhatIfCommands(CLI::App& app)
 {
     auto args = std::make_shared<WhatIfArgs>();
-    // The ranges the model means something in (the same checks and messages as `lockstep run`'s
-    // flags): a bucket cap from 1 KiB to 1 TiB, a compute scale from 100x faster to 100x slower,
-    // a link from 1 Mbit/s to 100 Tbit/s (0 = not emulated), up to 4096 ranks.
-    const CLI::Validator bucketMib = numberCheck(1.0 / 1024, 1 << 20);
-    const CLI::Validator computeScale = numberCheck(0.01, 100);
+    // The ranges: core's one table of what-if settings (whatif_settings.h), the same that
+    // `lockstep run`'s flags and the app's What-if page use (0 = not emulated for the link).
+    const CLI::Validator bucketMib = numberCheck(core::kBucketCapSetting.min, core::kBucketCapSetting.max);
+    const CLI::Validator firstBucketMib = numberCheck(core::kFirstBucketCapSetting.min, core::kFirstBucketCapSetting.max);
+    const CLI::Validator computeScale = numberCheck(core::kComputeScaleSetting.min, core::kComputeScaleSetting.max);
     const CLI::Validator link = CLI::Validator(
         [](std::string& v) {
             if (auto zero = job::parseNumber("", v, 0, 0); zero)
                 return std::string();
-            auto r = job::parseNumber("", v, 0.001, 100000);
+            auto r = job::parseNumber("", v, core::kLinkSetting.min, core::kLinkSetting.max);
             if (r)
                 return std::string();
             std::string m = r.error().message;
@@ -230,10 +321,10 @@ void registerWhatIfCommands(CLI::App& app)
     predict->add_option("--first-bucket-mb", args->firstBucketMb,
                         "first-bucket caps in MiB, comma-separated (default: the recorded)")
         ->delimiter(',')
-        ->check(bucketMib);
+        ->check(firstBucketMib);
     predict->add_option("--nproc", args->nproc, "world sizes, comma-separated (default: the recorded)")
         ->delimiter(',')
-        ->check(integerCheck(1, kMaxPredictRanks));
+        ->check(integerCheck(static_cast<int64_t>(core::kWorldSizeSetting.min), kMaxPredictRanks));
     predict->add_option("--link-gbps", args->linkGbps,
                         "emulated link speeds in Gbit/s as `lockstep run --link-gbps`, comma-separated; "
                         "0 = not emulated (default: the recorded)")
@@ -255,8 +346,10 @@ void registerWhatIfCommands(CLI::App& app)
         "Every combination of the lists is predicted. The model keeps the run's recorded compute (forward,\n"
         "backward with its gradient-ready instants, optimizer) and replays DDP's bucketing, launch order,\n"
         "one link fitted from the run's own all-reduces (latency + bytes / bandwidth, the ring's 2(N-1)/N\n"
-        "for other world sizes) and the wait at the end of backward. The first lines say how far its replay\n"
-        "of the recorded configuration is from what was measured.\n\n"
+        "for other world sizes) and the wait at the end of backward. Every prediction carries a 90% interval:\n"
+        "the model's error on held-out real runs of the same kind of change, widened by the recording's\n"
+        "step-to-step noise (docs/whatif.md, \"How sure\"). The replay of the recorded configuration is a\n"
+        "consistency check only.\n\n"
         "Examples:\n"
         "  lockstep predict runs/mlp.db --bucket-mb 1,4,25,100\n"
         "  lockstep predict runs/mlp.db --nproc 2,4,8 --link-gbps 1 --out-dir runs/whatif\n"
@@ -277,12 +370,23 @@ void registerWhatIfCommands(CLI::App& app)
     advise->add_option("--first-bucket-mb", args->firstBucketMb,
                        "candidate first-bucket caps in MiB, comma-separated (default: 0.25 to 8 MiB)")
         ->delimiter(',')
-        ->check(bucketMib);
+        ->check(firstBucketMib);
     advise->add_flag("--json", args->json, "print the advice as JSON (schema lockstep.whatif/1)");
-    advise->footer("The gain is the model's prediction for the advised caps against its own replay of the\n"
-                   "recorded caps; \"how sure\" compares it with the model's error on the recorded run itself.\n\n"
-                   "Example:\n"
-                   "  lockstep advise runs/mlp.db\n\n"
+    advise->add_option("--measure", args->measureDir,
+                       "then run the measurement that tells: one short run at the recorded caps and one at the "
+                       "candidate's, back to back, with the recording's other options (Lockstep runs only), "
+                       "run files into this folder");
+    advise->add_option("--measure-steps", args->measureSteps, "steady steps of each --measure run (default 12)")
+        ->check(integerCheck(2, 1000));
+    advise->add_flag("--force", args->force, "with --measure: replace existing run files");
+    advise->footer("A change is advised only when its predicted gain clears the prediction's interval: the\n"
+                   "model's error on held-out runs of bucket-cap changes, widened by this recording's\n"
+                   "step-to-step noise (docs/whatif.md, \"How sure\"). Otherwise the advice says the recording\n"
+                   "cannot tell, and which measurement would; --measure runs it. The model's replay of the\n"
+                   "recorded run is shown as a consistency check only.\n\n"
+                   "Examples:\n"
+                   "  lockstep advise runs/mlp.db\n"
+                   "  lockstep advise runs/mlp.db --measure runs/measure\n\n"
                    + std::string(kExitStatusHelp));
     advise->callback([args] { exitStatus() = runAdvise(*args); });
 }

@@ -2,6 +2,10 @@
 // A command's callback stores its exit status in exitStatus(); errors go to stderr.
 #pragma once
 
+#include "lockstep/job/training_options.h"
+
+#include <string>
+
 namespace CLI {
 class App;
 }
@@ -9,6 +13,12 @@ class App;
 namespace lockstep::app {
 
 int& exitStatus();
+
+// One real run through `lockstep run`'s launch path (cli_run.cpp), for other commands
+// (`lockstep advise --measure`): the training options, nproc local ranks, into `out`. Shows the
+// run's progress as `run` does; returns its exit status (0, 1 failed, 2 could not start, 128+sig).
+int launchRecordedRun(const job::TrainingOptions& training, int nproc, const std::string& out, bool force,
+                      const char* messagePrefix);
 
 void registerCoreCommands(CLI::App& app);   // report, export, merge   (cli_core.cpp)
 void registerImportCommands(CLI::App& app); // import                  (cli_import.cpp)

@@ -21,6 +21,8 @@
 #include <QPushButton>
 #include <QSlider>
 #include <QSpinBox>
+
+#include "lockstep/core/whatif_settings.h"
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QTableWidget>
@@ -59,7 +61,8 @@ QDoubleSpinBox* mibBox(QWidget* parent, const QString& tip)
 {
     auto* box = new QDoubleSpinBox(parent);
     // The flag table's range (--bucket-mb: (0, 65536] MiB); two decimals reach 0.01 MiB.
-    box->setRange(0.01, 65536);
+    box->setDecimals(4);
+    box->setRange(core::kBucketCapSetting.min, core::kBucketCapSetting.max);
     box->setDecimals(2);
     box->setSuffix(QStringLiteral(" MiB"));
     box->setToolTip(tip);
@@ -85,6 +88,7 @@ WhatIfPanel::WhatIfPanel(QWidget* parent)
     , m_compute(new QDoubleSpinBox(this))
     , m_reset(new QPushButton(tr("Recorded"), this))
     , m_runIt(new QPushButton(tr("Run it"), this))
+    , m_measure(new QPushButton(tr("Measure"), this))
     , m_save(new QPushButton(tr("Save prediction…"), this))
     , m_body(new QStackedWidget(this))
     , m_message(new QLabel(this))
@@ -101,6 +105,7 @@ WhatIfPanel::WhatIfPanel(QWidget* parent)
 
 WhatIfPanel::~WhatIfPanel() = default;
 
+// Long (~150 lines): one widget's layout and tooltips, read top to bottom as the page looks.
 void WhatIfPanel::buildForm()
 {
     m_title->setStyleSheet(QStringLiteral("font-size:13pt;font-weight:600"));
@@ -112,14 +117,15 @@ void WhatIfPanel::buildForm()
     m_bucketSlider->setRange(0, kSliderMax);
     m_bucketSlider->setPageStep(kSliderStepsPerOctave);
     m_bucketSlider->setToolTip(tr("Bucket cap, 0.25 MiB to 256 MiB in quarter octaves (arrows, Page Up/Down)"));
-    m_world->setRange(1, job::kMaxLocalRanks);
+    // Every range from core's one table of what-if settings (whatif_settings.h).
+    m_world->setRange(int(core::kWorldSizeSetting.min), int(core::kWorldSizeSetting.max));
     // "1 rank", "2 ranks": the suffix follows the number.
     const auto worldSuffix = [box = m_world](int n) { box->setSuffix(n == 1 ? tr(" rank") : tr(" ranks")); };
     worldSuffix(m_world->value());
     connect(m_world, &QSpinBox::valueChanged, m_world, worldSuffix);
     m_world->setToolTip(tr("World size: ranks beyond the recorded ones are modelled on the recorded ranks' compute"));
     m_world->setKeyboardTracking(false);
-    m_link->setRange(0, 10'000); // the flag table's --link-gbps range
+    m_link->setRange(0, core::kLinkSetting.max); // 0 = the real link, not emulated
     m_link->setDecimals(2);
     m_link->setSuffix(tr(" Gbit/s"));
     m_link->setSpecialValueText(tr("real link"));
@@ -127,7 +133,7 @@ void WhatIfPanel::buildForm()
     m_link->setKeyboardTracking(false);
     m_compress->addItems({QStringLiteral("none"), QStringLiteral("fp16"), QStringLiteral("bf16")});
     m_compress->setToolTip(tr("Gradient compression on the wire"));
-    m_compute->setRange(0.05, 20);
+    m_compute->setRange(core::kComputeScaleSetting.min, core::kComputeScaleSetting.max);
     m_compute->setDecimals(2);
     m_compute->setSingleStep(0.05);
     m_compute->setValue(1);
@@ -169,6 +175,7 @@ void WhatIfPanel::buildForm()
     top->addWidget(m_reset);
     top->addWidget(m_save);
     top->addWidget(m_runIt);
+    top->addWidget(m_measure);
 
     m_headline->setWordWrap(true);
     m_headline->setStyleSheet(QStringLiteral("font-size:12pt"));
@@ -240,6 +247,11 @@ void WhatIfPanel::buildForm()
     connect(m_save, &QPushButton::clicked, this, &WhatIfPanel::saveDialog);
     connect(m_runIt, &QPushButton::clicked, this, [this] {
         auto settings = launchSettings(config());
+        if (settings)
+            emit runRequested(*settings);
+    });
+    connect(m_measure, &QPushButton::clicked, this, [this] {
+        auto settings = measureSettings(config());
         if (settings)
             emit runRequested(*settings);
     });
@@ -399,6 +411,7 @@ void WhatIfPanel::startPrediction()
         }
         r.numbers = p->numbers;
         r.notes = p->notes;
+        r.interval = p->interval;
         auto loaded = analyzeRun(std::move(p->run), origin);
         if (!loaded)
             r.error = QString::fromStdString(loaded.error().message);
@@ -479,21 +492,34 @@ void WhatIfPanel::fillNumbers(const WhatIfResult& r)
     set(BucketsRow, DiffPctColumn, QString());
 
     // At a glance: how much faster than the recorded configuration, model against model (both
-    // replayed, so the model's own error cancels), and whether that gain clears the model's
-    // self-error (advise's rule: a smaller gain is not distinguishable from the model's error).
+    // replayed), and whether the prediction's interval (the model's error on held-out runs of this
+    // kind of change, widened by the recording's noise: whatif_error.h) clears the recorded step
+    // time. The self-replay error is a consistency check, exact by construction, never confidence.
     const double self = m_model->selfErrorPct();
     const double base = m_baseline.stepTimeMs;
     const double gain = base - p.stepTimeMs;
     const double gainPct = base > 0 ? gain / base * 100 : 0;
+    const core::PredictionInterval& iv = r.interval;
+    const QString range = tr("a real run is expected at %1 to %2 (90 %, ±%3 %: %4)")
+                              .arg(formatMs(iv.lowMs), std::isfinite(iv.highMs) ? formatMs(iv.highMs) : tr("?"))
+                              .arg(iv.halfWidthPct, 0, 'f', 0)
+                              .arg(QString::fromStdString(core::describeKinds(iv.kinds)).toHtmlEscaped());
     QString verdict;
+    m_cannotTell = false;
     if (r.config == m_model->recorded()) {
-        verdict = tr("the recorded configuration, as the model replays it");
+        verdict = tr("the recorded configuration, as the model replays it; %1").arg(range);
     } else {
         verdict = std::fabs(gain) < 1e-9 ? tr("the same as the recorded configuration")
             : gain > 0 ? tr("<b>%1 (%2 %) faster</b> than the recorded configuration").arg(formatMs(gain)).arg(gainPct, 0, 'f', 1)
                        : tr("<b>%1 (%2 %) slower</b> than the recorded configuration").arg(formatMs(-gain)).arg(-gainPct, 0, 'f', 1);
-        if (std::fabs(gain) >= 1e-9 && std::isfinite(self) && std::fabs(gainPct) <= std::fabs(self))
-            verdict += tr(" — <span style='color:#b45309'>within the model's own error: not a real difference</span>");
+        verdict += QStringLiteral("; ") + range;
+        if (iv.lowMs <= base && base <= iv.highMs) {
+            m_cannotTell = true;
+            verdict += tr(" — <span style='color:#b45309'>the recording cannot tell: the interval holds the recorded "
+                          "step time. <b>Measure</b> runs one short run of it.</span>");
+        }
+        if (!iv.measured)
+            verdict += tr(" (this kind of change was never measured against real runs: the widest measured error stands in)");
     }
     m_headline->setText(tr("Predicted step <b>%1</b>: %2 (%3 replayed, %4 measured).")
                             .arg(formatMs(p.stepTimeMs), verdict, formatMs(base), formatMs(measured.stepTimeMs)));
@@ -501,10 +527,14 @@ void WhatIfPanel::fillNumbers(const WhatIfResult& r)
     const core::LinkFit& link = m_model->link();
     QString fit = link.fitted ? tr("link fitted from %1 all-reduces (%2 during backward)").arg(link.samples).arg(link.busySamples)
                               : tr("no link fitted (no all-reduce to fit from)");
-    m_modelLine->setText(tr("Model self-error <b>%1%2 %</b>: its replay of the recorded configuration (%3) against the measurement (%4); %5.")
+    m_modelLine->setText(tr("Consistency check: the model replays the recorded configuration at %3 against %4 measured "
+                            "(%1%2 %, close by construction: not the error of other configurations); this recording's "
+                            "step-to-step noise ±%6 %; %5.")
                          .arg(self > 0 ? "+" : self < 0 ? "−" : "")
                          .arg(std::fabs(self), 0, 'f', 1)
-                         .arg(formatMs(m_model->replayed().stepTimeMs), formatMs(measured.stepTimeMs), fit));
+                         .arg(formatMs(m_model->replayed().stepTimeMs), formatMs(measured.stepTimeMs), fit)
+                         .arg(m_model->stepNoisePct(), 0, 'f', 1));
+    updateButtons();
 
     QStringList notes;
     for (const std::string& n : m_model->notes())
@@ -535,6 +565,25 @@ void WhatIfPanel::updateButtons()
     m_runIt->setEnabled(settings.has_value());
     m_runIt->setToolTip(settings ? tr("Launch the real run of this configuration (Launch page), then compare prediction and truth in Compare")
                                  : tr("Cannot run this: %1").arg(QString::fromStdString(settings.error().message)));
+    const bool changed = !(config() == m_model->recorded());
+    m_measure->setEnabled(settings.has_value() && changed);
+    m_measure->setToolTip(!settings ? tr("Cannot run this: %1").arg(QString::fromStdString(settings.error().message))
+                          : !changed ? tr("Measure a configuration other than the recorded one")
+                          : m_cannotTell
+                              ? tr("The recording cannot tell this configuration from the recorded one: run it for %1 steps "
+                                   "(Launch page) and compare").arg(kMeasureSteps)
+                              : tr("Run this configuration for %1 steps (Launch page) to check the prediction").arg(kMeasureSteps));
+}
+
+core::Result<LaunchSettings> WhatIfPanel::measureSettings(const core::WhatIfConfig& c) const
+{
+    auto s = launchSettings(c);
+    if (!s)
+        return s;
+    s->training.warmup = std::min(s->training.warmup, 4);
+    s->training.steps = s->training.warmup + kMeasureSteps;
+    s->name.replace(QStringLiteral("-check-"), QStringLiteral("-measure-"));
+    return s;
 }
 
 core::Result<LaunchSettings> WhatIfPanel::launchSettings(const core::WhatIfConfig& c) const

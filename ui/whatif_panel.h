@@ -50,6 +50,7 @@ struct WhatIfResult {
     core::WhatIfNumbers numbers;
     std::vector<std::string> notes; // where this prediction extrapolates
     LoadedRunPtr predicted;         // the predicted run, analysed, with its timeline model
+    core::PredictionInterval interval; // where a real run is expected to measure (whatif_error.h)
 };
 
 class WhatIfPanel : public QWidget {
@@ -99,6 +100,12 @@ public:
     QComboBox* compressBox() const { return m_compress; }
     QDoubleSpinBox* computeBox() const { return m_compute; }
     QPushButton* runItButton() const { return m_runIt; }
+    // "Measure": one short run of the configuration on screen through the Launch page, the
+    // measurement that tells when the prediction's interval holds the recorded step time.
+    QPushButton* measureButton() const { return m_measure; }
+    // The launch settings of that short run: launchSettings() with kMeasureSteps steady steps.
+    core::Result<LaunchSettings> measureSettings(const core::WhatIfConfig& config) const;
+    static constexpr int kMeasureSteps = 12;
     QPushButton* saveButton() const { return m_save; }
     QPushButton* resetButton() const { return m_reset; }
     TimelineWidget* timeline() const { return m_timeline; }
@@ -140,6 +147,7 @@ private:
     bool m_inFlight = false;
     std::optional<core::WhatIfConfig> m_wanted; // the newest configuration asked for, not yet started
     std::optional<WhatIfResult> m_shown;
+    bool m_cannotTell = false;    // the prediction on screen: its interval holds the recorded step time
     bool m_viewSet = false;       // the timeline's view was placed for this run (kept across updates)
 
     QLabel* m_title;
@@ -152,6 +160,7 @@ private:
     QDoubleSpinBox* m_compute; // compute scale (WhatIfConfig::computeScale)
     QPushButton* m_reset;
     QPushButton* m_runIt;
+    QPushButton* m_measure;
     QPushButton* m_save;
     QStackedWidget* m_body;
     QLabel* m_message;

@@ -684,6 +684,10 @@ struct WhatIfModel::Data {
     std::vector<double> linkStretch;    // per replayed step: its link time / the fit's (fitLink)
     WhatIfNumbers replayed;             // the recorded configuration, predicted
     StringId waitName;                  // interned name of the wait span the replay emits
+    double noisePct = 0;                // the recording's step-to-step noise (stepNoisePct)
+    // The same recording modelled with no contention (phi = 0): the other end of the bound on
+    // contention (header essay, 5); null when the fit found none.
+    std::shared_ptr<const Data> noContention;
 };
 
 namespace {
@@ -758,6 +762,10 @@ Status buildUnits(const Run& run, WhatIfModel::Data& d)
 }
 
 // Fits the link and the launch cost from the recorded steps (header essay, 3 and 4).
+// Long (~230 lines) on purpose, for now: the samples, the idle line, the startup probe, the busy
+// rate and each step's stretch are one fit in stages that each read the previous stage's locals
+// (the samples, the line); split, each stage would take and return half a dozen of them. To split
+// next (issue 27): samples / idle line + probe / busy rate / stretch, with a struct between them.
 void fitLink(WhatIfModel::Data& d, const Run& run)
 {
     const int32_t n = d.world;
@@ -1043,6 +1051,9 @@ void recordContention(WhatIfModel::Data& d)
 
 } // namespace
 
+// Indexes the recording (lanes, steps, spans, instants) and fits it. Long (~220 lines): the
+// indexing passes share the rank and step maps they build; to split next (issue 27): lanes,
+// steps, spans and instants as four functions over a small index struct.
 Result<WhatIfModel> WhatIfModel::build(const Run& run)
 {
     auto d = std::make_shared<Data>();
@@ -1250,6 +1261,15 @@ Result<WhatIfModel> WhatIfModel::build(const Run& run)
 
     d->measured = numbersOf(summarize(run), static_cast<int32_t>(nb));
     d->waitName = d->strings.intern("wait for buckets");
+    d->noisePct = core::stepNoisePct(run);
+    // The bound on contention (header essay, 5): the same recording with phi = 0. The recorded
+    // compute is then the recorded wall time (no transfer takes a share of it).
+    if (d->link.computeSlowdown > 0) {
+        auto twin = std::make_shared<Data>(*d);
+        twin->link.computeSlowdown = 0;
+        recordContention(*twin);
+        d->noContention = std::move(twin);
+    }
     WhatIfModel m;
     m.m_data = d;
     auto self = m.predict(d->recorded, PredictOptions{.keepTimeline = false});
@@ -1262,6 +1282,7 @@ Result<WhatIfModel> WhatIfModel::build(const Run& run)
 WhatIfConfig WhatIfModel::recorded() const { return m_data->recorded; }
 WhatIfNumbers WhatIfModel::measured() const { return m_data->measured; }
 WhatIfNumbers WhatIfModel::replayed() const { return m_data->replayed; }
+double WhatIfModel::stepNoisePct() const { return m_data->noisePct; }
 double WhatIfModel::selfErrorPct() const
 {
     const double measured = m_data->measured.stepTimeMs;
@@ -1292,6 +1313,10 @@ int64_t WhatIfModel::gradientBytes() const
 
 // ---- The replay -----------------------------------------------------------------------------
 
+// One replay (header essay, 1-7). Long (~360 lines) on purpose, for now: the predicted run is
+// written straight into its final place (a cursor per lane, no sort), so the bucket layout, the
+// lanes, the cursors and the step loop share state; the notes (the compute probe's factor) and the
+// interval at the end are the parts to move out first (issue 27).
 Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOptions& options) const
 {
     const Data& d = *m_data;
@@ -1615,85 +1640,41 @@ Result<Prediction> WhatIfModel::predict(const WhatIfConfig& cfg, const PredictOp
         || !std::is_sorted(out.instants.begin(), out.instants.end(), instantOrder))
         out.normalize();
     p.numbers = numbersOf(summarize(out), static_cast<int32_t>(nb));
+    p.interval = intervalFor(changeKinds(d.recorded, cfg), p.numbers.stepTimeMs, d.noisePct);
+    // A change the contention acts on (another layout or world size, a faster or slower compute)
+    // is bounded by its prediction without contention too (header essay, 5).
+    if (options.boundContention && d.noContention && !(cfg == d.recorded)) {
+        WhatIfModel twin;
+        twin.m_data = d.noContention;
+        auto free = twin.predict(cfg, PredictOptions{.keepTimeline = false, .maxSteadySteps = options.maxSteadySteps});
+        if (free) {
+            p.noContentionStepMs = free->numbers.stepTimeMs;
+            const double e = p.interval.halfWidthPct / 100;
+            p.interval.lowMs = std::min(p.interval.lowMs, p.noContentionStepMs / (1 + e));
+            if (e < 1)
+                p.interval.highMs = std::max(p.interval.highMs, p.noContentionStepMs / (1 - e));
+            if (std::fabs(p.noContentionStepMs - p.numbers.stepTimeMs) > 0.01 * p.numbers.stepTimeMs) {
+                char buf[200];
+                std::snprintf(buf, sizeof buf,
+                              "contention: %.4g ms with backward slowed by the transfers beside it (%.0f%%, read off "
+                              "the link's rates, not off compute), %.4g ms with backward as recorded; the interval "
+                              "holds both",
+                              p.numbers.stepTimeMs, d.link.computeSlowdown * 100, p.noContentionStepMs);
+                p.notes.push_back(buf);
+            }
+        }
+    }
+    if (options.keepTimeline) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.3f:%.3f", p.interval.lowMs, p.interval.highMs);
+        p.run.config.extra["predicted_interval_ms"] = buf;
+        std::snprintf(buf, sizeof buf, "%.1f", p.interval.halfWidthPct);
+        p.run.config.extra["predicted_interval_pct"] = buf;
+        p.run.config.extra["predicted_interval_from"] = describeKinds(p.interval.kinds);
+    }
     if (!options.keepTimeline)
         p.run = Run{};
     return p;
-}
-
-// ---- Advice ---------------------------------------------------------------------------------
-
-Result<Advice> advise(const WhatIfModel& model, const AdviseOptions& options)
-{
-    constexpr int64_t kMiB = 1 << 20;
-    Advice a;
-    a.current = model.recorded();
-    a.notes = model.notes();
-    // Default grids: powers of two around PyTorch's defaults (25 MiB, first 1 MiB), plus the
-    // recorded caps; beyond the whole gradient every cap gives the same single bucket.
-    std::vector<int64_t> caps = options.bucketCaps, firsts = options.firstBucketCaps;
-    if (caps.empty())
-        for (int64_t c : {kMiB / 4, kMiB / 2, kMiB, 2 * kMiB, 4 * kMiB, 8 * kMiB, 16 * kMiB, 25 * kMiB, 32 * kMiB,
-                          64 * kMiB, 100 * kMiB, 128 * kMiB, 256 * kMiB})
-            caps.push_back(c);
-    if (firsts.empty())
-        for (int64_t c : {kMiB / 4, kMiB / 2, kMiB, 2 * kMiB, 4 * kMiB, 8 * kMiB})
-            firsts.push_back(c);
-    for (int64_t c : caps)
-        if (c <= 0)
-            return fail("bucket caps must be positive");
-    for (int64_t c : firsts)
-        if (c <= 0)
-            return fail("first-bucket caps must be positive");
-    // The recorded configuration is always a candidate: it wins ties, so a change is advised
-    // only when the model predicts a gain.
-    std::vector<std::pair<int64_t, int64_t>> grid{{a.current.bucketCapBytes, a.current.firstBucketCapBytes}};
-    for (int64_t c : caps)
-        for (int64_t f : firsts)
-            grid.emplace_back(c, f);
-
-    // Each candidate replays at most kAdviseSteadySteps steady steps: enough that the per-step
-    // noise averages out (its standard error shrinks as 1/sqrt(steps)), few enough that a long
-    // run's advice takes seconds. The candidates are compared with each other, the first of them
-    // being the recorded caps, over the same steps.
-    constexpr int32_t kAdviseSteadySteps = 32;
-    a.measuredStepMs = model.measured().stepTimeMs;
-    a.replayedMs = model.replayed().stepTimeMs;
-    a.selfErrorPct = model.selfErrorPct();
-    // Caps that give the same bucket layout give the same prediction: each layout is evaluated
-    // once, under the first (cap, first cap) that produced it.
-    std::set<std::vector<size_t>> seen;
-    for (const auto& [cap, first] : grid) {
-        WhatIfConfig c = a.current;
-        c.bucketCapBytes = cap;
-        c.firstBucketCapBytes = first;
-        if (!seen.insert(model.bucketSizes(c)).second)
-            continue;
-        auto pred = model.predict(c, PredictOptions{.keepTimeline = false, .maxSteadySteps = kAdviseSteadySteps});
-        if (!pred)
-            return std::unexpected(pred.error());
-        a.candidates.push_back(AdviceCandidate{c, pred->numbers});
-    }
-    a.predictedCurrentMs = a.candidates.front().numbers.stepTimeMs;
-    std::stable_sort(a.candidates.begin(), a.candidates.end(), [](const AdviceCandidate& x, const AdviceCandidate& y) {
-        return x.numbers.stepTimeMs < y.numbers.stepTimeMs;
-    });
-    a.best = a.candidates.front().config;
-    a.predictedBestMs = a.candidates.front().numbers.stepTimeMs;
-    a.gainMs = a.predictedCurrentMs - a.predictedBestMs;
-    a.gainPct = a.predictedCurrentMs > 0 ? a.gainMs / a.predictedCurrentMs * 100 : 0;
-    a.gainWithinError = !(std::fabs(a.gainPct) > std::fabs(a.selfErrorPct));
-    // More buckets than recorded cost one latency more each; a run that cannot tell its link's
-    // latency (fewer than two bucket sizes moved after backward) predicts them as free, so such
-    // advice is a hypothesis to measure, not a finding.
-    const bool moreBuckets = model.bucketSizes(a.best).size() > model.bucketSizes(a.current).size();
-    if (a.gainWithinError)
-        a.confidenceNote = "the gain is within the model's own error on this run";
-    else if (moreBuckets && model.link().fitted && !model.link().latencySeparable)
-        a.confidenceNote = "the advised caps make more buckets than recorded, and this run cannot tell the link's "
-                           "latency per bucket (fewer than two bucket sizes moved after backward): record at the "
-                           "advised caps and advise again";
-    a.confident = a.confidenceNote.empty();
-    return a;
 }
 
 } // namespace lockstep::core

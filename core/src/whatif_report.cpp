@@ -66,8 +66,10 @@ std::string modelText(const WhatIfModel& model)
     const WhatIfNumbers m = model.measured(), r = model.replayed();
     const LinkFit& l = model.link();
     std::string out = "Recorded: " + describe(model.recorded()) + "\n";
-    out += "  measured step time " + fmt("%.3f ms", m.stepTimeMs) + "; the model's replay of it "
-        + fmt("%.3f ms", r.stepTimeMs) + " (" + signedPct(model.selfErrorPct()) + ")\n";
+    out += "  measured step time " + fmt("%.3f ms", m.stepTimeMs) + " (step-to-step noise "
+        + fmt("%.1f%%", model.stepNoisePct()) + "); consistency check: the model replays it at "
+        + fmt("%.3f ms", r.stepTimeMs) + " (" + signedPct(model.selfErrorPct())
+        + ", close by construction: not the error of other configurations)\n";
     const auto gbps = [](double nsPerByte) { return nsPerByte > 0 ? 1.0 / nsPerByte : INFINITY; };
     if (l.fitted)
         out += "  link fitted on " + std::to_string(l.samples) + " all-reduces (" + std::to_string(l.busySamples)
@@ -125,12 +127,42 @@ void numbersJson(JsonWriter& w, const WhatIfNumbers& n)
     w.EndObject();
 }
 
+void kindsJson(JsonWriter& w, const std::vector<ChangeKind>& kinds)
+{
+    w.StartArray();
+    for (ChangeKind k : kinds)
+        w.String(heldOutError(k).key);
+    w.EndArray();
+}
+
+void intervalJson(JsonWriter& w, const PredictionInterval& iv)
+{
+    w.StartObject();
+    key(w, "low_ms"), number(w, iv.lowMs);
+    key(w, "high_ms"), number(w, iv.highMs);
+    key(w, "half_width_pct"), number(w, iv.halfWidthPct);
+    key(w, "held_out_pct"), number(w, iv.heldOutPct);
+    key(w, "noise_pct"), number(w, iv.noisePct);
+    key(w, "kinds"), kindsJson(w, iv.kinds);
+    key(w, "measured"), w.Bool(iv.measured);
+    key(w, "coverage_goal_pct"), w.Int(90);
+    w.EndObject();
+}
+
+// "121.4 ms (90%: 97.3 to 160.2 ms)"
+std::string intervalText(const PredictionInterval& iv)
+{
+    return fmt("%.1f", iv.lowMs) + " to " + (std::isfinite(iv.highMs) ? fmt("%.1f ms", iv.highMs) : std::string("? ms"));
+}
+
 void modelJson(JsonWriter& w, const WhatIfModel& model)
 {
     key(w, "recorded"), configJson(w, model.recorded());
     key(w, "measured"), numbersJson(w, model.measured());
     key(w, "replayed"), numbersJson(w, model.replayed());
+    // A consistency check (the replay of the recorded configuration), never a confidence.
     key(w, "self_error_pct"), number(w, model.selfErrorPct());
+    key(w, "step_noise_pct"), number(w, model.stepNoisePct());
     const LinkFit& l = model.link();
     key(w, "link");
     w.StartObject();
@@ -159,19 +191,36 @@ std::string predictionsText(const WhatIfModel& model, const std::vector<Predicti
     std::string out = modelText(model);
     const double measured = model.measured().stepTimeMs;
     std::vector<std::vector<std::string>> rows{
-        {"configuration", "buckets", "step ms", "vs measured", "overlap", "exposed ms", "samples/s"}};
+        {"configuration", "buckets", "step ms", "90% interval", "+-", "vs measured", "overlap", "exposed ms", "samples/s"}};
     std::vector<std::string> notes;
     std::set<std::string> seen;
+    std::set<std::vector<ChangeKind>> kindsSeen;
     for (const Prediction& p : predictions) {
         auto cells = numberCells(p.numbers);
-        std::vector<std::string> row{describe(p.config), cells[0], cells[1],
+        std::vector<std::string> row{describe(p.config), cells[0], cells[1], intervalText(p.interval),
+                                     fmt("%.0f%%", p.interval.halfWidthPct),
                                      signedPct(relPct(p.numbers.stepTimeMs, measured)), cells[2], cells[3], cells[4]};
+        kindsSeen.insert(p.interval.kinds);
         rows.push_back(std::move(row));
         for (const std::string& n : p.notes)
             if (seen.insert(n).second)
                 notes.push_back(n);
     }
     out += "\nPredicted (means over steady steps and ranks)\n" + table(rows);
+    out += "  interval: where a real run is expected to measure (90%): the model's error on held-out runs of\n"
+           "  the same kind of change, widened by this recording's noise (docs/whatif.md, \"How sure\"):\n";
+    for (const auto& kinds : kindsSeen) {
+        std::string rows;
+        bool unmeasured = false;
+        for (ChangeKind k : kinds.empty() ? std::vector<ChangeKind>{ChangeKind::None} : kinds) {
+            const HeldOutError& e = heldOutError(k);
+            unmeasured = unmeasured || e.p90AbsPct < 0;
+            rows += (rows.empty() ? "" : "; ") + std::string(e.label) + " "
+                + (e.p90AbsPct < 0 ? std::string("never measured (the widest row stands in)") : fmt("%.0f%%", e.p90AbsPct))
+                + (e.pairs > 0 ? " (" + std::to_string(e.pairs) + " held-out pairs)" : "");
+        }
+        out += "    " + rows + "; recording noise " + fmt("%.1f%%", model.stepNoisePct()) + "\n";
+    }
     for (const std::string& n : notes)
         out += "  note: " + n + "\n";
     return out;
@@ -194,6 +243,10 @@ std::string predictionsJson(const WhatIfModel& model, const std::vector<Predicti
         // Per-rank compute for fewer ranks on the recorded ranks' host (the startup compute
         // probe), on top of config.compute_scale; 1 when not applied.
         key(w, "host_compute_factor"), number(w, p.hostComputeFactor);
+        // Where a real run is expected to measure (90 %): held-out error of the kinds changed,
+        // widened by the recording's noise, bounded by the prediction without contention.
+        key(w, "interval"), intervalJson(w, p.interval);
+        key(w, "no_contention_step_ms"), number(w, p.noContentionStepMs);
         key(w, "notes"), strings(w, p.notes);
         w.EndObject();
     }
@@ -205,22 +258,33 @@ std::string predictionsJson(const WhatIfModel& model, const std::vector<Predicti
 std::string adviceText(const Advice& a)
 {
     std::string out = "Recorded: " + describe(a.current) + "\n";
-    out += "  measured step time " + fmt("%.3f ms", a.measuredStepMs) + "; the model's replay of it "
-        + fmt("%.3f ms", a.replayedMs) + " (" + signedPct(a.selfErrorPct) + ")\n";
-    const bool change = !(a.best == a.current);
+    out += "  measured step time " + fmt("%.3f ms", a.measuredStepMs) + "; consistency check: the model replays it at "
+        + fmt("%.3f ms", a.replayedMs) + " (" + signedPct(a.selfErrorPct)
+        + ", close by construction: it says nothing about other caps)\n";
     out += "\nAdvice: ";
-    if (!change) {
-        out += "keep the recorded caps (" + describe(a.current) + "): no candidate is predicted faster\n";
-    } else {
-        out += describe(a.best) + "\n";
-        out += "  predicted step time " + fmt("%.3f ms", a.predictedBestMs) + ", a gain of " + fmt("%.3f ms", a.gainMs)
-            + " (" + fmt("%.1f%%", a.gainPct) + ") over the recorded caps, model against model\n";
-        out += "  expected step time on this machine: " + fmt("%.3f ms", a.measuredStepMs - a.gainMs)
-            + " (measured minus the gain)\n";
-        out += a.confident ? "  how sure: the gain is larger than the model's own error on this run ("
-                + fmt("%.1f%%", std::fabs(a.selfErrorPct)) + ")\n"
-                           : "  how sure: NOT sure: " + a.confidenceNote + " (model error on this run "
-                + fmt("%.1f%%", std::fabs(a.selfErrorPct)) + "); measure before changing\n";
+    switch (a.verdict) {
+    case Advice::Verdict::Change:
+        out += "change to " + describe(a.candidate) + "\n";
+        out += "  predicted step time " + fmt("%.3f ms", a.candidateMs) + ", " + fmt("%.1f%%", a.candidateGainPct)
+            + " faster than the recorded caps (" + fmt("%.3f ms", a.predictedCurrentMs) + " predicted)\n";
+        out += "  how sure: a run of it is expected at " + intervalText(a.interval) + " (90%), all of it below the "
+            + "recorded caps' prediction: the gain clears the model's held-out error for " + describeKinds(a.interval.kinds)
+            + " (+-" + fmt("%.0f%%", a.interval.halfWidthPct) + ")\n";
+        break;
+    case Advice::Verdict::Keep:
+        out += "keep the recorded caps (" + describe(a.current) + ")\n";
+        if (!a.confidenceNote.empty())
+            out += "  " + a.confidenceNote + "\n";
+        else
+            out += "  the fastest other layout, " + describe(a.candidate) + ", is predicted "
+                + fmt("%.1f%%", -a.candidateGainPct) + " slower, beyond its interval (" + intervalText(a.interval) + ")\n";
+        break;
+    case Advice::Verdict::CannotTell:
+        out += "this recording cannot tell whether " + describe(a.candidate) + " is faster\n";
+        out += "  why: " + a.confidenceNote + "\n";
+        out += "  to tell: " + a.measureHint + "; `lockstep advise RUN.db --measure DIR` runs both (short runs, "
+               "back to back) and compares them\n";
+        break;
     }
     std::vector<std::vector<std::string>> rows{
         {"candidate", "buckets", "step ms", "vs recorded caps", "overlap", "exposed ms", "samples/s"}};
@@ -253,8 +317,16 @@ std::string adviceJson(const Advice& a)
     key(w, "gain_ms"), number(w, a.gainMs);
     key(w, "gain_pct"), number(w, a.gainPct);
     key(w, "gain_within_error"), w.Bool(a.gainWithinError);
+    key(w, "verdict"), w.String(a.verdict == Advice::Verdict::Change ? "change"
+                                : a.verdict == Advice::Verdict::Keep ? "keep" : "cannot_tell");
+    key(w, "recommend"), w.Bool(a.verdict == Advice::Verdict::Change);
+    key(w, "candidate"), configJson(w, a.candidate);
+    key(w, "candidate_ms"), number(w, a.candidateMs);
+    key(w, "candidate_gain_pct"), number(w, a.candidateGainPct);
+    key(w, "interval"), intervalJson(w, a.interval);
     key(w, "confident"), w.Bool(a.confident);
     key(w, "confidence_note"), string(w, a.confidenceNote);
+    key(w, "measure_hint"), string(w, a.measureHint);
     key(w, "candidates");
     w.StartArray();
     for (const AdviceCandidate& c : a.candidates) {

@@ -1,6 +1,8 @@
 // The training flags table (see flags.h) and its checks.
 #include "lockstep/job/flags.h"
 
+#include "lockstep/core/whatif_settings.h"
+
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -149,7 +151,7 @@ constexpr std::array<std::string_view, 2> kDevices{"cpu", "cuda"};
 //  - layers 1024, width 65536, heads 256, seq 65536: beyond them a model does not fit a machine
 //    this runtime targets; the cap keeps sizes inside int32 products in the models.
 //  - batch 2^24 samples, --accumulate 1024: per-step sample counts stay exact in int64.
-//  - bucket caps up to 64 GiB: any model's gradients fit one bucket; bytes fit int64.
+//  - bucket caps and the emulated link: core's what-if settings table (whatif_settings.h).
 //  - --lr up to 1000, --timeout-s up to a day, straggler delays up to 10 minutes, emulated links
 //    up to 10 Tbit/s: anything larger is a typo, and would be recorded but not meaningfully applied.
 constexpr int64_t kMaxSteps = 10'000'000;
@@ -187,11 +189,15 @@ std::vector<Flag> makeTable()
                                          1, int64_t{1} << 40, Recorded::Extra, "dataset_size"));
     t.push_back(integer<&O::seed>({"--seed", "Seed", kSchedule, "INT", "seed of the model, the data and the shuffling"}, 0,
                                   std::numeric_limits<int64_t>::max(), Recorded::Extra, "seed"));
-    t.push_back(number<&O::bucketMb>({"--bucket-mb", "Bucket cap", kGrad, "MIB", "gradient bucket cap in MiB"}, 0, 65536, true,
+    // The what-if knobs' ranges come from core's one table (whatif_settings.h), shared with
+    // `lockstep predict` and the app's What-if page.
+    t.push_back(number<&O::bucketMb>({"--bucket-mb", "Bucket cap", kGrad, "MIB", "gradient bucket cap in MiB"},
+                                     core::kBucketCapSetting.min, core::kBucketCapSetting.max, false,
                                      "MiB", Recorded::Column));
     t.push_back(number<&O::firstBucketMb>({"--first-bucket-mb", "First bucket cap", kGrad, "MIB",
                                            "cap of the first bucket in MiB (the last layers' gradients)"},
-                                          0, 65536, true, "MiB", Recorded::Column));
+                                          core::kFirstBucketCapSetting.min, core::kFirstBucketCapSetting.max, false,
+                                          "MiB", Recorded::Column));
     t.push_back(choice<&O::compress>({"--compress", "Compression", kGrad, "NAME",
                                       "gradient compression on the wire: none, fp16, bf16"},
                                      kCompress, Recorded::Column));
@@ -214,7 +220,7 @@ std::vector<Flag> makeTable()
         600'000, false, "ms", "straggler"));
     t.push_back(number<&O::linkGbps>({"--link-gbps", "Link speed", kFaults, "GBPS",
                                       "emulate a link of this speed in Gbit/s (default: not emulated): communication is slowed to match"},
-                                     0, 10'000, true, "Gbit/s", Recorded::Column));
+                                     0, core::kLinkSetting.max, true, "Gbit/s", Recorded::Column));
     t.push_back(rankValue<&O::crashRank, &O::crashStep>(
         {"--crash", "Crash", kFaults, "RANK:STEP", "that rank dies (exit status 3) at the start of STEP (from 0)"}, 0,
         kMaxSteps - 1, true, "", "crash"));

@@ -51,6 +51,7 @@ private slots:
     void computeScaleIsPredictedButNotRun();
     void refusedRunShowsTheModelsError();
     void runItHandsTheConfigurationToTheLaunchPanel();
+    void measureRunsAShortRunAndTheHeadlineGivesTheInterval();
     void runItIsOnlyForTheRuntimesRuns();
     void savedPredictionIsMarkedWhereRunsAreListed();
 
@@ -149,7 +150,7 @@ void TestUiWhatIf::prefillsTheRecordedConfiguration()
     QCOMPARE(runs[1].label, QStringLiteral("measured"));
     QVERIFY(core::isPredicted(runs[0].run->config));
     QCOMPARE(runs[1].run.get(), w.currentRun()->run.get());
-    // Measured column = the run's own summary; the self-error line is the model's.
+    // Measured column = the run's own summary; the consistency-check line is the model's replay (issue 29: not a confidence).
     QCOMPARE(panel->numbersTable()->item(WhatIfPanel::StepTimeRow, WhatIfPanel::MeasuredColumn)->text(),
              formatMs(model.measured().stepTimeMs));
     QCOMPARE(panel->numbersTable()->item(WhatIfPanel::BucketsRow, WhatIfPanel::MeasuredColumn)->text(), QStringLiteral("2"));
@@ -157,7 +158,7 @@ void TestUiWhatIf::prefillsTheRecordedConfiguration()
     const double self = model.selfErrorPct();
     const QString selfText = QStringLiteral("%1%2 %").arg(self > 0 ? "+" : self < 0 ? "−" : "").arg(std::fabs(self), 0, 'f', 1);
     for (QLabel* l : panel->findChildren<QLabel*>())
-        selfErrorShown = selfErrorShown || (l->text().contains(QStringLiteral("self-error")) && l->text().contains(selfText));
+        selfErrorShown = selfErrorShown || (l->text().contains(QStringLiteral("Consistency check")) && l->text().contains(selfText));
     QVERIFY2(selfErrorShown, qPrintable(selfText));
     // A run of Lockstep's runtime can be run again.
     QVERIFY(panel->runItButton()->isEnabled());
@@ -336,6 +337,50 @@ void TestUiWhatIf::runItHandsTheConfigurationToTheLaunchPanel()
     QCOMPARE(s.training.optimizer, std::string("sgd"));
     QVERIFY2(s.name.startsWith(QStringLiteral("mlp-25-check-b4-f0.5-n2-l2-fp16-")), qPrintable(s.name));
     // The run started; it is not waited for.
+    QTRY_VERIFY_WITH_TIMEOUT(w.launchPanel()->isRunning() || !finished.isEmpty(), 10'000);
+    if (w.launchPanel()->isRunning()) {
+        w.launchPanel()->cancel();
+        QTRY_VERIFY_WITH_TIMEOUT(!finished.isEmpty(), 60'000);
+    }
+}
+
+void TestUiWhatIf::measureRunsAShortRunAndTheHeadlineGivesTheInterval()
+{
+    if (!m_skip.isEmpty())
+        QSKIP(qPrintable(m_skip));
+    MainWindow w(options());
+    openOnWhatIf(w, m_run);
+    WhatIfPanel* panel = w.whatIfPanel();
+    // The recorded configuration: nothing to measure.
+    QTRY_VERIFY_WITH_TIMEOUT(!panel->busy() && panel->shown(), kWaitMs);
+    QVERIFY(!panel->measureButton()->isEnabled());
+    // Another cap: the headline gives the prediction's interval, the one predict() gives.
+    panel->setConfig(core::WhatIfConfig{1ll << 20, 512ll << 10, 2, 0.0, "none"});
+    QTRY_VERIFY_WITH_TIMEOUT(!panel->busy() && panel->shown() && panel->shown()->config.bucketCapBytes == 1 << 20,
+                             kWaitMs);
+    const auto expected = independentModel().predict(panel->config(), WhatIfPanel::predictOptions());
+    QVERIFY(expected.has_value());
+    QCOMPARE(panel->shown()->interval.lowMs, expected->interval.lowMs);
+    QVERIFY2(panel->headline()->text().contains(formatMs(expected->interval.lowMs)), qPrintable(panel->headline()->text()));
+    QVERIFY2(panel->headline()->text().contains(QStringLiteral("90 %")), qPrintable(panel->headline()->text()));
+    QVERIFY2(panel->headline()->text().contains(QStringLiteral("bucket-cap changes")), qPrintable(panel->headline()->text()));
+    // The self-replay error is shown as a consistency check, not as confidence.
+    QVERIFY2(panel->findChildren<QLabel*>().size() > 0, "labels");
+    bool consistency = false;
+    for (QLabel* l : panel->findChildren<QLabel*>())
+        consistency = consistency || l->text().contains(QStringLiteral("Consistency check"));
+    QVERIFY(consistency);
+    // Measure: the same configuration through the Launch page, 12 steady steps after at most 4
+    // warm-up steps (the recorded run: 10 steps, 2 warm-up).
+    QVERIFY(panel->measureButton()->isEnabled());
+    QSignalSpy finished(w.launchPanel(), &LaunchPanel::finished);
+    QTest::mouseClick(panel->measureButton(), Qt::LeftButton);
+    QCOMPARE(w.currentPage(), int(MainWindow::LaunchPageIndex));
+    const LaunchSettings s = w.launchPanel()->settings();
+    QCOMPARE(s.bucketMb, QStringLiteral("1"));
+    QCOMPARE(s.training.warmup, 2);
+    QCOMPARE(s.training.steps, 2 + WhatIfPanel::kMeasureSteps);
+    QVERIFY2(s.name.contains(QStringLiteral("-measure-b1-")), qPrintable(s.name));
     QTRY_VERIFY_WITH_TIMEOUT(w.launchPanel()->isRunning() || !finished.isEmpty(), 10'000);
     if (w.launchPanel()->isRunning()) {
         w.launchPanel()->cancel();

@@ -326,6 +326,12 @@ TEST_F(WhatIfReal, PredictCommandPrintsJsonAndWritesPredictedRuns)
     for (const auto& pred : doc["predictions"].GetArray()) {
         EXPECT_GT(pred["predicted"]["step_time_ms"].GetDouble(), 0);
         EXPECT_TRUE(pred["predicted"]["overlap_ratio"].IsNumber());
+        // Every prediction carries its interval (issue 29), around the prediction.
+        const double ms = pred["predicted"]["step_time_ms"].GetDouble();
+        EXPECT_LT(pred["interval"]["low_ms"].GetDouble(), ms);
+        EXPECT_GT(pred["interval"]["high_ms"].GetDouble(), ms);
+        EXPECT_GT(pred["interval"]["half_width_pct"].GetDouble(), 0);
+        EXPECT_TRUE(pred["interval"]["kinds"].IsArray());
     }
     EXPECT_TRUE(doc["measured"]["step_time_ms"].IsNumber());
     int files = 0;
@@ -338,6 +344,7 @@ TEST_F(WhatIfReal, PredictCommandPrintsJsonAndWritesPredictedRuns)
         EXPECT_EQ(static_cast<int>(run.ranks.size()), run.config.worldSize);
         EXPECT_EQ(run.buckets.size(), run.config.bucketCapBytes == (1 << 19) ? 3u : 2u) << entry.path();
         EXPECT_GT(summarize(run).stepTimeMs, 0);
+        EXPECT_NE(run.config.extra.count("predicted_interval_ms"), 0u) << entry.path();
     }
     EXPECT_EQ(files, 4);
     // Existing files are not overwritten without --force.
@@ -351,7 +358,7 @@ TEST_F(WhatIfReal, AdviseCommandNamesCapsGainAndConfidence)
     const Ran text = runCli({"advise", s_run25, "--bucket-mb", "0.5,25"});
     ASSERT_EQ(text.status, 0) << text.err;
     EXPECT_NE(text.out.find("Advice:"), std::string::npos) << text.out;
-    EXPECT_NE(text.out.find("the model's replay of it"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("consistency check: the model replays it"), std::string::npos) << text.out;
     const Ran r = runCli({"advise", s_run25, "--json"});
     ASSERT_EQ(r.status, 0) << r.err;
     rapidjson::Document doc;
@@ -363,6 +370,15 @@ TEST_F(WhatIfReal, AdviseCommandNamesCapsGainAndConfidence)
     EXPECT_GE(doc["gain_ms"].GetDouble(), 0); // the recorded caps are a candidate
     EXPECT_GT(doc["candidates"].Size(), 1u);
     EXPECT_TRUE(doc["best"]["bucket_cap_bytes"].IsInt64());
+    // The verdict (issue 29): a change only when the candidate's whole interval is below the
+    // recorded caps' prediction; otherwise what to measure.
+    const std::string verdict = doc["verdict"].GetString();
+    EXPECT_TRUE(verdict == "change" || verdict == "keep" || verdict == "cannot_tell") << verdict;
+    EXPECT_EQ(doc["recommend"].GetBool(), verdict == "change");
+    if (verdict == "change")
+        EXPECT_LT(doc["interval"]["high_ms"].GetDouble(), doc["predicted_current_ms"].GetDouble());
+    if (verdict == "cannot_tell")
+        EXPECT_NE(std::string(doc["measure_hint"].GetString()), "");
 }
 
 // A 1-rank run has no other rank on its host to probe compute beside: with --threads N it starts a

@@ -12,6 +12,7 @@
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/result.h"
 #include "lockstep/core/types.h"
+#include "lockstep/core/whatif_error.h"
 
 #include <array>
 #include <limits>
@@ -152,7 +153,22 @@ struct Prediction {
     // probe (kComputeProbeKey; whatif.cpp, "World sizes"): it multiplies config.computeScale in the
     // replay; 1 when not applied. config stays as asked.
     double hostComputeFactor = 1.0;
+    // Where a real run of this configuration is expected to measure its mean step time (90 %):
+    // the model's held-out error for the kinds of change made, widened by the recording's noise
+    // (whatif_error.h). Not the self-replay error, which is exact by construction.
+    PredictionInterval interval;
+    // The same prediction with no contention between transfers and backward (phi = 0): the
+    // contention strength is read off the link's rates, not off compute, so a configuration that
+    // overlaps much more transfer with backward than the recording did is bounded by both
+    // (whatif.cpp, "Contention"); NaN when the model has no contention to bound.
+    double noContentionStepMs = std::numeric_limits<double>::quiet_NaN();
 };
+
+// The kinds of change `config` makes relative to `recorded` (empty: none).
+std::vector<ChangeKind> changeKinds(const WhatIfConfig& recorded, const WhatIfConfig& config);
+// A recording's step-to-step noise: 1.645 standard errors of the mean of its steady steps' step
+// time (each the mean over ranks), in % of that mean; NaN with fewer than two steady steps.
+double stepNoisePct(const Run& run);
 
 struct PredictOptions {
     // false: numbers only; the predicted Run is built internally and dropped (saves a copy)
@@ -160,6 +176,10 @@ struct PredictOptions {
     // > 0: replay the steps up to this many steady steps only (a long run's numbers in less
     // time: the replay costs O(spans replayed)); 0: every step
     int32_t maxSteadySteps = 0;
+    // false: skip the second replay that bounds contention (Prediction::noContentionStepMs stays
+    // NaN and the interval is the held-out error's alone); advise's grid does, and bounds the
+    // candidate it names only
+    bool boundContention = true;
 };
 
 class WhatIfModel {
@@ -174,7 +194,10 @@ public:
     // The model's replay of the recorded configuration, and its error against measured(): how
     // far the model is from the truth on this very run (the communication fit's error).
     WhatIfNumbers replayed() const;
+    // A consistency check only: the replay of the recorded configuration is exact by construction
+    // up to the link fit, and says nothing about other configurations (Prediction::interval does).
     double selfErrorPct() const;                  // (replayed - measured) / measured * 100
+    double stepNoisePct() const;                  // the recording's (stepNoisePct(run))
     const LinkFit& link() const;
     const std::vector<std::string>& notes() const; // about the recording as a whole
     int64_t gradientBytes() const;                 // all parameters' gradients, float32
@@ -204,16 +227,26 @@ struct Advice {
     WhatIfConfig best;
     double measuredStepMs = 0;     // the recorded run, measured
     double replayedMs = 0;         // the model's replay of the recorded configuration, every step
-    double selfErrorPct = 0;       // (replayed - measured) / measured * 100: the model's self-check
+    double selfErrorPct = 0;       // (replayed - measured) / measured * 100: a consistency check, never confidence
     double predictedCurrentMs = 0; // the recorded caps over the steps advise replays (at most 32
                                    // steady steps), to compare with the candidates
     double predictedBestMs = 0;
     double gainMs = 0;             // predictedCurrent - predictedBest (model against model)
     double gainPct = 0;            // gainMs / predictedCurrent * 100
-    bool gainWithinError = false;  // |gainPct| <= |selfErrorPct|: not distinguishable from noise
-    bool confident = false;        // the gain is beyond the model's error and the advice does not
-                                   // rest on what this run cannot tell (see confidenceNote)
-    std::string confidenceNote;    // why not confident, or empty
+    // The verdict. Change: the best layout's predicted gain clears its interval (the held-out
+    // error of bucket-cap changes widened by the recording's noise), and nothing the recording
+    // cannot tell undermines it. Keep: every other layout is predicted slower by more than its
+    // interval. CannotTell: otherwise; `candidate` is the layout to measure.
+    enum class Verdict { Change, Keep, CannotTell };
+    Verdict verdict = Verdict::CannotTell;
+    WhatIfConfig candidate;        // the best layout other than the recorded one (the one to measure)
+    double candidateMs = 0;        // its predicted step time
+    double candidateGainPct = 0;   // (predictedCurrent - candidateMs) / predictedCurrent * 100
+    PredictionInterval interval;   // the candidate's interval (a bucket-cap change)
+    bool gainWithinError = false;  // |candidateGainPct| <= interval.halfWidthPct
+    bool confident = false;        // verdict == Change (kept for scripts reading lockstep.whatif/1)
+    std::string confidenceNote;    // why the recording cannot tell, or empty
+    std::string measureHint;       // what measurement would tell (one short run at the candidate)
     std::vector<AdviceCandidate> candidates; // one per distinct bucket layout, fastest first
     std::vector<std::string> notes;
 };

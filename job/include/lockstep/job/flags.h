@@ -11,6 +11,8 @@
 // "--layers: 5000 is out of range (1 to 1024)".
 #pragma once
 
+#include "lockstep/core/whatif_settings.h"
+
 #include "lockstep/core/result.h"
 #include "lockstep/core/types.h"
 #include "lockstep/job/training_options.h"
@@ -102,7 +104,7 @@ std::span<const NetFlag> netFlags();
 const NetFlag& netFlag(std::string_view name); // one of netFlags(); aborts on an unknown name
 
 // The slowest link --link-gbps emulates, in Gbit/s (1 Mbit/s); 0 means not emulated.
-inline constexpr double kMinLinkGbps = 0.001;
+inline constexpr double kMinLinkGbps = core::kLinkSetting.min; // core/whatif_settings.h
 
 // The rules between flags. worldSize 0 = not known yet (a worker before it reads its
 // environment); the rules that need it are checked again once it is known.
