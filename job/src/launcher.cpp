@@ -618,7 +618,7 @@ core::Status Job::mergeShards(LaunchResult& result)
         options.endedNs = result.success ? 0 : realtimeNs();
         auto stats = core::mergeRunFiles(shards, m_out.string(), options);
         if (!stats)
-            return core::fail("writing the run file failed: " + stats.error().message);
+            return core::fail(stats.error(), "writing the run file failed: " + stats.error().message);
         if (!stats->written)
             return keepOld();
         result.merge = *stats;
@@ -637,7 +637,7 @@ core::Status Job::mergeShards(LaunchResult& result)
         if (auto s = core::saveRun(run, m_out.string(), m_opt.force ? core::RunWriter::Mode::Overwrite
                                                                      : core::RunWriter::Mode::CreateNew);
             !s)
-            return core::fail("writing the run file failed: " + s.error().message);
+            return core::fail(s.error(), "writing the run file failed: " + s.error().message);
     }
     result.haveRunFile = true;
     return {};
@@ -753,15 +753,27 @@ core::Result<LaunchResult> Job::run()
 
 } // namespace
 
-core::Status checkLaunchOptions(const LaunchOptions& o)
+namespace {
+
+// Whatever keeps a job from starting, the job did not start (ErrorCode::NotStarted; a bad value
+// stays a usage error): the code the CLI's exit status follows.
+template <class R>
+R notStarted(R r)
+{
+    if (!r && r.error().code != core::ErrorCode::Usage)
+        r.error().code = core::ErrorCode::NotStarted;
+    return r;
+}
+
+core::Status checkLaunchOptionsOnce(const LaunchOptions& o)
 {
     if (o.nproc < 1 || o.nproc > kMaxLocalRanks)
-        return core::fail("--nproc: " + std::to_string(o.nproc) + " is out of range (1 to " + std::to_string(kMaxLocalRanks)
+        return core::fail(core::ErrorCode::Usage, "--nproc: " + std::to_string(o.nproc) + " is out of range (1 to " + std::to_string(kMaxLocalRanks)
                           + ")");
     for (const auto& [name, value] : {std::pair{"--hang-timeout-s", o.hangTimeoutS}, std::pair{"--grace-s", o.graceS},
                                       std::pair{"termS", o.termS}})
         if (!std::isfinite(value) || value < 0)
-            return core::fail(std::string(name) + ": expected a finite number >= 0");
+            return core::fail(core::ErrorCode::Usage, std::string(name) + ": expected a finite number >= 0");
     if (o.worker.argv.empty())
         return core::fail("no worker command");
     if (access(o.worker.argv.front().c_str(), X_OK) != 0)
@@ -786,6 +798,10 @@ core::Status checkLaunchOptions(const LaunchOptions& o)
         return core::fail("cannot write into " + parent.string() + ": " + std::strerror(errno));
     return {};
 }
+
+} // namespace
+
+core::Status checkLaunchOptions(const LaunchOptions& o) { return notStarted(checkLaunchOptionsOnce(o)); }
 
 core::Result<int> pickFreePort()
 {
@@ -814,7 +830,7 @@ core::Result<int> pickFreePort()
 core::Result<LaunchResult> launchRun(const LaunchOptions& options)
 {
     Job job(options);
-    return job.run();
+    return notStarted(job.run());
 }
 
 } // namespace lockstep::job
