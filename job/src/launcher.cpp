@@ -564,34 +564,17 @@ void Job::loop()
 
 core::Status Job::mergeShards(LaunchResult& result)
 {
-    std::vector<std::string> shards;
-    for (const std::string& shard : shardFilesIn(m_shardDir)) {
-        // Every rank has exited: a killed rank's shard has its committed steps in its -wal (or,
-        // killed while creating it, a hot journal whose rollback leaves it empty: nothing lost).
-        (void)core::recoverRunFile(shard);
-        std::error_code ec;
-        if (fs::file_size(shard, ec) == 0)
-            continue;
-        // A rank killed at a bad moment may still leave a shard core cannot read; merge the
-        // others rather than lose the whole run.
-        if (auto valid = core::validateRunFile(shard); !valid) {
-            message("a shard is left out: " + valid.error().message);
-            if (!result.success && !result.interrupted) // an interrupt explains it already
-                result.cause += "; " + fs::path(shard).stem().string() + "'s shard unreadable";
-            continue;
-        }
-        // A rank stopped before its configuration was written (a full disk): nothing to merge.
-        if (auto reader = core::RunReader::open(shard); reader) {
-            if (auto config = (*reader)->config(); config && config->model.empty()) {
-                message("a shard is left out: " + shard + " has no run configuration (its rank stopped before writing it)");
-                // Interrupted before its configuration: the interrupt is the cause; a full disk is not.
-                if (!result.success && !result.interrupted)
-                    result.cause += "; " + fs::path(shard).stem().string() + "'s shard has no configuration";
-                continue;
-            }
-        }
-        shards.push_back(shard);
+    // Every rank has exited: which shards make the run is shard_layout's one decision.
+    const RunShards found = runShardsIn(m_shardDir);
+    for (const RunShards::LeftOut& left : found.leftOut) {
+        message("a shard is left out: " + left.reason);
+        // Interrupted: the interrupt explains it (a shard with no configuration, a damaged one);
+        // a full disk or a crash does not.
+        if (!result.success && !result.interrupted)
+            result.cause += "; " + fs::path(left.file).stem().string()
+                            + (left.noConfig ? "'s shard has no configuration" : "'s shard unreadable");
     }
+    const std::vector<std::string>& shards = found.files;
     const core::RunStatus verdict = result.success ? core::RunStatus::Completed : core::RunStatus::Failed;
     const std::string cause = result.success ? std::string() : result.cause;
     // --force replaces an existing run file only with a run that recorded something: a job that
