@@ -35,18 +35,14 @@ struct CoreArgs {
     size_t diffTop = 10;
 };
 
-int fail(const std::string& message)
-{
-    // Names and paths inside come from files and arguments: never a raw control character.
-    std::cerr << "lockstep: " << core::escapeControl(message) << '\n';
-    return 1;
-}
+// Says why on stderr; the exit status follows from the error's code (exitStatusFor).
+int report(const core::Error& error) { return reportError("lockstep", error); }
 
 int runReport(const CoreArgs& a)
 {
     auto run = core::loadRun(a.run);
     if (!run)
-        return fail(run.error().message);
+        return report(run.error());
     const core::RunAnalysis analysis = core::analyze(*run);
     if (!a.kernels) {
         std::cout << (a.json ? core::reportJson(*run, analysis) : core::reportText(*run, analysis));
@@ -54,7 +50,7 @@ int runReport(const CoreArgs& a)
         // The report's object with one more key: "kernels", every row of the kernel table.
         std::string json = core::reportJson(*run, analysis);
         if (json.empty() || json.back() != '}')
-            return fail("the report's JSON is not an object");
+            return report(core::Error{"the report's JSON is not an object"});
         json.pop_back();
         std::cout << json << ",\"kernels\":" << core::kernelTableJson(core::kernelTable(*run, analysis)) << '}';
     } else {
@@ -63,21 +59,21 @@ int runReport(const CoreArgs& a)
     if (a.json)
         std::cout << '\n';
     std::cout.flush();
-    return std::cout ? 0 : fail("writing the report failed");
+    return std::cout ? 0 : report(core::Error{"writing the report failed"});
 }
 
 int runDiff(const CoreArgs& a)
 {
     auto first = core::loadRun(a.diffA);
     if (!first)
-        return fail(first.error().message);
+        return report(first.error());
     auto second = core::loadRun(a.diffB);
     if (!second)
-        return fail(second.error().message);
+        return report(second.error());
     const core::RunDiff diff = core::diffRuns(*first, *second, core::DiffOptions{.topSpans = a.diffTop});
     std::cout << (a.json ? core::diffJson(diff) + "\n" : core::diffText(diff));
     std::cout.flush();
-    return std::cout ? 0 : fail("writing the diff failed");
+    return std::cout ? 0 : report(core::Error{"writing the diff failed"});
 }
 
 int runExport(const CoreArgs& a)
@@ -87,14 +83,14 @@ int runExport(const CoreArgs& a)
     // Refused before the (possibly long) load: an output that would replace the run or another file.
     auto output = core::OutputFile::create(a.chromeOut, a.exportForce, {a.run});
     if (!output)
-        return fail(output.error().message);
+        return report(output.error());
     auto run = core::loadRun(a.run);
     if (!run)
-        return fail(run.error().message);
+        return report(run.error());
     if (auto s = core::exportChromeTrace(*run, output->path()); !s)
-        return fail(output->explain(s.error()).message);
+        return report(output->explain(s.error()));
     if (auto s = output->commit(); !s)
-        return fail(s.error().message);
+        return report(s.error());
     std::cerr << "wrote " << a.chromeOut << " (" << run->spans.size() << " spans, "
               << run->instants.size() << " instants)\n";
     return 0;
@@ -107,7 +103,7 @@ int runMerge(const CoreArgs& a)
     options.overwrite = a.force;
     auto stats = core::mergeRunFiles(a.shards, a.mergeOut, options);
     if (!stats)
-        return fail(stats.error().message);
+        return report(stats.error());
     std::cerr << "merged " << a.shards.size() << " shard(s) into " << a.mergeOut << ": " << stats->ranks
               << " ranks, " << stats->steps << " steps, " << stats->spans << " spans, "
               << stats->instants << " instants\n";

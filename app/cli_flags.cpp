@@ -1,6 +1,10 @@
 // The flag table on CLI11 (see cli_flags.h).
 #include "cli_flags.h"
 
+#include "lockstep/core/report.h"
+
+#include <cstdio>
+
 namespace lockstep::app {
 
 namespace {
@@ -21,6 +25,12 @@ CLI::Validator check(std::function<std::string(const std::string&)> fn, std::str
 }
 
 } // namespace
+
+int reportError(std::string_view command, const core::Error& error)
+{
+    std::fprintf(stderr, "%.*s: %s\n", int(command.size()), command.data(), core::escapeControl(error.message).c_str());
+    return exitStatusFor(error.code);
+}
 
 CLI::Validator integerCheck(int64_t min, int64_t max)
 {

@@ -4,6 +4,7 @@
 // from the table; this file only adapts them to CLI11.
 #pragma once
 
+#include "exit_status.h"
 #include "lockstep/core/result.h"
 #include "lockstep/job/flags.h"
 #include "lockstep/job/launcher.h"
@@ -26,6 +27,10 @@ CLI::Validator numberCheck(double min, double max, bool minOpen = false);
 // protocol, progress.h, which the app's Launch panel reads), none. Default auto.
 CLI::Option* addProgressOption(CLI::App* cmd, std::string& value);
 job::ProgressStyle progressStyle(const std::string& value);
+
+// Says "<command>: <message>" on stderr (control characters escaped: names and paths come from
+// files and arguments) and returns exitStatusFor(error.code).
+int reportError(std::string_view command, const core::Error& error);
 
 // The exit statuses of every command, for --help.
 inline constexpr const char* kExitStatusHelp =

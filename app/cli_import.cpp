@@ -35,33 +35,26 @@ struct ImportArgs {
 int runImport(const ImportArgs& a)
 {
     // Flags that contradict each other: usage errors, before anything is read.
-    if (a.rank >= 0 && a.worldSize > 0 && int64_t(a.rank) + int64_t(a.files.size()) > a.worldSize) {
-        std::cerr << "lockstep import: --rank " << a.rank << " with " << a.files.size() << " file(s) needs ranks up to "
-                  << (int64_t(a.rank) + int64_t(a.files.size()) - 1) << ", outside --world-size " << a.worldSize << "\n";
-        return 2;
-    }
+    const char* me = "lockstep import";
+    if (a.rank >= 0 && a.worldSize > 0 && int64_t(a.rank) + int64_t(a.files.size()) > a.worldSize)
+        return reportError(me, core::Error{"--rank " + std::to_string(a.rank) + " with " + std::to_string(a.files.size())
+                                               + " file(s) needs ranks up to " + std::to_string(int64_t(a.rank) + int64_t(a.files.size()) - 1)
+                                               + ", outside --world-size " + std::to_string(a.worldSize),
+                                           core::ErrorCode::Usage});
     for (const std::string& f : a.files) {
         std::error_code ec;
         const auto st = std::filesystem::status(f, ec);
-        if (!std::filesystem::exists(st)) {
-            std::cerr << "lockstep import: " << core::escapeControl(f) << ": no such file\n";
-            return 1;
-        }
-        if (std::filesystem::is_directory(st)) {
-            std::cerr << "lockstep import: " << core::escapeControl(f) << ": is a folder; give the trace files in it\n";
-            return 1;
-        }
+        if (!std::filesystem::exists(st))
+            return reportError(me, core::Error{f + ": no such file", core::ErrorCode::BadFile});
+        if (std::filesystem::is_directory(st))
+            return reportError(me, core::Error{f + ": is a folder; give the trace files in it", core::ErrorCode::BadFile});
     }
     // The run database is written whole or not at all (saveRun); refuse an output that is a trace,
     // a folder, a device, or an existing file without --force before the import starts.
-    if (auto s = core::refuseOutputIsInput(a.out, a.files); !s) {
-        std::cerr << "lockstep import: " << core::escapeControl(s.error().message) << "\n";
-        return 1;
-    }
-    if (auto s = core::checkOutputPath(a.out, a.force); !s) {
-        std::cerr << "lockstep import: " << core::escapeControl(s.error().message) << "\n";
-        return 1;
-    }
+    if (auto s = core::refuseOutputIsInput(a.out, a.files); !s)
+        return reportError(me, s.error());
+    if (auto s = core::checkOutputPath(a.out, a.force); !s)
+        return reportError(me, s.error());
     core::removeOutputsOnSignal();
     core::ImportOptions options;
     if (a.rank >= 0)
@@ -99,9 +92,8 @@ int runImport(const ImportArgs& a)
     if (!stats) {
         if (tty && lastShown >= 0 && lastShown < 100)
             std::fputc('\n', stderr);
-        std::cerr << "lockstep import: " << core::escapeControl(stats.error().message) << "\n";
-        // --rank / --world-size that do not fit the traces: a usage error.
-        return stats.error().message.starts_with("--") ? 2 : 1;
+        // --rank / --world-size that do not fit the traces: a usage error (exit 2), by its code.
+        return reportError(me, stats.error());
     }
     std::cout << "imported " << stats->files << " file(s) into " << a.out << ": " << stats->ranks << " rank(s), world size "
               << stats->worldSize << ", " << stats->steps << " step rows, " << stats->lanes << " lanes, " << stats->spans

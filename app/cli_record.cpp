@@ -127,24 +127,17 @@ int recordMain(const RecordCommand& cmd)
     const char* me = "lockstep record";
     const std::string& script = cmd.script.front();
     std::error_code ec;
-    if (!fs::is_regular_file(script, ec)) {
-        std::fprintf(stderr, "%s: no such script: %s\n", me, core::escapeControl(script).c_str());
-        return 2;
-    }
+    if (!fs::is_regular_file(script, ec))
+        return reportError(me, core::Error{"no such script: " + script, core::ErrorCode::Usage});
     const std::string python = cmd.python.empty() ? defaultPython() : cmd.python;
-    if (access(python.c_str(), X_OK) != 0) {
-        std::fprintf(stderr, "%s: the Python interpreter %s cannot be run; pass --python PATH (one with torch)\n", me,
-                     core::escapeControl(python).c_str());
-        return 2;
-    }
+    if (access(python.c_str(), X_OK) != 0)
+        return reportError(me, core::Error{"the Python interpreter " + python + " cannot be run; pass --python PATH (one with torch)",
+                                           core::ErrorCode::NotStarted});
     const std::string pkg = packageDir();
-    if (pkg.empty()) {
-        std::fprintf(stderr,
-                     "%s: the lockstep Python package is not next to this executable (built with "
-                     "-DLOCKSTEP_BUILD_PYTHON=OFF?); set LOCKSTEP_PYTHONPATH to its folder\n",
-                     me);
-        return 2;
-    }
+    if (pkg.empty())
+        return reportError(me, core::Error{"the lockstep Python package is not next to this executable (built with "
+                                           "-DLOCKSTEP_BUILD_PYTHON=OFF?); set LOCKSTEP_PYTHONPATH to its folder",
+                                           core::ErrorCode::NotStarted});
 
     job::LaunchOptions o;
     o.nproc = cmd.nproc;
@@ -180,16 +173,12 @@ int recordMain(const RecordCommand& cmd)
     o.commandLine = commandLine;
     // The run file never replaces the script or a file among its arguments.
     o.inputs = cmd.script;
-    if (auto s = job::checkLaunchOptions(o); !s) {
-        std::fprintf(stderr, "%s: %s\n", me, core::escapeControl(s.error().message).c_str());
-        return 2;
-    }
+    if (auto s = job::checkLaunchOptions(o); !s)
+        return reportError(me, s.error());
 
     auto result = job::launchRun(o);
-    if (!result) {
-        std::fprintf(stderr, "%s: %s\n", me, core::escapeControl(result.error().message).c_str());
-        return 2;
-    }
+    if (!result)
+        return reportError(me, result.error());
     const std::string outPath = fs::absolute(o.out).string();
     if (result->haveRunFile && result->merge.ranks > 0) {
         std::printf("run file: %s\n", outPath.c_str());

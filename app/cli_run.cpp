@@ -151,15 +151,15 @@ core::Result<job::TrainingOptions> withWorkerArgs(const TrainingFlags& given, co
         }
         const job::Flag* flag = arg.starts_with("--") ? job::findFlag(name) : nullptr;
         if (!flag)
-            return core::fail("after --: '" + std::string(arg) + "' is not a worker flag (see lockstep worker --help)");
+            return core::fail(core::ErrorCode::Usage, "after --: '" + std::string(arg) + "' is not a worker flag (see lockstep worker --help)");
         if (flag->scope == job::FlagScope::Worker && flag->name != "--dump-params")
-            return core::fail("after --: " + std::string(flag->name)
+            return core::fail(core::ErrorCode::Usage, "after --: " + std::string(flag->name)
                               + " is set by the launcher for every rank; leave it out"
                               + (flag->name == "--run-name" ? " (use --run-name before --)" : ""));
         if (std::find(commandOwns.begin(), commandOwns.end(), flag->name) != commandOwns.end())
-            return core::fail("after --: " + std::string(flag->name) + " is this command's own flag; give it before --");
+            return core::fail(core::ErrorCode::Usage, "after --: " + std::string(flag->name) + " is this command's own flag; give it before --");
         if (given.given(flag->name) || std::find(seen.begin(), seen.end(), flag->name) != seen.end())
-            return core::fail(std::string(flag->name) + " given twice (before and after --, or twice after --)");
+            return core::fail(core::ErrorCode::Usage, std::string(flag->name) + " given twice (before and after --, or twice after --)");
         seen.push_back(flag->name);
         std::string_view value = "true";
         if (flag->type != job::FlagType::Switch) {
@@ -168,9 +168,9 @@ core::Result<job::TrainingOptions> withWorkerArgs(const TrainingFlags& given, co
             else if (i + 1 < extra.size())
                 value = extra[++i];
             else
-                return core::fail("after --: " + std::string(flag->name) + " needs a value");
+                return core::fail(core::ErrorCode::Usage, "after --: " + std::string(flag->name) + " needs a value");
         } else if (inlineValue) {
-            return core::fail("after --: " + std::string(flag->name) + " takes no value");
+            return core::fail(core::ErrorCode::Usage, "after --: " + std::string(flag->name) + " takes no value");
         }
         if (auto s = job::setFlag(o, *flag, value); !s)
             return std::unexpected(s.error());
@@ -187,20 +187,20 @@ core::Status checkWorkerCanRun(const job::TrainingOptions& o)
     (void)o;
 #else
     if (o.device != "cpu")
-        return core::fail("--device " + o.device + ": lockstep-worker trains on the CPU only in this build "
+        return core::fail(core::ErrorCode::Usage, "--device " + o.device + ": lockstep-worker trains on the CPU only in this build "
                           "(scripts/gpu_build.sh builds one for GPUs)");
 #endif
     return {};
 }
 
 // The launch of one run: the worker (lockstep-worker beside this executable) with the options
-// as arguments. A usage error (exit 2) when the worker is missing.
+// as arguments. ErrorCode::NotStarted (exit 2) when the worker is missing.
 core::Result<job::LaunchOptions> launchOptions(const job::TrainingOptions& training, int nproc, const std::string& out,
                                                const LauncherFlags& l)
 {
     auto worker = job::siblingExecutable("lockstep-worker");
     if (!worker)
-        return core::fail(worker.error().message + "; this build has no training runtime (LOCKSTEP_BUILD_RUNTIME=OFF?)");
+        return core::fail(worker.error(), worker.error().message + "; this build has no training runtime (LOCKSTEP_BUILD_RUNTIME=OFF?)");
     job::LaunchOptions o;
     o.nproc = nproc;
     o.out = out;
@@ -225,19 +225,13 @@ int runMain(const RunCommand& cmd)
 {
     const job::TrainingOptions training = cmd.training->options();
     auto all = withWorkerArgs(*cmd.training, cmd.launcher.extra);
-    if (!all) {
-        std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(all.error().message).c_str());
-        return 2;
-    }
+    if (!all)
+        return reportError("lockstep run", all.error());
     const int world = cmd.hosts > 0 ? cmd.hosts * cmd.nproc : cmd.nproc;
-    if (auto s = job::checkOptions(*all, world); !s) {
-        std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(s.error().message).c_str());
-        return 2;
-    }
-    if (auto s = checkWorkerCanRun(*all); !s) {
-        std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(s.error().message).c_str());
-        return 2;
-    }
+    if (auto s = job::checkOptions(*all, world); !s)
+        return reportError("lockstep run", s.error());
+    if (auto s = checkWorkerCanRun(*all); !s)
+        return reportError("lockstep run", s.error());
     auto o = launchOptions(training, cmd.nproc, cmd.out, cmd.launcher);
     if (o) {
         o->stepsPlanned = all->steps;
@@ -257,18 +251,14 @@ int runMain(const RunCommand& cmd)
         if (auto s = job::checkLaunchOptions(*o); !s)
             o = std::unexpected(s.error());
     }
-    if (!o) {
-        std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(o.error().message).c_str());
-        return 2;
-    }
+    if (!o)
+        return reportError("lockstep run", o.error());
     o->runName = cmd.launcher.runName;
     o->noStepCause = "no rank reported a step";
     o->blockSignalsAtEnd = true;
     auto result = job::launchRun(*o);
-    if (!result) {
-        std::fprintf(stderr, "lockstep run: %s\n", core::escapeControl(result.error().message).c_str());
-        return 2;
-    }
+    if (!result)
+        return reportError("lockstep run", result.error());
     const std::string outPath = fs::absolute(cmd.out).string();
     if (result->haveRunFile) {
         std::printf("run file: %s\n", outPath.c_str());
@@ -388,48 +378,39 @@ int sweepMain(const SweepCommand& cmd)
 {
     const job::TrainingOptions base = cmd.training->options();
     auto all = withWorkerArgs(*cmd.training, cmd.launcher.extra, {"--bucket-mb"});
-    if (!all) {
-        std::fprintf(stderr, "lockstep sweep: %s\n", core::escapeControl(all.error().message).c_str());
-        return 2;
-    }
+    if (!all)
+        return reportError("lockstep sweep", all.error());
     // Every point is checked before the first one starts: a typo must not cost the points before it.
     std::vector<std::string> names;
     for (int n : cmd.nprocs) {
         for (double mb : cmd.bucketMbs) {
             job::TrainingOptions t = *all;
             t.bucketMb = mb;
-            if (auto s = job::checkOptions(t, n); !s) {
-                std::fprintf(stderr, "lockstep sweep: %s (--nproc %d)\n", core::escapeControl(s.error().message).c_str(), n);
-                return 2;
-            }
-            if (auto s = checkWorkerCanRun(t); !s) {
-                std::fprintf(stderr, "lockstep sweep: %s\n", core::escapeControl(s.error().message).c_str());
-                return 2;
-            }
+            if (auto s = job::checkOptions(t, n); !s)
+                return reportError("lockstep sweep", core::Error{s.error().message + " (--nproc " + std::to_string(n) + ")", s.error().code});
+            if (auto s = checkWorkerCanRun(t); !s)
+                return reportError("lockstep sweep", s.error());
             // The same point twice would write one run file twice; an existing run file (without
             // --force) or one that cannot be replaced is found now, not after the points before it.
             const std::string name = t.model + "-n" + std::to_string(n) + "-b" + job::formatNumber(mb);
-            if (std::find(names.begin(), names.end(), name) != names.end()) {
-                std::fprintf(stderr, "lockstep sweep: the point --nproc %d --bucket-mb %s is given twice\n", n,
-                             job::formatNumber(mb).c_str());
-                return 2;
-            }
+            if (std::find(names.begin(), names.end(), name) != names.end())
+                return reportError("lockstep sweep", core::Error{"the point --nproc " + std::to_string(n) + " --bucket-mb "
+                                                                     + job::formatNumber(mb) + " is given twice",
+                                                                 core::ErrorCode::Usage});
             names.push_back(name);
             std::error_code ec;
             if (fs::is_directory(cmd.outDir, ec))
-                if (auto p = core::checkOutputPath((fs::path(cmd.outDir) / (name + ".db")).string(), cmd.launcher.force); !p) {
-                    std::fprintf(stderr, "lockstep sweep: %s\n", core::escapeControl(p.error().message).c_str());
-                    return 2;
-                }
+                // A point whose run file is refused cannot start: the sweep does not start.
+                if (auto p = core::checkOutputPath((fs::path(cmd.outDir) / (name + ".db")).string(), cmd.launcher.force); !p)
+                    return reportError("lockstep sweep", core::Error{p.error().message, core::ErrorCode::NotStarted});
         }
     }
     std::error_code ec;
     fs::create_directories(cmd.outDir, ec);
-    if (ec || !fs::is_directory(cmd.outDir)) {
-        std::fprintf(stderr, "lockstep sweep: cannot create the folder %s: %s\n", cmd.outDir.c_str(),
-                     ec ? ec.message().c_str() : "not a folder");
-        return 2;
-    }
+    if (ec || !fs::is_directory(cmd.outDir))
+        return reportError("lockstep sweep", core::Error{"cannot create the folder " + cmd.outDir + ": "
+                                                             + (ec ? ec.message() : std::string("not a folder")),
+                                                         core::ErrorCode::NotStarted});
     std::vector<core::RunSummary> summaries;
     struct Point {
         int nproc;

@@ -30,19 +30,18 @@ void registerWorkerCommand(CLI::App& app)
 int execWorker(int argc, char** argv)
 {
     auto worker = job::siblingExecutable("lockstep-worker");
-    if (!worker) {
-        std::fprintf(stderr, "lockstep worker: %s; this build has no training runtime (LOCKSTEP_BUILD_RUNTIME=OFF?)\n",
-                     worker.error().message.c_str());
-        return 2;
-    }
+    if (!worker)
+        return reportError("lockstep worker", core::Error{worker.error().message + "; this build has no training runtime "
+                                                                                   "(LOCKSTEP_BUILD_RUNTIME=OFF?)",
+                                                          worker.error().code});
     std::vector<char*> args;
     args.push_back(worker->data());
     for (int i = 2; i < argc; ++i)
         args.push_back(argv[i]);
     args.push_back(nullptr);
     execv(worker->c_str(), args.data());
-    std::fprintf(stderr, "lockstep worker: cannot start %s: %s\n", worker->c_str(), std::strerror(errno));
-    return 2;
+    const int err = errno;
+    return reportError("lockstep worker", core::Error{"cannot start " + *worker + ": " + std::strerror(err), core::ErrorCode::NotStarted});
 }
 
 } // namespace lockstep::app

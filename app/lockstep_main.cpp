@@ -48,7 +48,7 @@ int main(int argc, char** argv)
             names += (names.empty() ? "" : ", ") + c->get_name();
         std::fprintf(stderr, "lockstep: unknown command '%s'; the commands are: %s (lockstep --help)\n", lockstep::core::escapeControl(argv[1]).c_str(),
                      names.c_str());
-        return 2;
+        return lockstep::app::exitStatusFor(lockstep::core::ErrorCode::Usage);
     }
     try {
         app.parse(argc, argv);
@@ -59,14 +59,14 @@ int main(int argc, char** argv)
             const std::string count = what.substr(at + std::strlen(": At Most 1 required but received "));
             std::fprintf(stderr, "lockstep: %s given %s\n", what.substr(0, at).c_str(),
                          count == "2" ? "twice" : (count + " times").c_str());
-            return 2;
+            return lockstep::app::exitStatusFor(lockstep::core::ErrorCode::Usage);
         }
         // --help and --version exit 0; every usage error exits 2, as the help says, and its
         // message quotes the argument with control characters escaped (CLI11 quotes it raw).
         if (e.get_exit_code() == 0)
             return app.exit(e);
         std::fprintf(stderr, "%s\nRun with --help for more information.\n", lockstep::core::escapeControl(e.what()).c_str());
-        return 2;
+        return lockstep::app::exitStatusFor(lockstep::core::ErrorCode::Usage);
     }
     // A stop signal that arrived while the command finished decides the exit status (128+signal).
     lockstep::core::yieldToStopSignal();

@@ -2,6 +2,7 @@
 // `lockstep-ui [--view V] RUN...` opens on page V (whatif, charts, ...);
 // `lockstep-ui --screenshot OUT.png [--view V] [--size WxH] RUN...` renders one page headless;
 // --help and --version need no display either.
+#include "exit_status.h"
 #include "main_window.h"
 #include "screenshot.h"
 
@@ -62,12 +63,12 @@ int main(int argc, char** argv)
         o.step = parser.value(stepOpt).toInt(&stepOk);
         if (!stepOk) {
             std::fprintf(stderr, "lockstep-ui: --step must be a step number\n");
-            return 2;
+            return lockstep::app::exitStatusFor(lockstep::core::ErrorCode::Usage);
         }
         const auto m = QRegularExpression(QStringLiteral("^(\\d+)x(\\d+)$")).match(parser.value(sizeOpt));
         if (!m.hasMatch()) {
             std::fprintf(stderr, "lockstep-ui: --size must be WxH, e.g. 1400x860\n");
-            return 2;
+            return lockstep::app::exitStatusFor(lockstep::core::ErrorCode::Usage);
         }
         o.size = QSize(std::clamp(m.captured(1).toInt(), 320, 8192), std::clamp(m.captured(2).toInt(), 240, 8192));
         QString error;
@@ -89,7 +90,7 @@ int main(int argc, char** argv)
         if (page < 0) {
             std::fprintf(stderr, "lockstep-ui: unknown view '%s' (%s)\n", qPrintable(parser.value(viewOpt)),
                          qPrintable(lockstep::ui::screenshotViews().join(", ")));
-            return 2;
+            return lockstep::app::exitStatusFor(lockstep::core::ErrorCode::Usage);
         }
     }
     lockstep::ui::MainWindow window(options);

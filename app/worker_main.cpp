@@ -27,12 +27,10 @@ int main(int argc, char** argv)
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e) == 0 ? 0 : 2;
+        return app.exit(e) == 0 ? 0 : lockstep::app::exitStatusFor(lockstep::core::ErrorCode::Usage);
     }
     const lockstep::job::TrainingOptions options = flags.options();
-    if (auto s = lockstep::job::checkOptions(options, 0); !s) {
-        std::fprintf(stderr, "lockstep-worker: %s\n", s.error().message.c_str());
-        return 2;
-    }
+    if (auto s = lockstep::job::checkOptions(options, 0); !s)
+        return lockstep::app::reportError("lockstep-worker", s.error());
     return lockstep::rt::runWorker(options);
 }

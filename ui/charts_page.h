@@ -47,7 +47,6 @@ public:
     // The runs picked for the cross-run charts.
     std::vector<LoadedRunPtr> pickedRuns() const;
     void setPicked(const QStringList& paths);
-    QListWidget* runPicker() const { return m_picker; }
 
     QChart* chart(ChartId id) const;
     // The chart's whole title (HTML: its name, then a line per note); QChart::title() is what

@@ -75,7 +75,6 @@ public:
     const std::vector<LoadedRunPtr>& openRuns() const { return m_open; }
     LoadedRunPtr currentRun() const { return m_current; }
     QStringList recentFiles() const { return m_recent; }
-    bool errorDialogsEnabled() const { return m_errorDialogs; }
     void setErrorDialogsEnabled(bool on) { m_errorDialogs = on; } // tests: no modal dialogs
     QString lastError() const { return m_lastError; }
 

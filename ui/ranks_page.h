@@ -46,8 +46,6 @@ public:
 
     RankHeatmap* heatmap() const { return m_heatmap; }
     RankTableModel* rankModel() const { return m_model; }
-    QSortFilterProxyModel* rankProxy() const { return m_proxy; }
-    QComboBox* metricBox() const { return m_metric; }
 
 signals:
     // Show `rank` in the timeline; `step` >= 0: zoomed to that step.

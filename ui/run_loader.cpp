@@ -15,7 +15,7 @@
 namespace lockstep::ui {
 
 namespace {
-auto cancelled() { return core::fail("cancelled: a newer load of this run superseded it"); }
+auto cancelled() { return core::fail(core::ErrorCode::Cancelled, "cancelled: a newer load of this run superseded it"); }
 } // namespace
 
 core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_token stop)
@@ -33,7 +33,7 @@ core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_to
     if (stop.stop_requested())
         return cancelled();
     if (!loaded)
-        return core::fail(loaded.error().message);
+        return core::fail(loaded.error());
     return analyzeRun(std::move(*loaded), paths.front(), stop);
 }
 

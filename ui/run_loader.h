@@ -41,7 +41,7 @@ using LoadedRunPtr = std::shared_ptr<const LoadedRun>;
 
 // Blocking: loads `paths` (one run file, or several rank shards of a run still recording, shown
 // as one run by core's stitching rule, core::loadShards), analyses it and builds its timeline
-// model. Fails with "cancelled" when `stop` is requested before it is done.
+// model. Fails with ErrorCode::Cancelled when `stop` is requested before it is done.
 core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_token stop = {});
 inline core::Result<LoadedRunPtr> loadAndAnalyze(const QString& path) { return loadAndAnalyze(QStringList{path}); }
 // The analysing half of loadAndAnalyze for a run already in memory (a what-if prediction);

@@ -42,14 +42,8 @@ public:
     TimelineWidget* timeline() const { return m_timeline; }
     SummaryPanel* summaryPanel() const { return m_summary; }
     SpanDetailsPanel* detailsPanel() const { return m_details; }
-    KernelPanel* kernelPanel() const { return m_kernels; }
     ReplayController* replay() const { return m_replay; }
-    ReplayBar* replayBar() const { return m_replayBar; }
-    BucketStatusView* bucketStates() const { return m_bucketStates; }
     StepBox* stepBox() const { return m_step; }
-    // The last thing the page told the user (a step that is not in the run, say); the window
-    // shows each in its status bar (message()).
-    QString lastMessage() const { return m_lastMessage; }
     QLineEdit* searchEdit() const { return m_search; }
     QLabel* searchCount() const { return m_searchCount; }
 

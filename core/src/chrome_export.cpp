@@ -356,7 +356,7 @@ Status exportChromeTrace(const Run& run, const std::string& path)
     if (!out)
         return fail(path + ": cannot be written");
     if (auto s = writeChromeTrace(run, out); !s)
-        return fail(path + ": " + s.error().message);
+        return fail(s.error(), path + ": " + s.error().message);
     out.close();
     if (!out)
         return fail(path + ": writing failed (disk full?)");

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace lockstep::core {
@@ -33,7 +34,7 @@ Result<std::vector<ShardHead>> readHeads(const std::vector<std::string>& paths, 
 {
     std::vector<ShardHead> heads;
     std::map<int32_t, std::string> owner;
-    std::string firstError;
+    std::optional<Error> firstError;
     for (const std::string& path : paths) {
         auto reader = RunReader::open(path);
         Result<RunConfig> config = reader ? (*reader)->config() : Result<RunConfig>(std::unexpected(reader.error()));
@@ -42,8 +43,8 @@ Result<std::vector<ShardHead>> readHeads(const std::vector<std::string>& paths, 
         if (!rankRows) {
             if (!skipUnreadable)
                 return std::unexpected(rankRows.error());
-            if (firstError.empty())
-                firstError = rankRows.error().message;
+            if (!firstError)
+                firstError = rankRows.error();
             continue;
         }
         ShardHead head{path, std::move(*config)};
@@ -56,7 +57,7 @@ Result<std::vector<ShardHead>> readHeads(const std::vector<std::string>& paths, 
         heads.push_back(std::move(head));
     }
     if (heads.empty())
-        return fail(firstError.empty() ? "merge: no shards given" : firstError);
+        return firstError ? fail(*firstError) : fail(ErrorCode::Usage, "merge: no shards given");
     std::stable_sort(heads.begin(), heads.end(),
                      [](const ShardHead& a, const ShardHead& b) { return a.lowestRank < b.lowestRank; });
     *ranks = static_cast<int>(owner.size());
@@ -321,7 +322,7 @@ Result<MergeStats> mergeRunFiles(const std::vector<std::string>& shards, const s
     }
     auto output = OutputFile::create(out, options.overwrite, shards);
     if (!output)
-        return std::unexpected(Error{"merge: " + output.error().message});
+        return fail(output.error(), "merge: " + output.error().message);
     const auto write = [&]() -> Result<MergeStats> {
         auto writer = RunWriter::create(output->path(), config, RunWriter::Mode::CreateNew);
         if (!writer)
@@ -367,7 +368,7 @@ Result<Run> loadShards(const std::vector<std::string>& shards, std::stop_token s
     Run run;
     MemorySink sink(run);
     Stitcher stitcher(sink);
-    std::string firstError;
+    std::optional<Error> firstError;
     bool any = false;
     for (const ShardHead& head : *heads) {
         // Uncorrected: whose clock a rank shares is decided over all ranks (rank 0's boot id is
@@ -375,9 +376,9 @@ Result<Run> loadShards(const std::vector<std::string>& shards, std::stop_token s
         auto part = loadRun(head.path, LoadOptions{.correctClocks = false, .stop = stop});
         if (!part) {
             if (stop.stop_requested())
-                return fail(kCancelled);
-            if (firstError.empty())
-                firstError = part.error().message;
+                return fail(ErrorCode::Cancelled, kCancelled);
+            if (!firstError)
+                firstError = part.error();
             continue; // between its header and its rows: next round
         }
         if (!any)
@@ -387,7 +388,7 @@ Result<Run> loadShards(const std::vector<std::string>& shards, std::stop_token s
             return std::unexpected(s.error());
     }
     if (!any)
-        return fail(firstError);
+        return fail(firstError ? *firstError : Error{"no shard could be read"});
     if (auto s = stitcher.finish(ranks); !s)
         return std::unexpected(s.error());
     // The live view reads shards that this build's recorders are writing: boot ids recorded.

@@ -180,8 +180,11 @@ Result<OutputFile> OutputFile::create(const std::string& destination, bool overw
     const fs::path dest(*target);
     const fs::path parent = dest.has_parent_path() ? dest.parent_path() : fs::path(".");
     std::string tmpl = (parent / ("." + dest.filename().string() + ".tmp-XXXXXX")).string();
-    if (!createTempFolder(tmpl))
-        return fail("cannot write into " + parent.string() + ": " + std::strerror(errno));
+    if (!createTempFolder(tmpl)) {
+        const int err = errno;
+        return fail(err == ENOSPC || err == EDQUOT ? ErrorCode::DiskFull : ErrorCode::Failed,
+                    "cannot write into " + parent.string() + ": " + std::strerror(err));
+    }
     OutputFile out;
     out.m_folder = tmpl;
     out.m_temp = (fs::path(tmpl) / dest.filename()).string();
@@ -325,7 +328,7 @@ Error OutputFile::explain(const Error& error) const
     if (!m_temp.empty())
         for (size_t pos; (pos = m.find(m_temp)) != std::string::npos;)
             m.replace(pos, m_temp.size(), m_destination);
-    return Error{m};
+    return Error{m, error.code};
 }
 
 } // namespace lockstep::core

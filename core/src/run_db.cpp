@@ -356,6 +356,17 @@ RunWriter::~RunWriter()
         (void)close();
 }
 
+Status RunWriter::writeStep(const Step& step, std::span<const Span> spans, std::span<const Instant> instants)
+{
+    if (auto s = appendSpans(spans); !s)
+        return s;
+    if (auto s = appendInstants(instants); !s)
+        return s;
+    if (auto s = addStep(step); !s)
+        return s;
+    return commit();
+}
+
 const std::string& RunWriter::path() const { return m_impl->path; }
 
 namespace {
@@ -401,7 +412,7 @@ Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& path, co
     if (auto s = schema::exec(impl->db, kPageSizePragma, path.c_str()); !s)
         return std::unexpected(s.error());
     if (auto s = schema::createOrMigrate(impl->db); !s)
-        return fail(path + ": " + s.error().message);
+        return fail(s.error(), path + ": " + s.error().message);
     if (auto s = schema::exec(impl->db, kWriterPragmas, path.c_str()); !s)
         return std::unexpected(s.error());
     if (auto s = impl->prepareAll(); !s)
@@ -426,7 +437,7 @@ Result<std::unique_ptr<RunWriter>> RunWriter::openExisting(const std::string& pa
         return fail(schema::sqliteError(impl->db, rc, path, "opening for writing"));
     sqlite3_busy_timeout(impl->db, 2000);
     if (auto s = schema::createOrMigrate(impl->db); !s)
-        return fail(path + ": " + s.error().message);
+        return fail(s.error(), path + ": " + s.error().message);
     if (auto s = schema::exec(impl->db, kWriterPragmas, path.c_str()); !s)
         return std::unexpected(s.error());
     if (auto s = impl->prepareAll(); !s)
@@ -832,9 +843,10 @@ Status foldWal(sqlite3* db, const std::string& path)
         return s;
     const auto failure = [&](int rc, const char* fallback) {
         std::string why = schema::diskFullReason(db, rc);
+        const ErrorCode code = why.empty() ? ErrorCode::Failed : ErrorCode::DiskFull;
         if (why.empty())
             why = rc == SQLITE_ROW || rc == SQLITE_DONE ? fallback : sqlite3_errmsg(db);
-        return fail(path + ": cannot fold the write-ahead log into the file: " + why);
+        return fail(code, path + ": cannot fold the write-ahead log into the file: " + why);
     };
     sqlite3_stmt* st = nullptr;
     int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode = DELETE", -1, &st, nullptr);
@@ -933,7 +945,7 @@ struct RunReader::Impl {
             sqlite3_close_v2(db);
     }
 
-    Error error(int rc, const char* what) const { return Error{schema::sqliteError(db, rc, path, what)}; }
+    Error error(int rc, const char* what) const { return schema::sqliteError(db, rc, path, what); }
 
     // The one read loop of the small tables: runs `sql`, maps each row with `row`.
     template <class T, class RowFn>
@@ -962,7 +974,7 @@ struct RunReader::Impl {
         while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
             const auto id = sqlite3_column_int64(st.get(), 0);
             if (id < 0 || id > (1ll << 31))
-                return fail(path + ": the run database is corrupt (bad string id)");
+                return fail(ErrorCode::BadFile, path + ": the run database is corrupt (bad string id)");
             if (static_cast<size_t>(id) >= stringMap.size())
                 stringMap.resize(static_cast<size_t>(id) + 1, StringId{0});
             stringMap[static_cast<size_t>(id)] = strings.intern(columnText(st.get(), 1));
@@ -1004,7 +1016,7 @@ Status validateRunFile(const std::string& path)
         if (rc != SQLITE_ROW && (rc & 0xff) != SQLITE_CORRUPT && (rc & 0xff) != SQLITE_NOTADB)
             result = fail(schema::sqliteError(*db, rc, path, "checking the file"));
         else
-            result = fail(path + ": the run database is corrupt or truncated"
+            result = fail(ErrorCode::BadFile, path + ": the run database is corrupt or truncated"
                           + (verdict.empty() ? std::string() : " (" + verdict + ")"));
     }
     sqlite3_close(*db);
@@ -1054,7 +1066,7 @@ Result<RunConfig> RunReader::config()
         return std::unexpected(d.error(rc, "reading the configuration"));
     rc = sqlite3_step(st.get());
     if (rc == SQLITE_DONE)
-        return fail(d.path + ": the run database has no run row");
+        return fail(ErrorCode::BadFile, d.path + ": the run database has no run row");
     if (rc != SQLITE_ROW)
         return std::unexpected(d.error(rc, "reading the configuration"));
     sqlite3_stmt* s = st.get();
@@ -1401,7 +1413,7 @@ Result<Run> RunReader::load(const LoadOptions& options)
     const auto stopRequested = [&] { return (++rows & 0xFFFF) == 0 && options.stop.stop_requested(); };
     while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
         if (stopRequested())
-            return fail(kCancelled);
+            return fail(ErrorCode::Cancelled, kCancelled);
         SpanRow row = readSpanRow(st.get());
         uint32_t lane = 0;
         if (!lookupLane(row.lane, &lane)) {
@@ -1421,7 +1433,7 @@ Result<Run> RunReader::load(const LoadOptions& options)
         return std::unexpected(d.error(rc, "reading instants"));
     while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
         if (stopRequested())
-            return fail(kCancelled);
+            return fail(ErrorCode::Cancelled, kCancelled);
         sqlite3_stmt* s = st.get();
         Instant in;
         uint32_t lane = 0;

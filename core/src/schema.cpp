@@ -232,7 +232,8 @@ std::string fileUri(const std::string& path)
 
 // A full disk reaches SQLite as SQLITE_FULL (its unix VFS maps ENOSPC to it); a file-size limit
 // or a quota as a failed write, SQLITE_IOERR_WRITE, whose errno SQLite does not always keep.
-// Both are the disk refusing data: one wording for all (run_db.h: isDiskFull). "" for other errors.
+// Both are the disk refusing data: one wording for all, and the callers give the error the code
+// ErrorCode::DiskFull (result.h). "" for other errors.
 std::string diskFullReason(sqlite3* db, int rc)
 {
     const int err = db ? sqlite3_system_errno(db) : 0;
@@ -252,22 +253,22 @@ Status exec(sqlite3* db, const char* sql, const char* what)
         std::string msg = std::string(what) + ": " + (err ? err : sqlite3_errstr(rc));
         sqlite3_free(err);
         if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB)
-            msg = std::string(what) + ": the run database is corrupt or truncated";
-        else if (const std::string full = diskFullReason(db, rc); !full.empty())
-            msg = std::string(what) + ": " + full;
+            return fail(ErrorCode::BadFile, std::string(what) + ": the run database is corrupt or truncated");
+        if (const std::string full = diskFullReason(db, rc); !full.empty())
+            return fail(ErrorCode::DiskFull, std::string(what) + ": " + full);
         return fail(msg);
     }
     return {};
 }
 
-std::string sqliteError(sqlite3* db, int rc, const std::string& path, const char* what)
+Error sqliteError(sqlite3* db, int rc, const std::string& path, const char* what)
 {
     const int primary = rc & 0xff;
     if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB)
-        return path + ": the run database is corrupt or truncated (" + what + ")";
+        return Error{path + ": the run database is corrupt or truncated (" + what + ")", ErrorCode::BadFile};
     if (const std::string full = diskFullReason(db, rc); !full.empty())
-        return path + ": " + what + ": " + full;
-    return path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        return Error{path + ": " + what + ": " + full, ErrorCode::DiskFull};
+    return Error{path + ": " + what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc))};
 }
 
 Result<int> userVersion(sqlite3* db)
@@ -293,7 +294,7 @@ Status createOrMigrate(sqlite3* db, int targetVersion)
         return std::unexpected(version.error());
     int v = *version;
     if (v > kSchemaVersion)
-        return fail("the run database has schema version " + std::to_string(v)
+        return fail(ErrorCode::BadFile, "the run database has schema version " + std::to_string(v)
                     + ", newer than this build's " + std::to_string(kSchemaVersion)
                     + "; use a newer Lockstep");
     if (v == 0) {
@@ -316,7 +317,7 @@ Status createOrMigrate(sqlite3* db, int targetVersion)
         sql += "PRAGMA user_version = " + std::to_string(m.toVersion) + ";\nCOMMIT;";
         if (auto s = exec(db, sql.c_str(), "migrating the run database"); !s) {
             sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-            return fail(s.error().message + " (to version " + std::to_string(m.toVersion) + ")");
+            return fail(s.error(), s.error().message + " (to version " + std::to_string(m.toVersion) + ")");
         }
         v = m.toVersion;
     }
@@ -333,44 +334,44 @@ Status checkHeader(const std::string& path, int* version)
     if (::stat(path.c_str(), &st) != 0) {
         const int err = errno;
         if (err == ENOENT)
-            return fail(path + ": no such file");
+            return fail(ErrorCode::BadFile, path + ": no such file");
         if (err == ELOOP)
-            return fail(path + ": a loop of symbolic links, not a file");
-        return fail(path + ": cannot be read: " + std::strerror(err));
+            return fail(ErrorCode::BadFile, path + ": a loop of symbolic links, not a file");
+        return fail(ErrorCode::BadFile, path + ": cannot be read: " + std::strerror(err));
     }
     if (S_ISDIR(st.st_mode))
-        return fail(path + ": is a directory, not a Lockstep run database");
+        return fail(ErrorCode::BadFile, path + ": is a directory, not a Lockstep run database");
     // A FIFO (or socket, or device) is never opened: reading one could wait forever.
     if (!S_ISREG(st.st_mode))
-        return fail(path + ": is not a regular file (a pipe, socket or device), not a Lockstep run database");
+        return fail(ErrorCode::BadFile, path + ": is not a regular file (a pipe, socket or device), not a Lockstep run database");
     if (st.st_size == 0)
-        return fail(path + ": the file is empty, not a Lockstep run database");
+        return fail(ErrorCode::BadFile, path + ": the file is empty, not a Lockstep run database");
     std::ifstream in(path, std::ios::binary);
     if (!in)
-        return fail(path + ": cannot be read (permission?)");
+        return fail(ErrorCode::BadFile, path + ": cannot be read (permission?)");
     unsigned char h[100] = {};
     in.read(reinterpret_cast<char*>(h), sizeof h);
     const auto got = in.gcount();
     static constexpr char kMagic[] = "SQLite format 3";
     if (got < 16 || std::memcmp(h, kMagic, 16) != 0)
-        return fail(path + ": not a Lockstep run database (not an SQLite file)");
+        return fail(ErrorCode::BadFile, path + ": not a Lockstep run database (not an SQLite file)");
     if (got < 100)
-        return fail(path + ": the run database is corrupt or truncated (header cut short)");
+        return fail(ErrorCode::BadFile, path + ": the run database is corrupt or truncated (header cut short)");
     if (static_cast<int32_t>(be32(h + 68)) != kApplicationId)
-        return fail(path + ": an SQLite database, but not a Lockstep run database (application_id "
+        return fail(ErrorCode::BadFile, path + ": an SQLite database, but not a Lockstep run database (application_id "
                     + std::to_string(static_cast<int32_t>(be32(h + 68))) + ")");
     const int v = static_cast<int32_t>(be32(h + 60));
     if (v > kSchemaVersion)
-        return fail(path + ": the run database has schema version " + std::to_string(v)
+        return fail(ErrorCode::BadFile, path + ": the run database has schema version " + std::to_string(v)
                     + ", newer than this build's " + std::to_string(kSchemaVersion)
                     + "; open it with a newer Lockstep");
     if (v < 1)
-        return fail(path + ": a Lockstep file without a schema version; not a run database");
+        return fail(ErrorCode::BadFile, path + ": a Lockstep file without a schema version; not a run database");
     uint32_t pageSize = (uint32_t(h[16]) << 8) | h[17];
     if (pageSize == 1)
         pageSize = 65536;
     if (pageSize < 512 || (pageSize & (pageSize - 1)) != 0)
-        return fail(path + ": the run database is corrupt or truncated (bad page size)");
+        return fail(ErrorCode::BadFile, path + ": the run database is corrupt or truncated (bad page size)");
     // While a writer is live the newest pages sit in the -wal file and a checkpoint may be
     // growing the main file right now; the size check only holds for a file at rest.
     const bool live = fileExists(path + "-wal");
@@ -378,7 +379,7 @@ Status checkHeader(const std::string& path, int* version)
     if (!live && pages != 0 && be32(h + 24) == be32(h + 92)) {
         const auto expected = static_cast<int64_t>(pages) * pageSize;
         if (st.st_size < expected || st.st_size % pageSize != 0)
-            return fail(path + ": the run database is corrupt or truncated (" + std::to_string(st.st_size)
+            return fail(ErrorCode::BadFile, path + ": the run database is corrupt or truncated (" + std::to_string(st.st_size)
                         + " bytes, the header says " + std::to_string(expected) + ")");
     }
     if (version)
@@ -418,9 +419,9 @@ Result<sqlite3*> openReadOnly(const std::string& path, int* version)
     int rc = sqlite3_open_v2(uri.c_str(), &db,
                              SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, nullptr);
     if (rc != SQLITE_OK) {
-        std::string msg = sqliteError(db, rc, path, "opening");
+        Error error = sqliteError(db, rc, path, "opening");
         sqlite3_close(db);
-        return fail(msg);
+        return fail(std::move(error));
     }
     // Readers wait briefly for a checkpointing writer instead of failing with SQLITE_BUSY.
     sqlite3_busy_timeout(db, 2000);
@@ -430,13 +431,13 @@ Result<sqlite3*> openReadOnly(const std::string& path, int* version)
         const int code = sqlite3_extended_errcode(db);
         sqlite3_close(db);
         if (code == SQLITE_READONLY_RECOVERY || code == SQLITE_READONLY_CANTINIT)
-            return fail(path + ": its writer stopped in the middle of writing; the write-ahead log beside it "
+            return fail(ErrorCode::BadFile, path + ": its writer stopped in the middle of writing; the write-ahead log beside it "
                                "must be recovered by a writer first (lockstep merge of the file does not do that)");
-        return fail(path + ": " + uv.error().message);
+        return fail(uv.error(), path + ": " + uv.error().message);
     }
     if (*uv > kSchemaVersion || *uv < 1) {
         sqlite3_close(db);
-        return fail(path + ": unsupported run database schema version " + std::to_string(*uv));
+        return fail(ErrorCode::BadFile, path + ": unsupported run database schema version " + std::to_string(*uv));
     }
     sqlite3_stmt* st = nullptr;
     rc = sqlite3_prepare_v2(db,
@@ -449,13 +450,13 @@ Result<sqlite3*> openReadOnly(const std::string& path, int* version)
         tables = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
     if (tables < 0) {
-        std::string msg = sqliteError(db, rc, path, "reading the schema");
+        Error error = sqliteError(db, rc, path, "reading the schema");
         sqlite3_close(db);
-        return fail(msg);
+        return fail(std::move(error));
     }
     if (tables != 10) {
         sqlite3_close(db);
-        return fail(path + ": not a Lockstep run database (tables missing)");
+        return fail(ErrorCode::BadFile, path + ": not a Lockstep run database (tables missing)");
     }
     if (version)
         *version = *uv;

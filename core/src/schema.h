@@ -20,15 +20,16 @@ Status createOrMigrate(sqlite3* db, int targetVersion = -1);
 // The version this connection's file declares (PRAGMA user_version).
 Result<int> userVersion(sqlite3* db);
 
-// Executes SQL (no results), mapping errors to messages that name `what`.
+// Executes SQL (no results), mapping errors to messages that name `what` and to their codes
+// (a corrupt file ErrorCode::BadFile, a full disk ErrorCode::DiskFull).
 Status exec(sqlite3* db, const char* sql, const char* what);
 
 // Why a write failed when the disk refused it ("disk full (No space left on device)"), else "".
 std::string diskFullReason(sqlite3* db, int rc);
 
-// A message for a failed SQLite call: corrupt/not-a-database codes become "corrupt or truncated",
-// a full disk says so (diskFullReason).
-std::string sqliteError(sqlite3* db, int rc, const std::string& path, const char* what);
+// The error of a failed SQLite call: corrupt/not-a-database codes become "corrupt or truncated"
+// (ErrorCode::BadFile), a full disk says so (diskFullReason, ErrorCode::DiskFull).
+Error sqliteError(sqlite3* db, int rc, const std::string& path, const char* what);
 
 // Header-level checks done before SQLite ever opens the file (so a foreign file is never touched
 // and no -wal/-shm appears next to it): exists, non-empty, SQLite magic, application_id,

@@ -61,13 +61,13 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
     a.steady = steadySteps(run);
     a.steps = detail::stepBreakdownWith(run, a.steady);
     if (stop.stop_requested())
-        return fail(kCancelled);
+        return fail(ErrorCode::Cancelled, kCancelled);
     a.buckets = bucketStats(run);
     if (stop.stop_requested())
-        return fail(kCancelled);
+        return fail(ErrorCode::Cancelled, kCancelled);
     a.stragglers = detail::stragglersWith(run, a.buckets, a.steps, a.steady);
     if (stop.stop_requested())
-        return fail(kCancelled);
+        return fail(ErrorCode::Cancelled, kCancelled);
 
     RunSummary& s = a.summary;
     const RunConfig& c = run.config;

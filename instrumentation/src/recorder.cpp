@@ -153,10 +153,10 @@ core::Status Recorder::finish(core::RunStatus status, const std::string& cause)
         m_thread.join();
     }
     auto note = [&](const core::Status& s) {
-        if (!s && m_firstError.empty())
-            m_firstError = s.error().message;
+        if (!s && !m_firstError)
+            m_firstError = s.error();
     };
-    if (m_device && m_firstError.empty()) {
+    if (m_device && !m_firstError) {
         // What ran after the last step (the final barrier, teardown) and the collector's counts.
         m_spans.clear();
         note(flushDevice());
@@ -168,17 +168,17 @@ core::Status Recorder::finish(core::RunStatus status, const std::string& cause)
     }
     note(m_writer->setStatus(status, cause, nowNs()));
     note(m_writer->close());
-    if (!m_firstError.empty())
-        return core::fail("recording into " + m_writer->path() + ": " + m_firstError);
+    if (m_firstError)
+        return core::fail(*m_firstError, "recording into " + m_writer->path() + ": " + m_firstError->message);
     return {};
 }
 
 std::optional<Recorder::WriteFailure> Recorder::failure()
 {
     std::lock_guard lock(m_mutex);
-    if (m_firstError.empty())
+    if (!m_firstError)
         return std::nullopt;
-    return WriteFailure{m_firstErrorStep, m_firstError};
+    return WriteFailure{m_firstErrorStep, *m_firstError};
 }
 
 void Recorder::writerLoop()
@@ -197,7 +197,7 @@ void Recorder::writerLoop()
         bool failedBefore = false;
         {
             std::lock_guard lock(m_mutex);
-            failedBefore = !m_firstError.empty();
+            failedBefore = m_firstError.has_value();
         }
         if (failedBefore) {
             // After a failed commit nothing more is written: the run is being stopped.
@@ -214,8 +214,8 @@ void Recorder::writerLoop()
         }
         {
             std::lock_guard lock(m_mutex);
-            if (!s && m_firstError.empty())
-                m_firstError = s.error().message;
+            if (!s && !m_firstError)
+                m_firstError = s.error();
             if (item.step)
                 m_free.push_back(std::move(item.step));
             ++m_processed;
@@ -290,27 +290,14 @@ void Recorder::writeStep(const StepRecord& r)
         span(r.waitStart, r.waitEnd, m_computeLane, m_waitId, core::SpanKind::Wait);
     span(r.optStart, r.optEnd, m_computeLane, m_optId, core::SpanKind::Optimizer);
 
-    core::Step step;
-    step.rank = m_rank;
-    step.step = r.step;
-    step.start = r.start;
-    step.end = r.end;
-    step.loss = r.loss;
-    step.samples = r.samples;
-    step.cpuNs = r.cpuNs;
-    step.runqNs = r.runqNs;
+    const core::Step step{.rank = m_rank, .step = r.step, .start = r.start, .end = r.end, .loss = r.loss,
+                          .samples = r.samples, .cpuNs = r.cpuNs, .runqNs = r.runqNs};
     if (s)
-        s = m_writer->appendSpans(m_spans);
-    if (s)
-        s = m_writer->appendInstants(m_instants);
-    if (s)
-        s = m_writer->addStep(step);
-    if (s)
-        s = m_writer->commit();
+        s = m_writer->writeStep(step, m_spans, m_instants);
     if (!s) {
         std::lock_guard lock(m_mutex);
-        if (m_firstError.empty()) {
-            m_firstError = s.error().message;
+        if (!m_firstError) {
+            m_firstError = s.error();
             m_firstErrorStep = r.step;
         }
     }

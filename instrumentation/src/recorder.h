@@ -126,7 +126,7 @@ public:
     // disk must stop the run within a step, not let it train on unrecorded to the end.
     struct WriteFailure {
         int step = -1;          // the step whose commit failed (-1: not a step's)
-        std::string message;
+        core::Error error;      // its code says whether the disk refused it (ErrorCode::DiskFull)
     };
     std::optional<WriteFailure> failure();
 
@@ -163,7 +163,7 @@ private:
     std::vector<std::unique_ptr<StepRecord>> m_free;
     uint64_t m_submitted = 0, m_processed = 0;
     bool m_stop = false;
-    std::string m_firstError;
+    std::optional<core::Error> m_firstError;
     int m_firstErrorStep = -1;
     std::thread m_thread;
 };

@@ -1093,9 +1093,9 @@ void Trainer::throwIfRecordingFailed()
     if (!failure)
         return;
     m_phase.clear(); // the cause names its step itself
-    throw std::runtime_error((core::isDiskFull(core::Error{failure->message}) ? "disk full while recording step "
-                                                                              : "recording failed at step ")
-                             + std::to_string(failure->step) + ": " + failure->message);
+    throw std::runtime_error((failure->error.code == core::ErrorCode::DiskFull ? "disk full while recording step "
+                                                                               : "recording failed at step ")
+                             + std::to_string(failure->step) + ": " + failure->error.message);
 }
 
 // Every rank hashes its parameters; one all-reduce of (h, -h) with MAX yields the largest and

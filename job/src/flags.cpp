@@ -298,11 +298,11 @@ core::Result<int64_t> parseInteger(std::string_view flag, std::string_view text,
     int64_t v = 0;
     const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec == std::errc::result_out_of_range)
-        return core::fail(outOfRange(flag, text, std::to_string(min) + " to " + std::to_string(max)));
+        return core::fail(core::ErrorCode::Usage, outOfRange(flag, text, std::to_string(min) + " to " + std::to_string(max)));
     if (ec != std::errc() || p != text.data() + text.size())
-        return core::fail(prefix(flag) + "expected a whole number, got '" + echo(text) + "'");
+        return core::fail(core::ErrorCode::Usage, prefix(flag) + "expected a whole number, got '" + echo(text) + "'");
     if (v < min || v > max)
-        return core::fail(outOfRange(flag, text, std::to_string(min) + " to " + std::to_string(max)));
+        return core::fail(core::ErrorCode::Usage, outOfRange(flag, text, std::to_string(min) + " to " + std::to_string(max)));
     return v;
 }
 
@@ -312,13 +312,13 @@ core::Result<double> parseNumber(std::string_view flag, std::string_view text, d
     const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     const std::string range = (minOpen ? "more than " : "") + human(min) + " to " + human(max);
     if (ec == std::errc::result_out_of_range)
-        return core::fail(outOfRange(flag, text, range));
+        return core::fail(core::ErrorCode::Usage, outOfRange(flag, text, range));
     if (ec != std::errc() || p != text.data() + text.size())
-        return core::fail(prefix(flag) + "expected a number, got '" + echo(text) + "'");
+        return core::fail(core::ErrorCode::Usage, prefix(flag) + "expected a number, got '" + echo(text) + "'");
     if (!std::isfinite(v))
-        return core::fail(prefix(flag) + "expected a finite number, got '" + echo(text) + "'");
+        return core::fail(core::ErrorCode::Usage, prefix(flag) + "expected a finite number, got '" + echo(text) + "'");
     if (v < min || v > max || (minOpen && v == min))
-        return core::fail(outOfRange(flag, text, range));
+        return core::fail(core::ErrorCode::Usage, outOfRange(flag, text, range));
     return v;
 }
 
@@ -359,11 +359,11 @@ core::Result<FlagValue> parseFlagValue(const Flag& flag, std::string_view text)
             }
             list += (list.empty() ? "" : ", ") + std::string(c);
         }
-        return core::fail(std::string(flag.name) + ": '" + echo(text) + "' is not one of " + list);
+        return core::fail(core::ErrorCode::Usage, std::string(flag.name) + ": '" + echo(text) + "' is not one of " + list);
     }
     case FlagType::Text:
         if (text.find('\0') != std::string_view::npos)
-            return core::fail(std::string(flag.name) + ": contains a NUL character");
+            return core::fail(core::ErrorCode::Usage, std::string(flag.name) + ": contains a NUL character");
         v.text = std::string(text);
         return v;
     case FlagType::RankValue: {
@@ -371,11 +371,11 @@ core::Result<FlagValue> parseFlagValue(const Flag& flag, std::string_view text)
         const std::string want = std::string(flag.name) + ": expected " + std::string(flag.valueName) + ", e.g. 1:"
             + (flag.valueInteger ? "5" : "30");
         if (colon == std::string_view::npos)
-            return core::fail(want + ", got '" + echo(text) + "'");
+            return core::fail(core::ErrorCode::Usage, want + ", got '" + echo(text) + "'");
         // 65535: far above any world size a launcher starts, and an int on every platform.
         auto rank = parseInteger(std::string(flag.name) + " RANK", text.substr(0, colon), 0, 65535);
         if (!rank)
-            return core::fail(want + ", got '" + echo(text) + "'");
+            return core::fail(core::ErrorCode::Usage, want + ", got '" + echo(text) + "'");
         v.rank = static_cast<int>(*rank);
         const std::string_view rest = text.substr(colon + 1);
         const std::string what = std::string(flag.name) + " " + std::string(flag.valueName.substr(flag.valueName.find(':') + 1));
@@ -399,9 +399,9 @@ core::Result<FlagValue> parseFlagValue(const Flag& flag, std::string_view text)
         }
         if (text == "false" || text == "0")
             return v;
-        return core::fail(std::string(flag.name) + " takes no value, got '" + echo(text) + "'");
+        return core::fail(core::ErrorCode::Usage, std::string(flag.name) + " takes no value, got '" + echo(text) + "'");
     }
-    return core::fail(std::string(flag.name) + ": unknown flag type");
+    return core::fail(core::ErrorCode::Usage, std::string(flag.name) + ": unknown flag type");
 }
 
 core::Status setFlag(TrainingOptions& options, const Flag& flag, std::string_view text)
@@ -418,30 +418,30 @@ core::Status checkOptions(const TrainingOptions& o, int worldSize)
     // A link slower than 1 Mbit/s is no link to emulate (1e-300 was accepted and silently not
     // emulated; 1e-9 hung): the same floor as `lockstep predict --link-gbps`.
     if (o.linkGbps > 0 && o.linkGbps < kMinLinkGbps)
-        return core::fail("--link-gbps " + formatNumber(o.linkGbps) + ": below " + formatNumber(kMinLinkGbps)
+        return core::fail(core::ErrorCode::Usage, "--link-gbps " + formatNumber(o.linkGbps) + ": below " + formatNumber(kMinLinkGbps)
                           + " Gbit/s (1 Mbit/s), the slowest link emulated (0 = not emulated)");
     if (o.model == "transformer" && o.width % o.heads != 0)
-        return core::fail("--width " + std::to_string(o.width) + " must be a multiple of --heads "
+        return core::fail(core::ErrorCode::Usage, "--width " + std::to_string(o.width) + " must be a multiple of --heads "
                           + std::to_string(o.heads) + " for the transformer");
     if (o.crashRank >= 0 && o.crashStep >= o.steps)
-        return core::fail("--crash " + std::to_string(o.crashRank) + ":" + std::to_string(o.crashStep)
+        return core::fail(core::ErrorCode::Usage, "--crash " + std::to_string(o.crashRank) + ":" + std::to_string(o.crashStep)
                           + ": step " + std::to_string(o.crashStep) + " is past the last step (" + std::to_string(o.steps - 1)
                           + "; steps count from 0)");
     if (o.checkEvery > o.steps)
-        return core::fail("--check-every " + std::to_string(o.checkEvery) + " is longer than the run (--steps "
+        return core::fail(core::ErrorCode::Usage, "--check-every " + std::to_string(o.checkEvery) + " is longer than the run (--steps "
                           + std::to_string(o.steps) + "): the check would never run");
     if (o.backend == "nccl" && o.device != "cuda")
-        return core::fail("--backend nccl needs --device cuda");
+        return core::fail(core::ErrorCode::Usage, "--backend nccl needs --device cuda");
     if (worldSize > 0) {
         if (o.stragglerRank >= worldSize)
-            return core::fail("--straggler: rank " + std::to_string(o.stragglerRank) + " does not exist in a world of "
+            return core::fail(core::ErrorCode::Usage, "--straggler: rank " + std::to_string(o.stragglerRank) + " does not exist in a world of "
                               + std::to_string(worldSize) + " (ranks 0 to " + std::to_string(worldSize - 1) + ")");
         if (o.crashRank >= worldSize)
-            return core::fail("--crash: rank " + std::to_string(o.crashRank) + " does not exist in a world of "
+            return core::fail(core::ErrorCode::Usage, "--crash: rank " + std::to_string(o.crashRank) + " does not exist in a world of "
                               + std::to_string(worldSize) + " (ranks 0 to " + std::to_string(worldSize - 1) + ")");
         const int64_t global = int64_t{worldSize} * o.batch;
         if (o.datasetSize < global)
-            return core::fail("--dataset-size " + std::to_string(o.datasetSize) + " is smaller than one global batch ("
+            return core::fail(core::ErrorCode::Usage, "--dataset-size " + std::to_string(o.datasetSize) + " is smaller than one global batch ("
                               + std::to_string(worldSize) + " ranks x " + std::to_string(o.batch) + " = "
                               + std::to_string(global) + " samples)");
     }
@@ -576,7 +576,7 @@ core::Result<TrainingOptions> optionsFromConfig(const core::RunConfig& config)
         if (value.empty())
             continue;
         if (auto s = setFlag(o, f, value); !s)
-            return core::fail("the recorded " + s.error().message);
+            return core::fail(s.error(), "the recorded " + s.error().message);
     }
     return o;
 }

@@ -646,34 +646,17 @@ void Job::loop()
 
 core::Status Job::mergeShards(LaunchResult& result)
 {
-    std::vector<std::string> shards;
-    for (const std::string& shard : shardFilesIn(m_shardDir)) {
-        // Every rank has exited: a killed rank's shard has its committed steps in its -wal (or,
-        // killed while creating it, a hot journal whose rollback leaves it empty: nothing lost).
-        (void)core::recoverRunFile(shard);
-        std::error_code ec;
-        if (fs::file_size(shard, ec) == 0)
-            continue;
-        // A rank killed at a bad moment may still leave a shard core cannot read; merge the
-        // others rather than lose the whole run.
-        if (auto valid = core::validateRunFile(shard); !valid) {
-            message("a shard is left out: " + valid.error().message);
-            if (!result.success && !result.interrupted) // an interrupt explains it already
-                result.cause += "; " + fs::path(shard).stem().string() + "'s shard unreadable";
-            continue;
-        }
-        // A rank stopped before its configuration was written (a full disk): nothing to merge.
-        if (auto reader = core::RunReader::open(shard); reader) {
-            if (auto config = (*reader)->config(); config && config->model.empty()) {
-                message("a shard is left out: " + shard + " has no run configuration (its rank stopped before writing it)");
-                // Interrupted before its configuration: the interrupt is the cause; a full disk is not.
-                if (!result.success && !result.interrupted)
-                    result.cause += "; " + fs::path(shard).stem().string() + "'s shard has no configuration";
-                continue;
-            }
-        }
-        shards.push_back(shard);
+    // Every rank has exited: which shards make the run is shard_layout's one decision.
+    const RunShards found = runShardsIn(m_shardDir);
+    for (const RunShards::LeftOut& left : found.leftOut) {
+        message("a shard is left out: " + left.reason);
+        // Interrupted: the interrupt explains it (a shard with no configuration, a damaged one);
+        // a full disk or a crash does not.
+        if (!result.success && !result.interrupted)
+            result.cause += "; " + fs::path(left.file).stem().string()
+                            + (left.noConfig ? "'s shard has no configuration" : "'s shard unreadable");
     }
+    const std::vector<std::string>& shards = found.files;
     const core::RunStatus verdict = result.success ? core::RunStatus::Completed : core::RunStatus::Failed;
     const std::string cause = result.success ? std::string() : result.cause;
     // --force replaces an existing run file only with a run that recorded something: a job that
@@ -700,7 +683,7 @@ core::Status Job::mergeShards(LaunchResult& result)
         options.endedNs = result.success ? 0 : realtimeNs();
         auto stats = core::mergeRunFiles(shards, m_out.string(), options);
         if (!stats)
-            return core::fail("writing the run file failed: " + stats.error().message);
+            return core::fail(stats.error(), "writing the run file failed: " + stats.error().message);
         if (!stats->written)
             return keepOld();
         result.merge = *stats;
@@ -719,7 +702,7 @@ core::Status Job::mergeShards(LaunchResult& result)
         if (auto s = core::saveRun(run, m_out.string(), m_opt.force ? core::RunWriter::Mode::Overwrite
                                                                      : core::RunWriter::Mode::CreateNew);
             !s)
-            return core::fail("writing the run file failed: " + s.error().message);
+            return core::fail(s.error(), "writing the run file failed: " + s.error().message);
     }
     result.haveRunFile = true;
     return {};
@@ -837,23 +820,35 @@ core::Result<LaunchResult> Job::run()
 
 } // namespace
 
-core::Status checkLaunchOptions(const LaunchOptions& o)
+namespace {
+
+// Whatever keeps a job from starting, the job did not start (ErrorCode::NotStarted; a bad value
+// stays a usage error): the code the CLI's exit status follows.
+template <class R>
+R notStarted(R r)
+{
+    if (!r && r.error().code != core::ErrorCode::Usage)
+        r.error().code = core::ErrorCode::NotStarted;
+    return r;
+}
+
+core::Status checkLaunchOptionsOnce(const LaunchOptions& o)
 {
     if (o.nproc < 1 || o.nproc > kMaxLocalRanks)
-        return core::fail("--nproc: " + std::to_string(o.nproc) + " is out of range (1 to " + std::to_string(kMaxLocalRanks)
+        return core::fail(core::ErrorCode::Usage, "--nproc: " + std::to_string(o.nproc) + " is out of range (1 to " + std::to_string(kMaxLocalRanks)
                           + ")");
     for (const auto& [name, value] : {std::pair{"--hang-timeout-s", o.hangTimeoutS}, std::pair{"--grace-s", o.graceS},
                                       std::pair{"termS", o.termS}})
         if (!std::isfinite(value) || value < 0)
-            return core::fail(std::string(name) + ": expected a finite number >= 0");
+            return core::fail(core::ErrorCode::Usage, std::string(name) + ": expected a finite number >= 0");
     if (o.hosts != 0) {
         if (auto s = checkHostNetwork(o.hosts, o.net); !s)
             return s;
         if (int64_t(o.hosts) * o.nproc > kMaxLocalRanks)
-            return core::fail("--hosts " + std::to_string(o.hosts) + " x --nproc " + std::to_string(o.nproc)
+            return core::fail(core::ErrorCode::Usage, "--hosts " + std::to_string(o.hosts) + " x --nproc " + std::to_string(o.nproc)
                               + " is more ranks than one machine starts (" + std::to_string(kMaxLocalRanks) + ")");
     } else if (o.net.gbps > 0 || o.net.needsNetem()) {
-        return core::fail("--net-gbps, --net-delay-us, --net-jitter-us and --net-loss-pct shape the links between "
+        return core::fail(core::ErrorCode::Usage, "--net-gbps, --net-delay-us, --net-jitter-us and --net-loss-pct shape the links between "
                           "emulated hosts: they need --hosts");
     }
     if (o.worker.argv.empty())
@@ -880,6 +875,10 @@ core::Status checkLaunchOptions(const LaunchOptions& o)
         return core::fail("cannot write into " + parent.string() + ": " + std::strerror(errno));
     return {};
 }
+
+} // namespace
+
+core::Status checkLaunchOptions(const LaunchOptions& o) { return notStarted(checkLaunchOptionsOnce(o)); }
 
 core::Result<int> pickFreePort()
 {
@@ -908,7 +907,7 @@ core::Result<int> pickFreePort()
 core::Result<LaunchResult> launchRun(const LaunchOptions& options)
 {
     Job job(options);
-    return job.run();
+    return notStarted(job.run());
 }
 
 } // namespace lockstep::job

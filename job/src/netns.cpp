@@ -208,11 +208,11 @@ core::Status runNetTool(const std::string& tool, const std::vector<std::string>&
 core::Status checkHostNetwork(int hosts, const NetShape& shape)
 {
     if (hosts < 1 || hosts > kMaxHosts)
-        return core::fail("--hosts: " + std::to_string(hosts) + " is out of range (1 to " + std::to_string(kMaxHosts) + ")");
+        return core::fail(core::ErrorCode::Usage, "--hosts: " + std::to_string(hosts) + " is out of range (1 to " + std::to_string(kMaxHosts) + ")");
     if (shape.jitterUs > 0 && shape.delayUs <= 0)
-        return core::fail("--net-jitter-us needs --net-delay-us (jitter varies the delay)");
+        return core::fail(core::ErrorCode::Usage, "--net-jitter-us needs --net-delay-us (jitter varies the delay)");
     if (shape.jitterUs > shape.delayUs)
-        return core::fail("--net-jitter-us " + formatNumber(shape.jitterUs) + " is larger than --net-delay-us "
+        return core::fail(core::ErrorCode::Usage, "--net-jitter-us " + formatNumber(shape.jitterUs) + " is larger than --net-delay-us "
                           + formatNumber(shape.delayUs) + " (a packet cannot arrive before it was sent)");
     if (!haveCapability(CAP_NET_ADMIN) || !haveCapability(CAP_SYS_ADMIN))
         return core::fail("--hosts needs CAP_NET_ADMIN and CAP_SYS_ADMIN to create network namespaces and shape "

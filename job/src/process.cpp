@@ -158,7 +158,7 @@ core::Result<std::string> selfExecutable()
     char buf[4096];
     const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
     if (n <= 0)
-        return core::fail(std::string("cannot find this executable (/proc/self/exe): ") + std::strerror(errno));
+        return core::fail(core::ErrorCode::NotStarted, std::string("cannot find this executable (/proc/self/exe): ") + std::strerror(errno));
     return std::string(buf, size_t(n));
 }
 
@@ -169,7 +169,7 @@ core::Result<std::string> siblingExecutable(std::string_view name)
         return self;
     const std::string path = (std::filesystem::path(*self).parent_path() / name).string();
     if (access(path.c_str(), X_OK) != 0)
-        return core::fail(std::string(name) + " is not next to " + *self + " (" + std::strerror(errno) + ")");
+        return core::fail(core::ErrorCode::NotStarted, std::string(name) + " is not next to " + *self + " (" + std::strerror(errno) + ")");
     return path;
 }
 

@@ -71,6 +71,35 @@ std::vector<std::string> shardFilesIn(const std::string& folder)
     return out;
 }
 
+RunShards runShardsIn(const std::string& folder)
+{
+    RunShards out;
+    for (const std::string& shard : shardFilesIn(folder)) {
+        // A killed rank's shard has its committed steps in its -wal (or, killed while creating
+        // it, a hot journal whose rollback leaves it empty: nothing lost).
+        (void)core::recoverRunFile(shard);
+        std::error_code ec;
+        if (fs::file_size(shard, ec) == 0)
+            continue;
+        // A rank killed at a bad moment may still leave a shard core cannot read: the others
+        // make the run rather than lose it whole.
+        if (auto valid = core::validateRunFile(shard); !valid) {
+            out.leftOut.push_back({shard, valid.error().message, false});
+            continue;
+        }
+        // A rank stopped before its configuration was written (a full disk): nothing to merge.
+        if (auto reader = core::RunReader::open(shard); reader) {
+            if (auto config = (*reader)->config(); config && config->model.empty()) {
+                out.leftOut.push_back(
+                    {shard, shard + " has no run configuration (its rank stopped before writing it)", true});
+                continue;
+            }
+        }
+        out.files.push_back(shard);
+    }
+    return out;
+}
+
 std::vector<std::string> shardFoldersOf(const std::string& runFile)
 {
     const fs::path out(runFile);

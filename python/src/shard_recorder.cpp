@@ -262,8 +262,8 @@ void ShardRecorder::note(const core::Status& status)
     if (status)
         return;
     std::lock_guard lock(m_mutex);
-    if (m_firstError.empty())
-        m_firstError = status.error().message;
+    if (!m_firstError)
+        m_firstError = status.error();
 }
 
 core::Status ShardRecorder::finish(core::RunStatus status, const std::string& cause)
@@ -281,8 +281,8 @@ core::Status ShardRecorder::finish(core::RunStatus status, const std::string& ca
     note(m_writer->setStatus(status, cause, nowNs()));
     note(m_writer->close());
     m_writer.reset();
-    if (!m_firstError.empty())
-        return core::fail("recording into " + m_path + ": " + m_firstError);
+    if (m_firstError)
+        return core::fail(*m_firstError, "recording into " + m_path + ": " + m_firstError->message);
     return {};
 }
 
@@ -588,25 +588,12 @@ void ShardRecorder::writeStep(const PendingStep& p)
     if (stepEnd == 0)
         stepEnd = std::max(cursor, p.events.empty() ? 0 : p.events.back().ts);
 
-    core::Step step;
-    step.rank = m_rank;
-    step.step = p.step;
-    step.start = stepStart;
-    step.end = stepEnd;
-    step.loss = p.loss;
-    step.samples = samples;
-    step.cpuNs = cpuNs;
-    step.runqNs = runqNs;
-    core::Status s = m_writer->appendSpans(m_spans);
-    if (s)
-        s = m_writer->appendInstants(m_instants);
-    if (s)
-        s = m_writer->addStep(step);
-    if (s)
-        s = m_writer->commit();
+    const core::Step step{.rank = m_rank, .step = p.step, .start = stepStart, .end = stepEnd, .loss = p.loss,
+                          .samples = samples, .cpuNs = cpuNs, .runqNs = runqNs};
+    const core::Status s = m_writer->writeStep(step, m_spans, m_instants);
     if (!s) {
         std::lock_guard lock(m_mutex);
-        if (m_firstError.empty())
+        if (!m_firstError)
             m_firstErrorStep = p.step;
     }
     note(s);

@@ -22,6 +22,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -182,7 +183,7 @@ private:
     std::condition_variable m_cv;
     std::deque<Item> m_queue;
     bool m_stop = false;
-    std::string m_firstError;
+    std::optional<core::Error> m_firstError;
     int m_firstErrorStep = -1; // the step whose writing failed first (-1: none, or not a step)
     std::vector<core::Span> m_spans;       // writer scratch
     std::vector<core::Instant> m_instants; // writer scratch

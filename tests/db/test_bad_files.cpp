@@ -27,7 +27,8 @@ protected:
         return s ? p : std::string();
     }
 
-    // Every entry point refuses `p` with a message containing `expected`; nothing changes on disk.
+    // Every entry point refuses `p` with a message containing `expected` and the code of a bad file;
+    // nothing changes on disk.
     void expectRefused(const std::string& p, const char* expected)
     {
         const bool existed = exists(p);
@@ -37,16 +38,20 @@ protected:
         ASSERT_TRUE(!v.has_value()) << "validateRunFile accepted a bad file";
         ASSERT_TRUE(v.error().message.find(expected) != std::string::npos) << v.error().message.c_str();
         ASSERT_TRUE(v.error().message.find(p) != std::string::npos) << "the message names the file";
+        ASSERT_EQ(v.error().code, ErrorCode::BadFile) << errorCodeName(v.error().code);
 
         auto r = RunReader::open(p);
         ASSERT_TRUE(!r.has_value()) << "RunReader::open accepted a bad file";
         ASSERT_TRUE(r.error().message.find(expected) != std::string::npos) << r.error().message.c_str();
+        ASSERT_EQ(r.error().code, ErrorCode::BadFile) << errorCodeName(r.error().code);
 
         auto l = loadRun(p);
         ASSERT_TRUE(!l.has_value());
+        ASSERT_EQ(l.error().code, ErrorCode::BadFile) << l.error().message;
 
         auto w = RunWriter::openExisting(p);
         ASSERT_TRUE(!w.has_value()) << "RunWriter::openExisting accepted a bad file";
+        ASSERT_EQ(w.error().code, ErrorCode::BadFile) << w.error().message;
 
         ASSERT_EQ(exists(p), existed);
         if (existed) {
@@ -133,6 +138,8 @@ TEST_F(BadFiles, corruptedRunDatabase)
     auto l = loadRun(p);
     ASSERT_TRUE(!l.has_value());
     ASSERT_TRUE(l.error().message.find("corrupt") != std::string::npos) << l.error().message.c_str();
+    ASSERT_EQ(v.error().code, ErrorCode::BadFile) << v.error().message;
+    ASSERT_EQ(l.error().code, ErrorCode::BadFile) << l.error().message;
     ASSERT_TRUE(fileBytes(p) == before);
     ASSERT_TRUE(!exists(p + "-wal"));
     ASSERT_TRUE(!exists(p + "-shm"));

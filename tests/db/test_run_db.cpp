@@ -9,10 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <atomic>
 #include <thread>
@@ -712,7 +714,7 @@ TEST_F(RunDb, recoverRunFileFoldsWhatAKilledWriterLeft)
 }
 
 // A viewer's superseded load gives up instead of reading the run to the end: with its stop
-// requested, loadRun, loadShards and analyze fail with kCancelled; the same calls without a stop
+// requested, loadRun, loadShards and analyze fail with ErrorCode::Cancelled; the same calls without a stop
 // request read and analyse every span (the control: the file is fine).
 TEST_F(RunDb, aLoadWhoseStopIsRequestedGivesUp)
 {
@@ -735,18 +737,61 @@ TEST_F(RunDb, aLoadWhoseStopIsRequestedGivesUp)
     stopped.request_stop();
     auto cancelled = loadRun(path, LoadOptions{.stop = stopped.get_token()});
     ASSERT_FALSE(cancelled.has_value());
-    EXPECT_EQ(cancelled.error().message, kCancelled);
+    EXPECT_EQ(cancelled.error().code, ErrorCode::Cancelled) << cancelled.error().message;
     auto cancelledShards = loadShards({path}, stopped.get_token());
     ASSERT_FALSE(cancelledShards.has_value());
-    EXPECT_EQ(cancelledShards.error().message, kCancelled);
+    EXPECT_EQ(cancelledShards.error().code, ErrorCode::Cancelled) << cancelledShards.error().message;
 
     auto whole = loadRun(path, LoadOptions{.stop = std::stop_source().get_token()});
     ASSERT_TRUE(whole.has_value()) << whole.error().message;
     EXPECT_EQ(whole->spans.size(), spans.size());
     auto analysed = analyze(*whole, stopped.get_token());
     ASSERT_FALSE(analysed.has_value());
-    EXPECT_EQ(analysed.error().message, kCancelled);
+    EXPECT_EQ(analysed.error().code, ErrorCode::Cancelled) << analysed.error().message;
     auto complete = analyze(*whole, std::stop_token{});
     ASSERT_TRUE(complete.has_value());
     EXPECT_EQ(complete->summary.spans, int64_t(spans.size()));
+}
+
+// A write the disk refuses carries ErrorCode::DiskFull from SQLite up through the writer (the
+// recorders stop the run on that code, never on the message's words). A child process writes a
+// run under a 256 KiB file-size limit (SIGXFSZ ignored, as the CLI and the worker do) and exits
+// with what its writer said; the control writes the same run without the limit.
+TEST_F(RunDb, aWriteTheDiskRefusesHasTheDiskFullCode)
+{
+    const auto writeRun = [&](const std::string& path, bool limited) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+            if (limited) {
+                signal(SIGXFSZ, SIG_IGN);
+                struct rlimit lim {256 * 1024, 256 * 1024};
+                if (setrlimit(RLIMIT_FSIZE, &lim) != 0)
+                    _exit(20);
+            }
+            auto w = RunWriter::create(path, RunConfig{});
+            if (!w)
+                _exit(w.error().code == ErrorCode::DiskFull ? 10 : 11);
+            const LaneId lane = *(*w)->addLane(Lane{.rank = 0, .kind = LaneKind::HostThread});
+            std::vector<Span> spans(20'000);
+            for (size_t i = 0; i < spans.size(); ++i) {
+                spans[i].lane = lane;
+                spans[i].start = kBase + static_cast<TimeNs>(i) * 100;
+                spans[i].end = spans[i].start + 50;
+                spans[i].kind = SpanKind::CpuOp;
+            }
+            for (int round = 0; round < 20; ++round) {
+                Status s = (*w)->appendSpans(spans);
+                if (s)
+                    s = (*w)->commit();
+                if (!s)
+                    _exit(s.error().code == ErrorCode::DiskFull ? 10 : 11);
+            }
+            _exit(12); // everything written
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    };
+    EXPECT_EQ(writeRun(file("limited.db"), true), 10);
+    EXPECT_EQ(writeRun(file("unlimited.db"), false), 12);
 }

@@ -430,3 +430,33 @@ TEST(ShardLayout, FoldersAndFiles)
     ASSERT_TRUE(core::saveRun(r, run));
     EXPECT_EQ(liveFilesFor(run), std::vector<std::string>{run});
 }
+
+// Which shards make a finished job's run (runShardsIn, the launcher's one decision): readable
+// shards with a configuration, in rank order; a damaged shard and one whose rank stopped before
+// its configuration are left out, each with its reason; empty files and other names are not shards.
+TEST(ShardLayout, WhichShardsMakeTheRun)
+{
+    test::TempDir dir;
+    const std::string folder = dir.path();
+    const auto shard = [&](int rank, const std::string& model) {
+        core::Run r;
+        r.config.model = model;
+        r.config.worldSize = 4;
+        return core::saveRun(r, shardFile(folder, rank)).has_value();
+    };
+    ASSERT_TRUE(shard(2, "mlp"));
+    ASSERT_TRUE(shard(0, "mlp"));
+    ASSERT_TRUE(shard(3, "")); // its rank stopped before writing the configuration
+    test::writeFile(shardFile(folder, 1), "not a run database");
+    test::writeFile(shardFile(folder, 4), "");
+    test::writeFile(folder + "/notes.db", "x");
+    const RunShards found = runShardsIn(folder);
+    EXPECT_EQ(found.files, (std::vector<std::string>{shardFile(folder, 0), shardFile(folder, 2)}));
+    ASSERT_EQ(found.leftOut.size(), 2u);
+    EXPECT_EQ(found.leftOut[0].file, shardFile(folder, 1));
+    EXPECT_FALSE(found.leftOut[0].noConfig);
+    EXPECT_NE(found.leftOut[0].reason.find("not a Lockstep run database"), std::string::npos) << found.leftOut[0].reason;
+    EXPECT_EQ(found.leftOut[1].file, shardFile(folder, 3));
+    EXPECT_TRUE(found.leftOut[1].noConfig);
+    EXPECT_NE(found.leftOut[1].reason.find("no run configuration"), std::string::npos) << found.leftOut[1].reason;
+}

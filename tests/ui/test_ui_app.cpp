@@ -9,6 +9,8 @@
 
 #include "lockstep/import/import.h"
 
+#include <chrono>
+#include <filesystem>
 #include <QPlainTextEdit>
 #include "format.h"
 #include "ranks_page.h"
@@ -845,6 +847,16 @@ void TestUiApp::liveRunGrowsOnTheTimeline()
         return core::saveRun(run, path.toStdString(), core::RunWriter::Mode::Overwrite).has_value();
     };
     QVERIFY(write(3, core::RunStatus::Running));
+    // Each rewrite gets a later modification time than the one before (set, not waited for):
+    // what the follower polls for.
+    auto stamp = std::filesystem::last_write_time(path.toStdString());
+    const auto rewrite = [&](int steps, core::RunStatus status) {
+        if (!write(steps, status))
+            return false;
+        stamp += std::chrono::seconds(2);
+        std::filesystem::last_write_time(path.toStdString(), stamp);
+        return true;
+    };
     MainWindow w(options());
     w.setErrorDialogsEnabled(false);
     QSignalSpy opened(&w, &MainWindow::runOpened);
@@ -852,12 +864,10 @@ void TestUiApp::liveRunGrowsOnTheTimeline()
     QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 20000);
     QCOMPARE(w.liveRuns(), QStringList{QFileInfo(path).absoluteFilePath()});
     QCOMPARE(w.timelinePage()->run()->summary().steps, 3);
-    QTest::qWait(1100); // a new modification time
-    QVERIFY(write(7, core::RunStatus::Running));
+    QVERIFY(rewrite(7, core::RunStatus::Running));
     QTRY_COMPARE_WITH_TIMEOUT(w.timelinePage()->run()->summary().steps, 7, 20000);
     QCOMPARE(w.timelinePage()->timeline()->runModel(0)->steps().size(), size_t(7));
-    QTest::qWait(1100);
-    QVERIFY(write(9, core::RunStatus::Completed));
+    QVERIFY(rewrite(9, core::RunStatus::Completed));
     QTRY_VERIFY_WITH_TIMEOUT(w.liveRuns().isEmpty(), 20000);
     QCOMPARE(w.timelinePage()->run()->summary().steps, 9);
     QFile::remove(path);

@@ -11,6 +11,7 @@
 
 #include "timeline/timeline_widget.h"
 
+#include "lockstep/core/run_db.h"
 #include "lockstep/job/flags.h"
 
 #include <QAction>
@@ -287,12 +288,20 @@ void TestUiLaunch::cancelStopsTheRun()
     QSignalSpy finished(&panel, &LaunchPanel::finished);
     panel.startRun();
     QVERIFY(panel.isRunning());
-    QTest::qWait(1500);
+    // Cancelled once it trains: the progress bar has counted a step from the ranks' progress lines.
+    QTRY_VERIFY_WITH_TIMEOUT(panel.progressBar()->value() > 0, 60000);
     panel.cancel();
     QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 30000);
-    QVERIFY(finished.at(0).at(0).toInt() != 0);
+    // The launcher ended on the SIGTERM (128 + 15), as every interrupted command does, keeping
+    // the completed steps in the run file marked failed, "interrupted".
+    QCOMPARE(finished.at(0).at(0).toInt(), 143);
     QVERIFY(!panel.isRunning());
     QVERIFY(panel.runButton()->isEnabled());
+    auto run = core::loadRun(panel.outputPath().toStdString());
+    QVERIFY2(run.has_value(), run ? "" : run.error().message.c_str());
+    QCOMPARE(run->config.status, core::RunStatus::Failed);
+    QCOMPARE(QString::fromStdString(run->config.failureCause), QString("interrupted"));
+    QVERIFY(!run->steps.empty());
 }
 
 // The script form's argument list and checks, without a process: the script and its arguments

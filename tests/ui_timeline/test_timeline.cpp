@@ -15,7 +15,8 @@
 #include "lockstep/core/synthetic.h"
 
 #include <QAbstractItemModelTester>
-#include <QElapsedTimer>
+#include <QLabel>
+#include <QRegularExpression>
 #include <QScrollBar>
 #include <QSpinBox>
 #include <QToolButton>
@@ -27,6 +28,7 @@
 #include <QWheelEvent>
 
 #include <array>
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -1267,16 +1269,27 @@ void TestTimeline::digitKeysTypeStepNumbers()
     w.resize(1200, 300);
     w.setRuns({{run, {}}});
     QSignalSpy spy(&w, &TimelineWidget::stepRequested);
-    QTest::keyClick(&w, Qt::Key_1);
-    QTest::keyClick(&w, Qt::Key_2);
+    // Digits typed at the times their key events carry (ms), as a platform stamps them.
+    const auto typeAt = [&](Qt::Key key, quint64 ms) {
+        QKeyEvent press(QEvent::KeyPress, key, Qt::NoModifier, QString(QChar(u'0' + (key - Qt::Key_0))));
+        press.setTimestamp(ms);
+        QApplication::sendEvent(&w, &press);
+    };
+    typeAt(Qt::Key_1, 10'000);
+    typeAt(Qt::Key_2, 10'900);
     QCOMPARE(spy.count(), 2);
     QCOMPARE(spy.at(1).at(0).toInt(), 12); // within a second: one number
     const auto r12 = *w.stepRange(12);
     const auto [t0, t1] = w.viewRange();
     QVERIFY(t0 <= r12.first && r12.second <= t1 && t1 - t0 < (r12.second - r12.first) * 12 / 10);
-    QTest::qWait(1100);
-    QTest::keyClick(&w, Qt::Key_7);
-    QCOMPARE(spy.last().at(0).toInt(), 7); // a pause starts a new number
+    typeAt(Qt::Key_7, 12'000);
+    QCOMPARE(spy.last().at(0).toInt(), 7); // a pause of 1.1 s starts a new number
+    typeAt(Qt::Key_1, 12'500);
+    QCOMPARE(spy.last().at(0).toInt(), 71); // and the next digit within a second joins it
+    // Key events without a time of their own (QTest's) are timed as they are handled.
+    QTest::keyClick(&w, Qt::Key_1);
+    QTest::keyClick(&w, Qt::Key_3);
+    QCOMPARE(spy.last().at(0).toInt(), 13);
 }
 
 void TestTimeline::collapseOrderAndScrollManyRanks()
@@ -1500,6 +1513,8 @@ void TestTimeline::hugeNamesStayCheap()
 {
     // A 50 MB event name and a 100 000-character lane name: drawing, tooltips and the details
     // panel cut them before laying text out, so a frame stays fast and the widget's width fixed.
+    // Checked by what is laid out (no text past the cut), not by a wall-clock bound: frame times
+    // are the benchmarks' (docs/design.md "Performance targets").
     core::Run run = core::makeSyntheticRun(core::SyntheticParams{});
     const std::string huge(50'000'000, 'e');
     const core::StringId name = run.strings.intern(huge);
@@ -1513,11 +1528,10 @@ void TestTimeline::hugeNamesStayCheap()
     w.resize(1200, 300);
     w.setRuns({{shared, QString(100'000, QChar('R'))}});
     w.zoomToStep(3);
-    QElapsedTimer clock;
-    clock.start();
     const QImage img = renderWidget(w);
-    QVERIFY2(clock.elapsed() < 2000, qPrintable(QString::number(clock.elapsed())));
     QCOMPARE(w.width(), 1200);
+    QVERIFY(!w.drawList().spanLabels.empty());
+    QVERIFY(!w.drawList().gutterLabels.empty());
     for (const ui::DrawText& t : w.drawList().spanLabels)
         QVERIFY(t.text.size() <= ui::kMaxDisplayChars + 1);
     for (const ui::DrawText& t : w.drawList().gutterLabels)
@@ -1529,16 +1543,23 @@ void TestTimeline::hugeNamesStayCheap()
             fwd = qint64(i);
     ui::SpanDetailsPanel panel;
     panel.resize(360, 500);
-    clock.restart();
     panel.setSelection(*w.runModel(0), fwd);
     panel.show();
     QApplication::processEvents();
-    QVERIFY2(clock.elapsed() < 2000, qPrintable(QString::number(clock.elapsed())));
     QVERIFY(panel.width() < 1000);
-    // Search over it stays cheap too.
-    clock.restart();
+    // The panel shows the span's name and its lane's, both cut: neither whole name is laid out.
+    QString shown = panel.summaryText();
+    for (const QLabel* label : panel.findChildren<QLabel*>())
+        shown += u'\n' + label->text();
+    qsizetype longest = 0;
+    for (auto it = QRegularExpression(QStringLiteral("e{20,}")).globalMatch(shown); it.hasNext();)
+        longest = std::max(longest, it.next().capturedLength());
+    QVERIFY2(longest >= 20, qPrintable(shown.left(400)));                             // the name is shown
+    QVERIFY2(longest <= ui::kMaxDisplayChars, qPrintable(QString::number(longest))); // cut
+    QVERIFY2(!shown.contains(QString(1000, QChar('L'))), "the lane's name is cut too");
+    QVERIFY2(shown.size() < 20'000, qPrintable(QString::number(shown.size())));
+    // Search finds the span by its (whole) name.
     QVERIFY(w.setSearchText(QStringLiteral("eee")) > 0);
-    QVERIFY2(clock.elapsed() < 2000, qPrintable(QString::number(clock.elapsed())));
 }
 
 void TestTimeline::replayPlaysOnAFreshRunAndStopClears()

@@ -158,7 +158,8 @@ struct TimelineWidget::Impl {
     bool shiftPress = false;
     QPoint mousePos{-1, -1};
     QString digits;
-    QElapsedTimer digitClock;
+    qint64 lastDigitMs = -1; // when the last digit was typed (ms; -1: none yet)
+    QElapsedTimer sinceCreated;
 
     // ---- geometry ----
     int scroll() const { return scrollBar->value(); }
@@ -1739,11 +1740,16 @@ void TimelineWidget::keyPressEvent(QKeyEvent* event)
         anchor = (d.mousePos.x() - kGutterWidth) / d.areaWidth();
     const int key = event->key();
     if (key >= Qt::Key_0 && key <= Qt::Key_9) {
-        // Digits typed within a second of each other make one number: 1 then 2 is step 12.
-        if (!d.digitClock.isValid() || d.digitClock.elapsed() > kDigitWindowMs || d.digits.size() >= 9)
+        // Digits typed within a second of each other make one number: 1 then 2 is step 12. The
+        // time is the key event's own (when it was typed, not when it is handled); a platform
+        // that gives none (0) gets the time it is handled.
+        if (!d.sinceCreated.isValid())
+            d.sinceCreated.start();
+        const qint64 now = event->timestamp() != 0 ? qint64(event->timestamp()) : d.sinceCreated.elapsed();
+        if (d.lastDigitMs < 0 || now < d.lastDigitMs || now - d.lastDigitMs > kDigitWindowMs || d.digits.size() >= 9)
             d.digits.clear();
         d.digits += QChar(u'0' + (key - Qt::Key_0));
-        d.digitClock.restart();
+        d.lastDigitMs = now;
         const int step = d.digits.toInt();
         zoomToStep(step);
         emit stepRequested(step);

@@ -48,12 +48,12 @@ Result<TraceFormat> detectTraceFormat(const std::string& path)
 {
     std::error_code ec;
     if (!std::filesystem::exists(path, ec))
-        return fail("no such file: " + path);
+        return fail(ErrorCode::BadFile, "no such file: " + path);
     if (!std::filesystem::is_regular_file(path, ec))
-        return fail(path + " is not a regular file");
+        return fail(ErrorCode::BadFile, path + " is not a regular file");
     std::ifstream in(path, std::ios::binary);
     if (!in)
-        return fail("cannot open " + path);
+        return fail(ErrorCode::BadFile, "cannot open " + path);
     char head[4096];
     in.read(head, sizeof head);
     return detectTraceFormat(std::string_view(head, static_cast<size_t>(in.gcount())));
@@ -84,7 +84,7 @@ Status parseFile(const std::string& path, const ImportOptions& options, Interner
     case TraceFormat::NsysSqlite: return parseNsysFile(path, options, strings, out);
     case TraceFormat::Unknown: break;
     }
-    return fail(unknownFormatMessage(path));
+    return fail(ErrorCode::BadFile, unknownFormatMessage(path));
 }
 
 // Which step a span belongs to (docs/design.md). Host spans: the step whose host window holds their
@@ -517,7 +517,7 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
     for (size_t i = 0; i < traces.size(); ++i) {
         if (traces[i].lockstep) {
             if (options.rank)
-                return fail("--rank: " + names[i] + " was written by lockstep export and names its own ranks; "
+                return fail(ErrorCode::Usage, "--rank: " + names[i] + " was written by lockstep export and names its own ranks; "
                             "leave --rank out");
             std::set<int> own;
             for (const RankInfo& r : traces[i].lockstep->ranks)
@@ -544,7 +544,7 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
     if (options.worldSize) {
         worldSize = *options.worldSize;
         if (worldSize < static_cast<int>(owner.size()) || worldSize <= maxRank)
-            return fail("--world-size: " + std::to_string(worldSize) + " is too small: the traces hold "
+            return fail(ErrorCode::Usage, "--world-size: " + std::to_string(worldSize) + " is too small: the traces hold "
                         + std::to_string(owner.size()) + " rank(s), up to rank " + std::to_string(maxRank)
                         + " (a world of at least " + std::to_string(std::max<int>(maxRank + 1, owner.size())) + ")");
     } else {
@@ -738,8 +738,12 @@ Result<Run> importTracesToRun(const std::vector<std::string>& files, const Impor
                 (void)i;
                 progress(total > 0 ? std::min(1.0, double(done + consumed) / double(total)) * 0.85 : 0.0);
             };
-        if (auto s = parseFile(files[i], options, strings, traces[i], fileProgress); !s)
-            return fail(s.error().message.starts_with(files[i]) ? s.error().message : files[i] + ": " + s.error().message);
+        if (auto s = parseFile(files[i], options, strings, traces[i], fileProgress); !s) {
+            // A trace the parser gives up on is a bad input, whatever the parser's words.
+            const Error& e = s.error();
+            return fail(e.code == ErrorCode::Failed ? ErrorCode::BadFile : e.code,
+                        e.message.starts_with(files[i]) ? e.message : files[i] + ": " + e.message);
+        }
         done += sizes[i];
         if (progress)
             progress(total > 0 ? 0.85 * double(done) / double(total) : 0.85);
@@ -773,12 +777,12 @@ Result<ImportStats> importTraces(const std::vector<std::string>& files, const st
                 detail = detail.substr(description.size() + 2, detail.size() - description.size() - 3);
             else
                 detail.clear();
-            return fail("the trace is damaged: " + std::string(kind == DiagnosticKind::MalformedJson ? "malformed JSON" : "truncated input")
+            return fail(ErrorCode::BadFile, "the trace is damaged: " + std::string(kind == DiagnosticKind::MalformedJson ? "malformed JSON" : "truncated input")
                         + (detail.empty() ? "" : ": " + detail) + "; nothing was written");
         }
     run->config.name = !options.runName.empty() ? options.runName : std::filesystem::path(outDb).stem().string();
     if (auto s = saveRun(*run, outDb, options.overwrite ? RunWriter::Mode::Overwrite : RunWriter::Mode::CreateNew); !s)
-        return fail("cannot write " + outDb + ": " + s.error().message);
+        return fail(s.error(), "cannot write " + outDb + ": " + s.error().message);
     if (progress)
         progress(1.0);
     return stats;
@@ -799,7 +803,7 @@ Result<Run> importTraceBytes(std::string_view bytes, const ImportOptions& option
         break;
     }
     case TraceFormat::NsysSqlite: s = parseNsysImage(bytes, options, strings, traces[0]); break;
-    case TraceFormat::Unknown: return fail(unknownFormatMessage("the input"));
+    case TraceFormat::Unknown: return fail(ErrorCode::BadFile, unknownFormatMessage("the input"));
     }
     if (!s)
         return std::unexpected(s.error());

@@ -432,7 +432,7 @@ struct RunAnalysis {
 };
 // Everything, each part computed once.
 RunAnalysis analyze(const Run& run);
-// The same, giving up with kCancelled (run_db.h) once `stop` is requested (between analyses).
+// The same, giving up with ErrorCode::Cancelled (kCancelled, run_db.h) once `stop` is requested (between analyses).
 Result<RunAnalysis> analyze(const Run& run, std::stop_token stop);
 RunSummary summarize(const Run& run);
 

@@ -27,10 +27,9 @@ extern const int kSchemaVersion;
 // PRAGMA application_id of every Lockstep run database ("LKST").
 inline constexpr int32_t kApplicationId = 0x4C4B5354;
 
-// Errors of a write that found the disk full (also a file-size limit or a quota) contain this
-// phrase; isDiskFull() tells them apart from other write errors (the recorder stops the run).
+// Errors of a write that found the disk full (also a file-size limit or a quota) have the code
+// ErrorCode::DiskFull (the recorder stops the run on it) and say this phrase to the user.
 inline constexpr std::string_view kDiskFull = "disk full";
-inline bool isDiskFull(const Error& error) { return error.message.find(kDiskFull) != std::string::npos; }
 
 // Checks, without changing the file, that `path` is a Lockstep run database this build can
 // read. Errors name the problem: missing, not SQLite, not a run database, truncated/corrupt,
@@ -66,6 +65,10 @@ public:
     Status addDiagnostic(const Diagnostic& diagnostic);
     // Everything appended since the last commit becomes visible to readers at once.
     Status commit();
+    // One recorded step, as both recorders (the runtime's and the Python recorder) write it: its
+    // spans and instants, its row, and the commit that shows them to readers together (a live
+    // reader never sees a step without its spans).
+    Status writeStep(const Step& step, std::span<const Span> spans, std::span<const Instant> instants);
     // Commits, finalizes derived columns (per-lane max span duration), checkpoints the write-ahead
     // log into the file and switches it back to rollback-journal mode, closes. Only when all of
     // that succeeded is the file whole on its own (no -wal beside it); otherwise the error says
@@ -91,7 +94,7 @@ Status recoverRunFile(const std::string& path);
 struct LoadOptions {
     bool correctClocks = true; // apply each rank's offset to rank 0 (docs/design.md "Time and clocks")
     // A load whose stop is requested gives up within ~65 k rows (a few ms) and fails with
-    // kCancelled: a viewer's superseded load of a 10 M-span run does not read it to the end.
+    // ErrorCode::Cancelled: a viewer's superseded load of a 10 M-span run does not read it to the end.
     std::stop_token stop{};
 };
 // Puts every rank's times on rank 0's clock: decides whose offset applies (clock_sync.h
@@ -101,7 +104,8 @@ struct LoadOptions {
 // told not to; the live view does it on the stitched shards.
 void correctRunClocks(Run& run, bool bootIdsRecorded);
 
-// The message of a load or analysis that stopped because its stop was requested.
+// The message of a load or analysis that stopped because its stop was requested (its code is
+// ErrorCode::Cancelled: tell it by the code).
 inline constexpr const char* kCancelled = "cancelled: a stop was requested";
 
 class RunReader {

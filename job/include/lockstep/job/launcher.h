@@ -114,11 +114,12 @@ struct LaunchResult {
 
 // Checks the options and everything that must hold before a rank starts (nproc in
 // 1..kMaxLocalRanks, finite timeouts, `out` writable and not existing without force, the worker
-// executable present). Errors are usage errors (the CLI exits 2).
+// executable present). Errors have the code ErrorCode::Usage (a bad value) or
+// ErrorCode::NotStarted (anything else): the CLI exits 2 for both.
 core::Status checkLaunchOptions(const LaunchOptions& options);
 
 // Runs the whole job. An Error means the job could not be started at all (checkLaunchOptions,
-// fork failure, an unwritable folder); a job that started and then failed — including a run file
+// fork failure, an unwritable folder; ErrorCode::NotStarted or ErrorCode::Usage); a job that started and then failed — including a run file
 // that could not be written — comes back as a LaunchResult with success == false.
 core::Result<LaunchResult> launchRun(const LaunchOptions& options);
 

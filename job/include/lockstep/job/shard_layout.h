@@ -27,6 +27,21 @@ std::string rendezvousFile(const std::string& folder);       // folder/rendezvou
 // The non-empty rank-<r>.db files of a shard folder, in rank order.
 std::vector<std::string> shardFilesIn(const std::string& folder);
 
+// Which files make the run of a job whose ranks have all exited (the launcher's merge): the
+// shards of `folder`, each recovered first (a killed rank's committed steps are in its -wal), in
+// rank order; a shard core cannot read, or one whose rank stopped before writing its
+// configuration, is left out with the reason. The one place that decides it.
+struct RunShards {
+    struct LeftOut {
+        std::string file;
+        std::string reason;    // for the user: names the file and what is wrong with it
+        bool noConfig = false; // readable, but its rank stopped before writing its configuration
+    };
+    std::vector<std::string> files;
+    std::vector<LeftOut> leftOut;
+};
+RunShards runShardsIn(const std::string& folder);
+
 // The shard folders of jobs writing `runFile` (kept with --keep-shards, or of a job still
 // running), newest first.
 std::vector<std::string> shardFoldersOf(const std::string& runFile);
