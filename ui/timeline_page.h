@@ -55,6 +55,7 @@ public:
     void jumpTo(int rank, int step);
     enum SideTab { SummaryTab, DetailsTab, KernelsTab };
     void showSideTab(SideTab tab);
+    KernelPanel* kernelPanel() const { return m_kernels; } // the Kernels tab (tests click its rows)
     // Width of the summary / details side panel, pixels (the summary screenshot widens it).
     void setSideWidth(int width);
 
