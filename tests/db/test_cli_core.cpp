@@ -476,7 +476,7 @@ TEST_F(CliCore, predictChecksRangesAndEveryOutputFirst)
     const std::pair<std::vector<std::string>, std::string> cases[] = {
         {{"--compute-scale", "1e300"}, "--compute-scale: 1e300 is out of range (0.01 to 100)"},
         {{"--compute-scale", "0"}, "out of range (0.01 to 100)"},
-        {{"--link-gbps", "1e-12"}, "--link-gbps: 1e-12 is out of range (0.001 to 100000; 0 = not emulated)"},
+        {{"--link-gbps", "1e-12"}, "--link-gbps: 1e-12 is out of range (0.001 to 10000; 0 = not emulated)"},
         {{"--link-gbps", "-1"}, "out of range"},
         {{"--bucket-mb", "1e308"}, "--bucket-mb: 1e308 is out of range"},
         {{"--bucket-mb", "0"}, "--bucket-mb: 0 is out of range"},
