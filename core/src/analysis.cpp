@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -640,6 +641,14 @@ RankUnions RunIndex::stepUnions(int32_t rank, int32_t step) const
 // Ready is the latest GradReady instant carrying the same (rank, step, bucket).
 std::vector<BucketStat> bucketStats(const Run& run)
 {
+    std::optional<RunIndex> index;
+    if (detail::worldSizeOf(run) > 1)
+        index.emplace(run);
+    return detail::bucketStatsWith(run, index ? &*index : nullptr);
+}
+
+std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* index)
+{
     struct Entry {
         int32_t rank, step, bucket;
         bool host;
@@ -761,8 +770,7 @@ std::vector<BucketStat> bucketStats(const Run& run)
     // compute by time (docs/design.md), so a bucket hidden behind the next step's kernels is
     // hidden, and the buckets' exposed times add up to the rank's exposed bucket communication.
     // Not applicable on one rank.
-    if (n > 1 && !out.empty()) {
-        const RunIndex index(run);
+    if (n > 1 && index && !out.empty()) {
         std::vector<size_t> order(out.size());
         for (size_t k = 0; k < order.size(); ++k)
             order[k] = k;
@@ -784,7 +792,7 @@ std::vector<BucketStat> bucketStats(const Run& run)
                 st.exposed = st.hidden = 0;
                 continue;
             }
-            const RankUnions u = index.unions(st.rank, from, st.completion);
+            const RankUnions u = index->unions(st.rank, from, st.completion);
             // Only where communication is in flight: an imported bucket pairs the call that launched
             // it with the op that ran it, and between the two nothing may be.
             st.hidden = intersectionLength(u.comm, u.compute);

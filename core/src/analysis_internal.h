@@ -75,6 +75,9 @@ struct DeviceExtent {
 std::vector<Interval> tilingWindows(const std::vector<DeviceExtent>& extents);
 
 std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& steady);
+// bucketStats() with the caller's index (analyze() shares one); index is needed only where the
+// run has more than one rank (exposed and hidden time), null otherwise.
+std::vector<BucketStat> bucketStatsWith(const Run& run, const RunIndex* index);
 StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& stats,
                                const std::vector<StepBreakdown>& breakdown, const SteadySteps& steady);
 

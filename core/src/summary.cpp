@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 
 namespace lockstep::core {
 
@@ -62,7 +63,11 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
     a.steps = detail::stepBreakdownWith(run, a.steady);
     if (stop.stop_requested())
         return fail(ErrorCode::Cancelled, kCancelled);
-    a.buckets = bucketStats(run);
+    // One index for the bucket statistics and the buckets' share of exposed communication below.
+    std::optional<RunIndex> index;
+    if (detail::worldSizeOf(run) > 1)
+        index.emplace(run);
+    a.buckets = detail::bucketStatsWith(run, index ? &*index : nullptr);
     if (stop.stop_requested())
         return fail(ErrorCode::Cancelled, kCancelled);
     a.stragglers = detail::stragglersWith(run, a.buckets, a.steps, a.steady);
@@ -126,14 +131,13 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
     // communication does). A rank's own times are disjoint and in launch order, its windows in
     // step order: one merge-like pass per rank.
     s.bucketExposedMs = kNaN;
-    if (s.multiRank) {
+    if (s.multiRank && index) {
         std::map<int32_t, std::vector<const BucketStat*>> owned;
         for (const BucketStat& st : a.buckets)
             if (st.exposed > 0 && st.ownStart >= 0 && st.completion > st.ownStart)
                 owned[st.rank].push_back(&st);
         for (auto& [rank, v] : owned)
             std::sort(v.begin(), v.end(), [](const BucketStat* x, const BucketStat* y) { return x->ownStart < y->ownStart; });
-        const RunIndex index(run);
         double sum = 0;
         int rows = 0;
         for (const StepBreakdown& b : a.steps) {
@@ -149,7 +153,7 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
             for (; k != v.end() && (*k)->ownStart < b.end; ++k) {
                 const TimeNs lo = std::max((*k)->ownStart, b.start), hi = std::min((*k)->completion, b.end);
                 if (hi > lo) {
-                    const RankUnions u = index.unions(b.rank, lo, hi);
+                    const RankUnions u = index->unions(b.rank, lo, hi);
                     sum += static_cast<double>(totalLength(subtractIntervals(u.comm, u.compute)));
                 }
             }

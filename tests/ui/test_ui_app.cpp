@@ -108,6 +108,7 @@ private slots:
 
 private:
     QString importedGpuRun();
+    bool showGpuRun(MainWindow& w, TimelinePage::SideTab tab, QString* error);
     MainWindow::Options options() const;
     QTemporaryDir m_dir;
     QString m_runA, m_runB, m_foreign;
@@ -937,21 +938,36 @@ QString TestUiApp::importedGpuRun()
     return stats ? out : QString();
 }
 
+// Opens that run in `w` on the Timeline page with `tab` beside it, shown and exposed.
+bool TestUiApp::showGpuRun(MainWindow& w, TimelinePage::SideTab tab, QString* error)
+{
+    const QString path = importedGpuRun();
+    if (path.isEmpty()) {
+        *error = "importing tests/data/gpu's kineto-gloo2 pair failed";
+        return false;
+    }
+    w.setErrorDialogsEnabled(false);
+    w.resize(1400, 900);
+    if (!w.openFilesBlocking({path}, error))
+        return false;
+    w.showPage(MainWindow::TimelinePageIndex);
+    w.timelinePage()->showSideTab(tab);
+    w.show();
+    if (!QTest::qWaitForWindowExposed(&w)) {
+        *error = "the window was not exposed";
+        return false;
+    }
+    return true;
+}
+
 // Issue 28: a rank's nearly idle GPU streams (each busy less than 5 % of its busiest stream's
 // time) fold into one "other streams" row that draws the union of their spans; a click on its
 // name, or O, shows them; a run switch folds them again; finding a span in one shows it.
 void TestUiApp::quietGpuStreamsFoldIntoOneRow()
 {
-    const QString path = importedGpuRun();
-    QVERIFY(!path.isEmpty());
     MainWindow w(options());
-    w.setErrorDialogsEnabled(false);
-    w.resize(1400, 900);
     QString error;
-    QVERIFY2(w.openFilesBlocking({path}, &error), qPrintable(error));
-    w.showPage(MainWindow::TimelinePageIndex);
-    w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY2(showGpuRun(w, TimelinePage::SummaryTab, &error), qPrintable(error));
     TimelineWidget* tl = w.timelinePage()->timeline();
     const TimelineRunModel& m = *tl->runModel(0);
     const core::Run& run = m.run();
@@ -1043,17 +1059,9 @@ void TestUiApp::quietGpuStreamsFoldIntoOneRow()
 // search) without moving the view; a double-click also goes to the first.
 void TestUiApp::kernelRowClickOutlinesItsKernels()
 {
-    const QString path = importedGpuRun();
-    QVERIFY(!path.isEmpty());
     MainWindow w(options());
-    w.setErrorDialogsEnabled(false);
-    w.resize(1400, 900);
     QString error;
-    QVERIFY2(w.openFilesBlocking({path}, &error), qPrintable(error));
-    w.showPage(MainWindow::TimelinePageIndex);
-    w.timelinePage()->showSideTab(TimelinePage::KernelsTab);
-    w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QVERIFY2(showGpuRun(w, TimelinePage::KernelsTab, &error), qPrintable(error));
     KernelPanel* panel = w.timelinePage()->kernelPanel();
     QVERIFY(panel->model()->rowCount() > 1);
     TimelineWidget* tl = w.timelinePage()->timeline();
