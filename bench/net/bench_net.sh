@@ -13,6 +13,13 @@
 #      falls (target: yes over >= 3 rates).
 #  net_model_vs_real: per RATE, the same job with the link modelled (`--link-gbps RATE`, 2 local
 #      ranks) beside the real one: step time, exposed communication, busbw.
+#  net_whatif_vs_real: the what-if predictor's link-speed predictions against real shaped links
+#      (issue 30): for each job (4 MiB and 25 MiB buckets) and each RATE, a base run on 2 hosts x
+#      1 rank over the unshaped link, `lockstep predict BASE --link-gbps RATE`, then the real run
+#      over links shaped to RATE, right after it (a pair); the error (predicted - measured) /
+#      measured of the step time (report's mean over steady steps, both sides) and whether the
+#      measurement fell inside the prediction's 90 % interval; net_whatif_vs_real_median_err_pct,
+#      _p90_err_pct and _coverage_pct over every pair (>= 6).
 # The all-reduce is gloo's ring (LOCKSTEP_PAIRWISE=0): the runtime's 2-rank pairwise exchange
 # (gloo send + recv on one pair) moves only about half the rate over a real link (measured:
 # 0.46 Gbit/s on 1 Gbit/s, ring 0.83 with the skew in, same job), which would measure gloo's
@@ -70,3 +77,39 @@ for rate in $(printf '%s\n' $rates | sort -gr); do
   echo "net_model_vs_real: rate $rate Gbit/s step real $step modelled $mstep ms, exposed real $exposed modelled $mexposed ms, overlap real $overlap modelled $moverlap, busbw real $bw_report modelled $mbw_report Gbit/s"
 done
 echo "net_overlap_monotonic: $monotonic"
+
+# What-if link predictions against real shaped links. predict --json -> "predicted low high".
+predicted() {
+  "$cli" predict "$1" --link-gbps "$2" --json | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["predictions"][0]
+print("%.3f %.3f %.3f" % (p["predicted"]["step_time_ms"], p["interval"]["low_ms"], p["interval"]["high_ms"]))'
+}
+errors=()
+for bucket in 4 25; do
+  wjob=(--model mlp --layers "$layers" --width "$width" --batch "$batch" --steps "$steps" --warmup 3
+        --bucket-mb "$bucket" --threads 1 --progress none)
+  for rate in $(printf '%s\n' $rates | sort -gr); do
+    "$cli" run --hosts 2 --nproc 1 "${wjob[@]}" --out "$tmp/wbase-$bucket-$rate.db" > /dev/null
+    read -r pred low high < <(predicted "$tmp/wbase-$bucket-$rate.db" "$rate")
+    "$cli" run --hosts 2 --nproc 1 --net-gbps "$rate" "${wjob[@]}" --out "$tmp/wreal-$bucket-$rate.db" > /dev/null
+    read -r _ _ _ _ base_step < <(facts "$tmp/wbase-$bucket-$rate.db")
+    read -r _ _ _ _ step < <(facts "$tmp/wreal-$bucket-$rate.db")
+    line=$(python3 -c "
+p, m, lo, hi = $pred, $step, $low, $high
+print('%.1f %s' % (100 * (p - m) / m, 'yes' if lo <= m <= hi else 'no'))")
+    read -r err inside <<< "$line"
+    errors+=("$err:$inside")
+    echo "net_whatif_vs_real: ${bucket} MiB buckets, rate $rate Gbit/s: base (unshaped) $base_step ms, predicted $pred ms (90 % interval $low-$high), measured $step ms, error $err %, inside $inside"
+  done
+done
+python3 - "${errors[@]}" <<'PY'
+import statistics, sys
+pairs = [a.split(":") for a in sys.argv[1:]]
+errs = sorted(abs(float(e)) for e, _ in pairs)
+p90 = errs[min(len(errs) - 1, int(round(0.9 * (len(errs) - 1))))]
+print("net_whatif_vs_real_pairs: %d" % len(errs))
+print("net_whatif_vs_real_median_err_pct: %.1f %%" % statistics.median(errs))
+print("net_whatif_vs_real_p90_err_pct: %.1f %%" % p90)
+print("net_whatif_vs_real_coverage_pct: %.1f %%" % (100 * sum(i == "yes" for _, i in pairs) / len(pairs)))
+PY
