@@ -8,9 +8,9 @@
 //  - the recording's noise is what this recording adds: the model replays its steps, so their
 //    sampling error (the standard error of the mean of its steady steps, at 90 %: 1.645 of it)
 //    moves every prediction from it. A calm, long recording adds little; a short noisy one more.
-// Two independent errors: the half-width is the root of their squares' sum. Several kinds changed
-// at once (caps and world size): their rows are added in quadrature as well (independent, an
-// assumption: the bench changes one kind at a time).
+// Two independent errors: the half-width is the root of their squares' sum. The rows themselves
+// combine as intervalFor says (the repeat's spread once, each changed kind's excess over it in
+// quadrature: independent, an assumption: the bench changes one kind at a time).
 #include "lockstep/core/whatif.h"
 #include "lockstep/core/whatif_error.h"
 
@@ -44,14 +44,23 @@ PredictionInterval intervalFor(const std::vector<ChangeKind>& kinds, double pred
     double widest = 0;
     for (const HeldOutError& row : kHeldOutErrors)
         widest = std::max(widest, row.p90AbsPct);
-    double sumSq = 0;
+    // Every real run of a prediction differs from the model as a repeat of the recorded
+    // configuration does (the None row: the machine's run-to-run spread), and a change adds the
+    // model's own error of that kind on top: each changed kind contributes the part of its row
+    // beyond the repeat's, so a kind whose row was read off fewer pairs than its spread shows
+    // never narrows the interval below a repeat's, and several kinds changed at once count the
+    // machine's spread once.
+    const double repeat = heldOutError(ChangeKind::None).p90AbsPct;
+    double sumSq = repeat * repeat;
     for (ChangeKind k : iv.kinds) {
+        if (k == ChangeKind::None)
+            continue;
         double e = heldOutError(k).p90AbsPct;
         if (e < 0) {
             iv.measured = false;
             e = widest;
         }
-        sumSq += e * e;
+        sumSq += std::max(0.0, e * e - repeat * repeat);
     }
     iv.heldOutPct = std::sqrt(sumSq);
     iv.noisePct = std::isfinite(noisePct) && noisePct > 0 ? noisePct : 0;
@@ -80,14 +89,20 @@ std::vector<ChangeKind> changeKinds(const WhatIfConfig& recorded, const WhatIfCo
 
 double stepNoisePct(const Run& run)
 {
-    // Steady steps' step time, each the mean over the ranks that completed it.
+    // Steady steps' step time, each the mean over the ranks that completed it; and the CPU wait
+    // (runq) of the rank-steps that measured it, over their step time.
     std::map<int32_t, std::pair<double, int>> perStep; // step -> (sum ns, ranks)
+    double waitSum = 0, waitTime = 0;
     for (const Step& s : run.steps) {
         if (s.step < run.config.warmupSteps || s.end <= s.start)
             continue;
         auto& acc = perStep[s.step];
         acc.first += static_cast<double>(s.end - s.start);
         ++acc.second;
+        if (s.runqNs >= 0) {
+            waitSum += static_cast<double>(s.runqNs);
+            waitTime += static_cast<double>(s.end - s.start);
+        }
     }
     const auto n = static_cast<double>(perStep.size());
     if (perStep.size() < 2)
@@ -101,7 +116,14 @@ double stepNoisePct(const Run& run)
     const double mean = sum / n;
     const double var = std::max(0.0, (sumSq - n * mean * mean) / (n - 1));
     constexpr double kZ90 = 1.645; // two-sided 90 %, as the table's rows
-    return mean > 0 ? kZ90 * std::sqrt(var / n) / mean * 100 : std::numeric_limits<double>::quiet_NaN();
+    if (mean <= 0)
+        return std::numeric_limits<double>::quiet_NaN();
+    const double sampling = kZ90 * std::sqrt(var / n) / mean * 100;
+    // A busier machine than the table's: its runs of one configuration differ by about the CPU
+    // wait it adds (the held-out pass at load 9: runs waited most of their steps and differed by
+    // 58 % at the 90th percentile; at the table's load, ~5 % wait and 16-23 %).
+    const double waitPct = waitTime > 0 ? waitSum / waitTime * 100 : 0;
+    return std::hypot(sampling, std::max(0.0, waitPct - kTableCpuWaitPct));
 }
 
 } // namespace lockstep::core

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace lockstep::core;
@@ -57,7 +58,8 @@ TEST(WhatIfInterval, HalfWidthIsTheRowAndTheNoiseInQuadrature)
 {
     // Noise chosen so that the half-width is exactly 80 %: sqrt(r^2 + (80^2 - r^2)) = 80. The
     // interval inverts |p - m| / m <= 0.8: m in [p / 1.8, p / 0.2] = [55.56, 500] for p = 100.
-    const double r = row(ChangeKind::BucketCap);
+    // A cap change's row is never below a repeat's (the machine's spread is in every run).
+    const double r = std::max(row(ChangeKind::BucketCap), row(ChangeKind::None));
     ASSERT_LT(r, 80);
     const PredictionInterval iv = intervalFor({ChangeKind::BucketCap}, 100, std::sqrt(6400 - r * r));
     EXPECT_NEAR(iv.halfWidthPct, 80, 1e-9);
@@ -74,9 +76,12 @@ TEST(WhatIfInterval, HalfWidthIsTheRowAndTheNoiseInQuadrature)
 
 TEST(WhatIfInterval, KindsAddInQuadratureAndUnmeasuredKindsSaySo)
 {
-    const double caps = row(ChangeKind::BucketCap), world = row(ChangeKind::WorldSize);
+    // The repeat's spread once, and each kind's excess over it.
+    const double caps = row(ChangeKind::BucketCap), world = row(ChangeKind::WorldSize), rep = row(ChangeKind::None);
+    const auto excess = [&](double k) { return std::max(0.0, k * k - rep * rep); };
     const PredictionInterval both = intervalFor({ChangeKind::BucketCap, ChangeKind::WorldSize}, 100, 0);
-    EXPECT_NEAR(both.heldOutPct, std::hypot(caps, world), 1e-9);
+    EXPECT_NEAR(both.heldOutPct, std::sqrt(rep * rep + excess(caps) + excess(world)), 1e-9);
+    EXPECT_GE(both.heldOutPct, std::max({caps, world, rep}) - 1e-9);
     EXPECT_EQ(both.kinds.size(), 2u);
     // Nothing changed: the row of a repeat of the recorded configuration.
     const PredictionInterval none = intervalFor({}, 100, 0);
@@ -121,6 +126,30 @@ TEST(WhatIfInterval, StepNoiseIsTheStandardErrorOfTheSteadySteps)
     // Steady steps all equal: no noise. One steady step: unknown (NaN).
     EXPECT_NEAR(stepNoisePct(stepsOnly({{500, 100, 100, 100}}, 1)), 0, 1e-12);
     EXPECT_TRUE(std::isnan(stepNoisePct(stepsOnly({{500, 100}}, 1))));
+}
+
+TEST(WhatIfInterval, CpuWaitBeyondTheTablesWidensTheNoise)
+{
+    // Steady steps of 100 ms on both ranks (no sampling noise). Each rank-step waited 40 ms for a
+    // CPU: 40 % of the steady time, kTableCpuWaitPct below it counts, the rest is the noise.
+    lockstep::core::Run run = stepsOnly({{500, 100, 100, 100}, {500, 100, 100, 100}}, 1);
+    for (Step& s : run.steps)
+        s.runqNs = s.step == 0 ? 400'000'000 : 40'000'000; // the warm-up step's wait is left out
+    EXPECT_NEAR(stepNoisePct(run), 40 - lockstep::core::kTableCpuWaitPct, 1e-9);
+    // Sampling noise and the wait combine in quadrature: the 6.715 % run above, waiting 30 % of
+    // its steady time (wait weighted by step time: 0.3 of every steady step).
+    lockstep::core::Run noisy = stepsOnly({{500, 90, 120, 80, 100}, {500, 110, 100, 100, 100}}, 1);
+    for (Step& s : noisy.steps)
+        s.runqNs = static_cast<int64_t>(0.3 * static_cast<double>(s.end - s.start));
+    EXPECT_NEAR(stepNoisePct(noisy), std::hypot(1.645 * std::sqrt(200.0 / 3) / 2, 30 - lockstep::core::kTableCpuWaitPct),
+                1e-6);
+    // A wait within the table's machine's adds nothing; unmeasured waits (-1) add nothing.
+    for (Step& s : run.steps)
+        s.runqNs = 5'000'000;
+    EXPECT_NEAR(stepNoisePct(run), 0, 1e-12);
+    for (Step& s : run.steps)
+        s.runqNs = -1;
+    EXPECT_NEAR(stepNoisePct(run), 0, 1e-12);
 }
 
 TEST(WhatIfSettings, OneTableOfRanges)

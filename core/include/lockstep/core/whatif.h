@@ -166,8 +166,10 @@ struct Prediction {
 
 // The kinds of change `config` makes relative to `recorded` (empty: none).
 std::vector<ChangeKind> changeKinds(const WhatIfConfig& recorded, const WhatIfConfig& config);
-// A recording's step-to-step noise: 1.645 standard errors of the mean of its steady steps' step
-// time (each the mean over ranks), in % of that mean; NaN with fewer than two steady steps.
+// A recording's noise, in % of its mean steady step time: 1.645 standard errors of the mean of its
+// steady steps' step time (each the mean over ranks), combined in quadrature with the share of
+// those steps its ranks waited for a CPU beyond kTableCpuWaitPct (whatif_error.h; 0 when the
+// recording has no CPU-wait measurements); NaN with fewer than two steady steps.
 double stepNoisePct(const Run& run);
 
 struct PredictOptions {
