@@ -1,6 +1,7 @@
 // What if: predict a run under another configuration (bucket caps, world size, emulated link
 // speed, compression) from one recorded run, without running it. The model of the step and the
-// reasons behind it are in src/whatif.cpp; this header is the API the CLI (`lockstep predict`,
+// reasons behind it are in src/whatif.cpp (the essay; the fit in whatif_fit.cpp, the replay in
+// whatif_replay.cpp); this header is the API the CLI (`lockstep predict`,
 // `lockstep advise`) and the app's What-if panel use.
 //
 // Use: build a WhatIfModel once per recorded run (it indexes the run and fits the link, O(run)),
@@ -207,7 +208,7 @@ public:
 
     Result<Prediction> predict(const WhatIfConfig& config, const PredictOptions& options = {}) const;
 
-    struct Data; // opaque: the indexed recording and the fit (whatif.cpp); copies share it
+    struct Data; // opaque: the indexed recording and the fit (src/whatif_internal.h); copies share it
 
 private:
     std::shared_ptr<const Data> m_data;
