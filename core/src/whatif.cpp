@@ -75,11 +75,20 @@
 //     runs): without this, the model keeps backward as recorded, credits small buckets with all
 //     the overlap and advises them, while the real runs are slower. The fit sees the other side
 //     of the same sharing: the link moves bytes at the busy rate while backward runs, at the idle
-//     rate when it has the machine to itself. The model assumes the sharing is symmetric: the
-//     training thread keeps the same fraction of its speed as the link keeps of its own,
-//        computeSlowdown = 1 - nsPerByteIdle / nsPerByteBusy
-//     (0 when the link is not slowed by backward, e.g. a GPU whose collectives do not compete;
-//     capped at 0.9 so that compute always progresses). Per (rank, step), the recorded compute
+//     rate when it has the machine to itself. Beside backward the link does idle-rate work in
+//     busy-rate time: it holds a CPU for w = nsPerByteIdle / nsPerByteBusy of the time, and that
+//     is all it can take from the training thread; and the training thread loses no more than the
+//     link loses beside it (1 - w: a link that backward does not slow has a CPU of its own):
+//        computeSlowdown = min(w, 1 - w)
+//     (0 when the link is not slowed by backward, e.g. a GPU whose collectives do not compete; at
+//     most 1/2, two threads sharing one core fairly). So a byte moved beside backward never costs
+//     backward more than the link's time for it after backward: overlap pays when busy < 2 idle
+//     and is a wash beyond. Until issue 29 the rule was 1 - w alone (the training thread keeping
+//     the link's share of speed): a link starved of CPU by a loaded machine (busy 6-8 times idle
+//     in 25 MiB recordings whose only transfer beside backward was the small first bucket) charged
+//     backward 83-87 % of its speed beside every transfer, and 1 MiB caps came out 49-167 % slower
+//     than measured, slower than 25 MiB where they ran faster (whatif_fit.cpp, contentionOf, has
+//     the numbers). Per (rank, step), the recorded compute
 //     timeline up to the end of backward is first turned into compute time: a stretch of wall
 //     time with a transfer in flight holds (1 - slowdown) of compute, the rest holds all of it.
 //     The transfers are the model's own for the recorded configuration (not the recorded
@@ -90,7 +99,7 @@
 //     is ready before its own transfer and every later one starts, so one sweep over the buckets
 //     in order settles it (sweepLink, whatif_replay.cpp, says how the switch from the busy to the
 //     idle rate, which depends on the transfer itself, is found). In bench/whatif's runs the
-//     slowdown read off the backward growth is 0.2-0.85 for the mlp (this rule fits 0.4-0.55) and
+//     slowdown read off the backward growth is 0.2-0.85 for the mlp (both rules fit 0.4-0.5) and
 //     0-0.7 for the transformer: a first-order account of a noisy effect, not a scheduler model.
 //
 //  6. The wait. Backward ends at the recorded instant (shifted); the wait ends at

@@ -327,6 +327,26 @@ void fitStepStretch(WhatIfModel::Data& d, const LinkSamples& s, const Line& line
     }
 }
 
+// The share of its speed the training thread loses while a transfer runs beside its backward
+// (essay, 5). A transfer during backward does the work of nsPerByteIdle per byte (its time with the
+// machine to itself) in nsPerByteBusy of wall time: the link holds a CPU for idle / busy of that
+// time, and that is all it can take from the training thread; the rest of the time it waits for a
+// CPU, which the training thread or any other process holds. And the training thread loses no more
+// than the link loses beside it (1 - idle / busy): a link that is not slowed by backward (busy =
+// idle) has a CPU of its own and takes none. The two agree at busy = 2 idle (two threads sharing
+// one core fairly: each at half speed) and bound each other elsewhere. Issue 29: a 25 MiB recording
+// on the loaded 2-core machine moved its one small first bucket during backward 6-8 times slower
+// than after it (a link starved of CPU by both ranks' training threads and the machine's other
+// jobs), and 1 - idle / busy charged backward 83-87 % of its speed for every nanosecond a transfer
+// ran beside it: at 1 MiB caps the predicted backward came out 108-273 ms where it measured 75-86.
+double contentionOf(const LinkFit& link)
+{
+    if (!(link.nsPerByteBusy > 0))
+        return 0;
+    const double working = link.nsPerByteIdle / link.nsPerByteBusy;
+    return std::clamp(std::min(working, 1.0 - working), 0.0, kMaxComputeSlowdown);
+}
+
 } // namespace
 
 // Fits the link and the launch cost from the recorded steps (essay, 3 and 4), stage by stage.
@@ -359,8 +379,7 @@ void fitLink(WhatIfModel::Data& d, const Run& run)
                           "backward is assumed to be the same");
     else
         fitBusyRate(d.link, s, line);
-    if (d.link.nsPerByteBusy > 0)
-        d.link.computeSlowdown = std::clamp(1.0 - d.link.nsPerByteIdle / d.link.nsPerByteBusy, 0.0, kMaxComputeSlowdown);
+    d.link.computeSlowdown = contentionOf(d.link);
     fitStepStretch(d, s, line);
     if (!probeNote.empty())
         d.notes.push_back(probeNote);

@@ -129,7 +129,7 @@ struct LinkFit {
     double launchNs = 0;           // launch overhead on the training thread: launchNs + bytes *
     double launchNsPerByte = 0;    //   launchNsPerByte (dividing the bucket by the world size)
     // The share of its speed the training thread loses while a transfer runs during its backward
-    // (whatif.cpp, "Contention"): 1 - nsPerByteIdle / nsPerByteBusy, in [0, kMaxComputeSlowdown].
+    // (whatif.cpp, "Contention"): min(w, 1 - w), w = nsPerByteIdle / nsPerByteBusy, so at most 1/2.
     double computeSlowdown = 0;
 };
 inline constexpr double kMaxComputeSlowdown = 0.9;
