@@ -79,7 +79,8 @@ std::string modelText(const WhatIfModel& model)
             + fmt("%.2f", l.stretchHigh) + " of that; launch " + fmt("%.1f us", l.launchNs / 1e3) + " + "
             + fmt("%.3f ms/MiB", l.launchNsPerByte * (1 << 20) / 1e6) + "\n"
             + "  backward loses " + fmt("%.0f%%", l.computeSlowdown * 100)
-            + " of its speed while a transfer runs beside it (as much as the link loses beside backward)\n";
+            + " of its speed while a transfer runs beside it (the share of the time the link works there, at most what "
+               "the link loses)\n";
     for (const std::string& n : model.notes())
         out += "  note: " + n + "\n";
     return out;

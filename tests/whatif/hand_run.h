@@ -25,7 +25,8 @@
 //   optimizer        [465, 515)        [465, 515)
 // Step time 515 µs on both ranks; 16 samples per rank.
 // step(n, origin, slow) records a step whose link is `slow` times slower: b0 done 210 + 60 slow,
-// b1 done 420 + 40 slow, the wait and the optimizer after it.
+// b1 done 420 + 40 slow, the wait and the optimizer after it; step(n, origin, slow, idle) makes
+// the transfer after backward `idle` times as long again: b1 done 420 + 40 slow idle.
 #pragma once
 
 #include "lockstep/core/types.h"
@@ -80,10 +81,11 @@ public:
         m_run.clocksCorrected = true;
     }
 
-    // One step as in the header, starting at `origin`; its link `slow` times slower.
-    HandRun& step(int32_t step, TimeNs origin, double slow = 1.0)
+    // One step as in the header, starting at `origin`; its link `slow` times slower, and its
+    // transfer after backward `idle` times as long again.
+    HandRun& step(int32_t step, TimeNs origin, double slow = 1.0, double idle = 1.0)
     {
-        const TimeNs done0 = us(210 + 60 * slow), done1 = us(420 + 40 * slow);
+        const TimeNs done0 = us(210 + 60 * slow), done1 = us(420 + 40 * slow * idle);
         const RankTimes* times[2] = {&kRank0, &kRank1};
         for (int32_t r = 0; r < 2; ++r) {
             const RankTimes& t = *times[r];

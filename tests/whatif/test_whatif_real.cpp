@@ -360,10 +360,12 @@ TEST_F(WhatIfReal, AdviseCommandNamesCapsGainAndConfidence)
     const std::string verdict = doc["verdict"].GetString();
     EXPECT_TRUE(verdict == "change" || verdict == "keep" || verdict == "cannot_tell") << verdict;
     EXPECT_EQ(doc["recommend"].GetBool(), verdict == "change");
-    if (verdict == "change")
+    if (verdict == "change") {
         EXPECT_LT(doc["interval"]["high_ms"].GetDouble(), doc["predicted_current_ms"].GetDouble());
-    if (verdict == "cannot_tell")
+    }
+    if (verdict == "cannot_tell") {
         EXPECT_NE(std::string(doc["measure_hint"].GetString()), "");
+    }
 }
 
 // A 1-rank run has no other rank on its host to probe compute beside: with --threads N it starts a

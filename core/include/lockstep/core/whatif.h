@@ -1,6 +1,7 @@
 // What if: predict a run under another configuration (bucket caps, world size, emulated link
 // speed, compression) from one recorded run, without running it. The model of the step and the
-// reasons behind it are in src/whatif.cpp; this header is the API the CLI (`lockstep predict`,
+// reasons behind it are in src/whatif.cpp (the essay; the fit in whatif_fit.cpp, the replay in
+// whatif_replay.cpp); this header is the API the CLI (`lockstep predict`,
 // `lockstep advise`) and the app's What-if panel use.
 //
 // Use: build a WhatIfModel once per recorded run (it indexes the run and fits the link, O(run)),
@@ -128,7 +129,7 @@ struct LinkFit {
     double launchNs = 0;           // launch overhead on the training thread: launchNs + bytes *
     double launchNsPerByte = 0;    //   launchNsPerByte (dividing the bucket by the world size)
     // The share of its speed the training thread loses while a transfer runs during its backward
-    // (whatif.cpp, "Contention"): 1 - nsPerByteIdle / nsPerByteBusy, in [0, kMaxComputeSlowdown].
+    // (whatif.cpp, "Contention"): min(w, 1 - w), w = nsPerByteIdle / nsPerByteBusy, so at most 1/2.
     double computeSlowdown = 0;
 };
 inline constexpr double kMaxComputeSlowdown = 0.9;
@@ -209,7 +210,7 @@ public:
 
     Result<Prediction> predict(const WhatIfConfig& config, const PredictOptions& options = {}) const;
 
-    struct Data; // opaque: the indexed recording and the fit (whatif.cpp); copies share it
+    struct Data; // opaque: the indexed recording and the fit (src/whatif_internal.h); copies share it
 
 private:
     std::shared_ptr<const Data> m_data;
