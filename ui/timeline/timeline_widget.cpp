@@ -18,6 +18,8 @@
 #include "timeline_model.h"
 #include "timeline_palette.h"
 
+#include "lockstep/core/step_stats.h"
+
 #include <QElapsedTimer>
 #include <QHelpEvent>
 #include <QKeyEvent>
@@ -1881,10 +1883,10 @@ bool TimelineWidget::event(QEvent* event)
                     lines << tr("bucket: %1").arg(s.bucket);
                 if (s.bytes > 0) {
                     lines << tr("bytes: %1").arg(formatBytes(double(s.bytes)));
-                    // One rank: nothing crosses a link, so no bandwidth (docs/design.md).
-                    const bool oneRank = run.config.worldSize > 0 ? run.config.worldSize == 1 : run.ranks.size() <= 1;
-                    if (s.duration() > 0 && !(core::isCommunication(s.kind) && oneRank))
-                        lines << tr("bandwidth: %1").arg(formatBandwidth(double(s.bytes) / double(s.duration())));
+                    // Core's (a bucket's collective: the collective's; one rank: none).
+                    const core::SpanBandwidth bw = core::spanBandwidth(run, m.analysis().buckets, s);
+                    if (bw.applicable && std::isfinite(bw.algbwGBps))
+                        lines << tr("bandwidth: %1").arg(formatBandwidth(bw.algbwGBps));
                 }
                 text = lines.join(QStringLiteral("<br>"));
             }
