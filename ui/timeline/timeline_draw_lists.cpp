@@ -5,6 +5,7 @@
 #include "format.h"
 #include "time_axis.h"
 #include "timeline_palette.h"
+#include "host_groups.h"
 
 #include <QLocale>
 
@@ -57,6 +58,18 @@ void TimelineWidget::Impl::buildRows(TimelineDrawList& list, const QFontMetrics&
             const QString label = tr.label.isEmpty() ? displayText(m.run().config.name) : displayText(tr.label);
             const QRectF r = full.adjusted(8, 0, -8, 0);
             list.gutterLabels.push_back({r, boldFm.elidedText(label, Qt::ElideRight, int(r.width())), palette::headerText(),
+                                         Qt::AlignVCenter | Qt::AlignLeft, DrawFont::Bold});
+            break;
+        }
+        case TimelineRowKind::HostHeader: {
+            list.rowFills.push_back({full, palette::hostHeaderBackground()});
+            list.rowLines.push_back({QLineF(0, top + 0.5, width, top + 0.5), palette::separatorLine()});
+            // ▸ collapsed, ▾ expanded, as a rank's: the row is the click target that toggles it.
+            const auto& hs = hosts[size_t(row.run)];
+            const QString name = QStringLiteral("%1 %2").arg(row.collapsed ? QChar(0x25b8) : QChar(0x25be))
+                                     .arg(size_t(row.host) < hs.size() ? hostTitle(hs[size_t(row.host)]) : QString());
+            const QRectF r = full.adjusted(6, 0, -8, 0);
+            list.gutterLabels.push_back({r, boldFm.elidedText(name, Qt::ElideRight, int(r.width())), palette::headerText(),
                                          Qt::AlignVCenter | Qt::AlignLeft, DrawFont::Bold});
             break;
         }

@@ -3,6 +3,7 @@
 
 #include "format.h"
 #include "timeline_palette.h"
+#include "host_groups.h"
 
 #include "lockstep/core/step_stats.h"
 
@@ -127,6 +128,12 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* event)
         return;
     if (d.shiftPress) {
         setMeasureRange(std::nullopt); // Shift+click without a drag clears the measurement
+        return;
+    }
+    // A click on a host header (anywhere: it carries nothing in time) collapses or expands the host.
+    if (const int row = d.rowAt(pos.y()); row >= 0 && d.rows[size_t(row)].kind == TimelineRowKind::HostHeader) {
+        const TimelineRow r = d.rows[size_t(row)];
+        setHostCollapsed(r.run, r.host, !r.collapsed);
         return;
     }
     // A click on a rank header's gutter collapses or expands the rank.
@@ -279,6 +286,7 @@ void TimelineWidget::keyPressEvent(QKeyEvent* event)
     case Qt::Key_C: setAllCollapsed(true); break;
     case Qt::Key_E: setAllCollapsed(false); break;
     case Qt::Key_O: toggleAllStreamsFolded(); break;
+    case Qt::Key_H: toggleAllHostsCollapsed(); break;
     case Qt::Key_Escape:
         select({});
         setMeasureRange(std::nullopt);
@@ -310,6 +318,11 @@ bool TimelineWidget::event(QEvent* event)
         const TimelineRunModel& m = *d.models[size_t(r.run)];
         const core::Run& run = m.run();
         const int inRow = pos.y() - d.rowY(r);
+        if (r.kind == TimelineRowKind::HostHeader && size_t(r.host) < d.hosts[size_t(r.run)].size())
+            text = tr("%1<br>%2 ranks on this host. Click to %3 them; H: every host's")
+                       .arg(hostTitle(d.hosts[size_t(r.run)][size_t(r.host)]).toHtmlEscaped())
+                       .arg(d.hosts[size_t(r.run)][size_t(r.host)].ranks.size())
+                       .arg(r.collapsed ? tr("show") : tr("hide"));
         if (pos.x() < kGutterWidth) {
             if (r.kind == TimelineRowKind::RankHeader)
                 text = r.collapsed ? tr("rank %1: click to show its lanes").arg(r.rank) : tr("rank %1: click to collapse").arg(r.rank);

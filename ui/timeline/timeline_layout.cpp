@@ -4,6 +4,7 @@
 
 #include "format.h"
 #include "timeline_palette.h"
+#include "host_groups.h"
 
 #include <algorithm>
 #include <cmath>
@@ -28,6 +29,7 @@ void TimelineWidget::Impl::relayout()
 {
     rows.clear();
     laneRow.assign(models.size(), {});
+    hosts.assign(models.size(), {});
     int y = kRulerHeight;
     const bool stacked = runs.size() > 1;
     for (size_t ri = 0; ri < models.size(); ++ri) {
@@ -49,40 +51,83 @@ void TimelineWidget::Impl::relayout()
         };
         if (order != RankOrder::ByRank)
             std::stable_sort(ranks.begin(), ranks.end(), [&](auto* a, auto* b) { return key(a) > key(b); });
-        for (const auto* rl : ranks) {
-            const bool isCollapsed = collapsed.count({int(ri), rl->rank}) > 0;
-            TimelineRow header{TimelineRowKind::RankHeader, int(ri), rl->rank, -1, y, kRankHeaderHeight};
-            header.collapsed = isCollapsed;
+        std::vector<int32_t> rankNumbers;
+        for (const auto& rl : m.ranks())
+            rankNumbers.push_back(rl->rank);
+        hosts[ri] = hostGroups(m.run(), rankNumbers);
+        if (hosts[ri].size() < 2) {
+            for (const auto* rl : ranks)
+                y = addRankRows(ri, *rl, y);
+            continue;
+        }
+        // Several hosts: a header per host, then its ranks in the chosen order.
+        for (size_t h = 0; h < hosts[ri].size(); ++h) {
+            TimelineRow header{TimelineRowKind::HostHeader, int(ri), -1, -1, y, kHostHeaderHeight};
+            header.host = int(h);
+            header.collapsed = hostsCollapsed.count({int(ri), int(h)}) > 0;
             rows.push_back(header);
-            y += kRankHeaderHeight;
-            if (!isCollapsed) {
-                const bool shown = streamsShown.count({int(ri), rl->rank}) > 0;
-                for (core::LaneId lane : rl->lanes) {
-                    if (!rl->quietLanes.empty() && lane == rl->quietLanes.front()) {
-                        // The quiet streams' row, where the first of them would be.
-                        TimelineRow fold{TimelineRowKind::QuietStreams, int(ri), rl->rank, -1, y, kLaneHeight};
-                        fold.collapsed = !shown;
-                        rows.push_back(fold);
-                        y += kLaneHeight;
-                    }
-                    if (!shown && m.isQuietLane(lane))
-                        continue;
-                    const int sub = int(m.lod().lane(lane).rowCount());
-                    const int h = sub * kLaneHeight + (lane == rl->stripLane ? kStripHeight : 0);
-                    TimelineRow row{TimelineRowKind::Lane, int(ri), rl->rank, int(lane.v), y, h};
-                    row.subRows = sub;
-                    laneRow[ri][lane.v] = int(rows.size());
-                    rows.push_back(row);
-                    y += h;
-                }
+            y += kHostHeaderHeight;
+            if (header.collapsed) {
+                y += kRowGap;
+                continue;
             }
-            y += kRowGap;
+            for (const auto* rl : ranks)
+                if (hostOf(int(ri), rl->rank) == int(h))
+                    y = addRankRows(ri, *rl, y);
         }
     }
     contentHeight = y;
     ++version;
     frame.valid = false;
     updateScrollBar();
+}
+
+// A rank's header and, unless it is collapsed, its lanes (the quiet streams' row where the first
+// of them would be); returns the y below them.
+int TimelineWidget::Impl::addRankRows(size_t ri, const TimelineRunModel::RankLanes& rl, int y)
+{
+    const TimelineRunModel& m = *models[ri];
+    const bool isCollapsed = collapsed.count({int(ri), rl.rank}) > 0;
+    TimelineRow header{TimelineRowKind::RankHeader, int(ri), rl.rank, -1, y, kRankHeaderHeight};
+    header.collapsed = isCollapsed;
+    header.host = hostOf(int(ri), rl.rank);
+    rows.push_back(header);
+    y += kRankHeaderHeight;
+    if (!isCollapsed) {
+        const bool shown = streamsShown.count({int(ri), rl.rank}) > 0;
+        for (core::LaneId lane : rl.lanes) {
+            if (!rl.quietLanes.empty() && lane == rl.quietLanes.front()) {
+                // The quiet streams' row, where the first of them would be.
+                TimelineRow fold{TimelineRowKind::QuietStreams, int(ri), rl.rank, -1, y, kLaneHeight};
+                fold.collapsed = !shown;
+                fold.host = header.host;
+                rows.push_back(fold);
+                y += kLaneHeight;
+            }
+            if (!shown && m.isQuietLane(lane))
+                continue;
+            const int sub = int(m.lod().lane(lane).rowCount());
+            const int h = sub * kLaneHeight + (lane == rl.stripLane ? kStripHeight : 0);
+            TimelineRow row{TimelineRowKind::Lane, int(ri), rl.rank, int(lane.v), y, h};
+            row.subRows = sub;
+            row.host = header.host;
+            laneRow[ri][lane.v] = int(rows.size());
+            rows.push_back(row);
+            y += h;
+        }
+    }
+    return y + kRowGap;
+}
+
+int TimelineWidget::Impl::hostOf(int run, int32_t rank) const
+{
+    if (run < 0 || size_t(run) >= hosts.size() || hosts[size_t(run)].size() < 2)
+        return -1;
+    const auto& hs = hosts[size_t(run)];
+    for (size_t h = 0; h < hs.size(); ++h)
+        if (std::binary_search(hs[h].ranks.begin(), hs[h].ranks.end(), rank))
+            return int(h);
+    return -1;
 }
 
 void TimelineWidget::Impl::updateScrollBar()

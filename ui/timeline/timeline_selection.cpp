@@ -125,8 +125,10 @@ void TimelineWidget::Impl::ensureVisible(SpanRef ref)
     const core::Span& s = m.run().spans[size_t(ref.span)];
     const int32_t rank = m.run().lanes[s.lane.v].rank;
     const bool quietHidden = m.isQuietLane(s.lane) && !streamsShown.count({ref.run, rank});
-    if (collapsed.count({ref.run, rank}) || quietHidden) {
+    const int host = hostOf(ref.run, rank);
+    if (collapsed.count({ref.run, rank}) || quietHidden || hostsCollapsed.count({ref.run, host})) {
         collapsed.erase({ref.run, rank});
+        hostsCollapsed.erase({ref.run, host});
         if (quietHidden)
             streamsShown.insert({ref.run, rank});
         relayout();

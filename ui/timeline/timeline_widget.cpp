@@ -51,6 +51,7 @@ void TimelineWidget::setRuns(std::vector<TimelineRun> runs)
     d.linked = {};
     d.measure.reset();
     d.collapsed.clear();
+    d.hostsCollapsed.clear();
     d.streamsShown.clear(); // quiet streams start folded on every run switch
     d.computeOrigins();
     d.updateSearch();
@@ -324,11 +325,56 @@ void TimelineWidget::setAllCollapsed(bool collapsed)
 {
     auto& d = *m_impl;
     d.collapsed.clear();
+    if (!collapsed)
+        d.hostsCollapsed.clear(); // E: everything shown, hosts too
     if (collapsed)
         for (size_t ri = 0; ri < d.models.size(); ++ri)
             for (const auto& rl : d.models[ri]->ranks())
                 d.collapsed.insert({int(ri), rl->rank});
     d.scrollBar->setValue(0);
+    d.relayout();
+    update();
+    emit rowsChanged();
+}
+
+const std::vector<HostGroup>& TimelineWidget::hosts(int run) const
+{
+    static const std::vector<HostGroup> kNone;
+    const auto& d = *m_impl;
+    return run >= 0 && size_t(run) < d.hosts.size() ? d.hosts[size_t(run)] : kNone;
+}
+
+void TimelineWidget::setHostCollapsed(int run, int host, bool collapsed)
+{
+    auto& d = *m_impl;
+    if (hosts(run).size() < 2 || host < 0 || size_t(host) >= hosts(run).size()
+        || (d.hostsCollapsed.count({run, host}) > 0) == collapsed)
+        return;
+    if (collapsed)
+        d.hostsCollapsed.insert({run, host});
+    else
+        d.hostsCollapsed.erase({run, host});
+    d.relayout();
+    update();
+    emit rowsChanged();
+}
+
+bool TimelineWidget::isHostCollapsed(int run, int host) const
+{
+    return m_impl->hostsCollapsed.count({run, host}) > 0;
+}
+
+void TimelineWidget::toggleAllHostsCollapsed()
+{
+    auto& d = *m_impl;
+    std::set<std::pair<int, int>> all;
+    for (size_t ri = 0; ri < d.hosts.size(); ++ri)
+        if (d.hosts[ri].size() > 1)
+            for (size_t h = 0; h < d.hosts[ri].size(); ++h)
+                all.insert({int(ri), int(h)});
+    if (all.empty())
+        return;
+    d.hostsCollapsed = d.hostsCollapsed == all ? std::set<std::pair<int, int>>{} : all;
     d.relayout();
     update();
     emit rowsChanged();
@@ -387,6 +433,7 @@ void TimelineWidget::setRankOrder(RankOrder order)
 void TimelineWidget::revealRank(int run, int rank)
 {
     auto& d = *m_impl;
+    setHostCollapsed(run, d.hostOf(run, rank), false);
     setCollapsed(run, rank, false);
     for (const TimelineRow& r : d.rows) {
         if (r.kind == TimelineRowKind::RankHeader && r.run == run && r.rank == rank) {

@@ -46,6 +46,7 @@ using core::TimeNs;
 namespace timeline_detail {
 inline constexpr int kRunHeaderHeight = 22;
 inline constexpr int kRankHeaderHeight = 18;
+inline constexpr int kHostHeaderHeight = 20;
 inline constexpr int kLaneHeight = TimelineWidget::kLaneHeight;
 inline constexpr int kGutterWidth = TimelineWidget::kGutterWidth;
 inline constexpr int kRulerHeight = TimelineWidget::kRulerHeight;
@@ -130,6 +131,8 @@ struct TimelineWidget::Impl {
     std::vector<std::vector<int>> laneRow;
     std::set<std::pair<int, int>> collapsed; // (run, rank)
     std::set<std::pair<int, int>> streamsShown; // (run, rank) whose quiet streams are expanded
+    std::vector<std::vector<HostGroup>> hosts;  // per run (relayout): its hosts, one when one host
+    std::set<std::pair<int, int>> hostsCollapsed; // (run, host index)
     RankOrder order = RankOrder::ByRank;
     int contentHeight = kRulerHeight;
     quint64 version = 1;
@@ -178,6 +181,8 @@ struct TimelineWidget::Impl {
 
     void computeOrigins();
     void relayout();
+    int addRankRows(size_t run, const TimelineRunModel::RankLanes& rl, int y);
+    int hostOf(int run, int32_t rank) const; // index into hosts[run]; -1: one host, or not found
     void updateScrollBar();
     int rowAt(int y) const;
     std::pair<size_t, size_t> visibleRows() const;
