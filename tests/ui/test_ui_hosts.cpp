@@ -21,6 +21,16 @@
 using namespace lockstep;
 using namespace lockstep::ui;
 
+namespace {
+// With LOCKSTEP_SCREENSHOT_DIR set, what the test looked at is saved there (as in test_timeline).
+void maybeSave(QWidget& w, const QString& name)
+{
+    const QString dir = qEnvironmentVariable("LOCKSTEP_SCREENSHOT_DIR");
+    if (!dir.isEmpty())
+        w.grab().toImage().save(dir + QLatin1Char('/') + name + QStringLiteral(".png"));
+}
+} // namespace
+
 class TestUiHosts : public QObject {
     Q_OBJECT
 private slots:
@@ -131,6 +141,7 @@ void TestUiHosts::collapseByClickAndKey()
     QVERIFY(w.isHostCollapsed(0, 1));
     QCOMPARE(rankHeaders(), (std::vector<int>{0, 2}));
     QVERIFY(headerOf(1).collapsed);
+    maybeSave(w, QStringLiteral("hosts_timeline_collapsed"));
     // A click again shows them.
     const TimelineRow b2 = headerOf(1);
     QTest::mouseClick(&w, Qt::LeftButton, {}, QPoint(100, b2.top - w.scrollOffset() + b2.height / 2));
@@ -192,6 +203,7 @@ void TestUiHosts::heatmapGroupsByHost()
     QCOMPARE(bands.size(), size_t(2));
     QCOMPARE(bands[0].title, QStringLiteral("node-a · ranks 0, 2"));
     QCOMPARE(bands[1].title, QStringLiteral("node-b · ranks 1, 3"));
+    maybeSave(h, QStringLiteral("hosts_heatmap"));
     const QRect plot = h.plotRect();
     QVERIFY(plot.left() > bands[0].rect.right()); // the labels sit left of the cells
     QCOMPARE(bands[0].rect.top(), plot.top());

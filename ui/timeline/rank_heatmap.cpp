@@ -340,7 +340,10 @@ void RankHeatmap::paintEvent(QPaintEvent*)
         if (band.rect.top() > plot.top())
             p.drawLine(QPoint(0, band.rect.top()), QPoint(plot.right(), band.rect.top()));
         p.setPen(palette::headerText());
-        p.drawText(band.rect.adjusted(4, 0, -4, 0), Qt::AlignVCenter | Qt::AlignLeft | Qt::TextWordWrap, band.title);
+        // The host's name on one line, its ranks on the next ("node-a · ranks 0, 2").
+        QString text = band.title;
+        text.replace(text.lastIndexOf(QStringLiteral(" · ")), 3, QLatin1Char('\n'));
+        p.drawText(band.rect.adjusted(4, 0, -4, 0), Qt::AlignVCenter | Qt::AlignLeft | Qt::TextWordWrap, text);
     }
     // Step labels, the same way. Warm-up steps read "(n)", as on the Charts page: drawn, but left
     // out of the colour scale and of every run-level number (unless no step is past the warm-up).
