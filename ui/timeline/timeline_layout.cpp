@@ -30,6 +30,7 @@ void TimelineWidget::Impl::relayout()
     rows.clear();
     laneRow.assign(models.size(), {});
     hosts.assign(models.size(), {});
+    hostOfRank.assign(models.size(), {});
     int y = kRulerHeight;
     const bool stacked = runs.size() > 1;
     for (size_t ri = 0; ri < models.size(); ++ri) {
@@ -61,6 +62,12 @@ void TimelineWidget::Impl::relayout()
             continue;
         }
         // Several hosts: a header per host, then its ranks in the chosen order.
+        for (size_t h = 0; h < hosts[ri].size(); ++h)
+            for (int32_t rank : hosts[ri][h].ranks)
+                hostOfRank[ri][rank] = int(h);
+        std::vector<std::vector<const TimelineRunModel::RankLanes*>> byHost(hosts[ri].size());
+        for (const auto* rl : ranks)
+            byHost[size_t(hostOf(int(ri), rl->rank))].push_back(rl);
         for (size_t h = 0; h < hosts[ri].size(); ++h) {
             TimelineRow header{TimelineRowKind::HostHeader, int(ri), -1, -1, y, kHostHeaderHeight};
             header.host = int(h);
@@ -71,9 +78,8 @@ void TimelineWidget::Impl::relayout()
                 y += kRowGap;
                 continue;
             }
-            for (const auto* rl : ranks)
-                if (hostOf(int(ri), rl->rank) == int(h))
-                    y = addRankRows(ri, *rl, y);
+            for (const auto* rl : byHost[h])
+                y = addRankRows(ri, *rl, y);
         }
     }
     contentHeight = y;
@@ -121,13 +127,11 @@ int TimelineWidget::Impl::addRankRows(size_t ri, const TimelineRunModel::RankLan
 
 int TimelineWidget::Impl::hostOf(int run, int32_t rank) const
 {
-    if (run < 0 || size_t(run) >= hosts.size() || hosts[size_t(run)].size() < 2)
+    if (run < 0 || size_t(run) >= hostOfRank.size())
         return -1;
-    const auto& hs = hosts[size_t(run)];
-    for (size_t h = 0; h < hs.size(); ++h)
-        if (std::binary_search(hs[h].ranks.begin(), hs[h].ranks.end(), rank))
-            return int(h);
-    return -1;
+    const auto& m = hostOfRank[size_t(run)];
+    const auto it = m.find(rank);
+    return it != m.end() ? it->second : -1;
 }
 
 void TimelineWidget::Impl::updateScrollBar()

@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <optional>
 #include <set>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -133,6 +134,7 @@ struct TimelineWidget::Impl {
     std::set<std::pair<int, int>> streamsShown; // (run, rank) whose quiet streams are expanded
     std::vector<std::vector<HostGroup>> hosts;  // per run (relayout): its hosts, one when one host
     std::set<std::pair<int, int>> hostsCollapsed; // (run, host index)
+    std::vector<std::unordered_map<int32_t, int>> hostOfRank; // per run: rank -> host index (several hosts only)
     RankOrder order = RankOrder::ByRank;
     int contentHeight = kRulerHeight;
     quint64 version = 1;
