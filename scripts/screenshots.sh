@@ -59,6 +59,18 @@ shot charts --view charts "$S/mlp-n2-b4.db" "$S/mlp-n2-b1.db" "$S/mlp-n2-b25.db"
 shot compare --view compare --step 4 "$S/mlp-n2-b1.db" "$S/mlp-n2-b25.db"
 shot whatif --view whatif "$RUNS/demo.db"
 shot browser --view browser --workspace "$RUNS"
+# Two emulated hosts (network namespaces: needs root): the timeline's host rows and the heatmap's
+# host bands. Left out, saying so, without root.
+if [[ $(id -u) == 0 ]]; then
+  if [[ ${RECORD:-1} != 0 ]]; then
+    echo "== recording: 2 hosts x 2 ranks (lockstep run --hosts 2)"
+    "$LOCKSTEP" run --hosts 2 --nproc 2 --out "$RUNS/hosts-2x2.db" "${MODEL[@]}" --steps 12 --bucket-mb 1 --force >/dev/null
+  fi
+  shot hosts-timeline --view timeline --step 5 "$RUNS/hosts-2x2.db"
+  shot hosts-ranks --view ranks "$RUNS/hosts-2x2.db"
+else
+  echo "== not root: hosts-timeline and hosts-ranks left as they are (lockstep run --hosts needs root)"
+fi
 # The only real GPU data (tests/data/gpu): two ranks sharing an H100, gloo over CUDA tensors.
 echo "== importing: the H100 gloo-over-CUDA torch.profiler pair (tests/data/gpu)"
 "$LOCKSTEP" import "$ROOT"/tests/data/gpu/kineto-gloo2-rank-{0,1}.json.gz --out "$WORK/gpu-gloo2.db" -q --force

@@ -4,6 +4,8 @@
 #include "format.h"
 #include "timeline/timeline_palette.h"
 
+#include "lockstep/core/step_stats.h"
+
 #include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QBoxPlotSeries>
@@ -306,17 +308,6 @@ void setChart(QChartView* view, QChart* chart)
     delete old;
 }
 
-// Quartiles by linear interpolation between order statistics (the "type 7" rule spreadsheets use).
-double quantile(const std::vector<double>& sorted, double q)
-{
-    if (sorted.empty())
-        return 0;
-    const double pos = q * double(sorted.size() - 1);
-    const size_t lo = size_t(std::floor(pos));
-    const size_t hi = std::min(sorted.size() - 1, lo + 1);
-    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - double(lo));
-}
-
 QChart* placeholderChart(const QString& title, const QString& text)
 {
     QChart* chart = newChart(title);
@@ -331,53 +322,12 @@ QChart* placeholderChart(const QString& title, const QString& text)
     return chart;
 }
 
-// Mean and standard deviation of the run's steady steps, per step over its ranks, of a value
-// taken from core's step breakdowns: f(sum of the step's numbers over ranks, ranks).
-struct Spread {
-    double mean = std::nan("");
-    double sd = 0;
-};
-template <class F>
-Spread steadySpread(const LoadedRun& run, F&& f)
+// The run's step-to-step spread (core::stepSpread over core::stepMeans: the error bars and the
+// "±" in the tooltips, report --json's *_sd).
+core::StepSpread spreadOf(const LoadedRun& run)
 {
-    std::map<int32_t, std::vector<const core::StepBreakdown*>> perStep;
-    for (const core::StepBreakdown& b : run.analysis->steps)
-        if (b.steady)
-            perStep[b.step].push_back(&b);
-    std::vector<double> v;
-    for (const auto& [step, list] : perStep) {
-        const double x = f(list);
-        if (std::isfinite(x))
-            v.push_back(x);
-    }
-    Spread s;
-    if (v.empty())
-        return s;
-    double sum = 0;
-    for (double x : v)
-        sum += x;
-    s.mean = sum / double(v.size());
-    double sq = 0;
-    for (double x : v)
-        sq += (x - s.mean) * (x - s.mean);
-    s.sd = v.size() > 1 ? std::sqrt(sq / double(v.size() - 1)) : 0.0;
-    return s;
-}
-double stepMs(const std::vector<const core::StepBreakdown*>& list)
-{
-    double sum = 0;
-    for (const auto* b : list)
-        sum += ms(b->wall);
-    return list.empty() ? std::nan("") : sum / double(list.size());
-}
-double overlapPct(const std::vector<const core::StepBreakdown*>& list)
-{
-    double ov = 0, comm = 0;
-    for (const auto* b : list) {
-        ov += double(b->overlapped);
-        comm += double(b->communication);
-    }
-    return comm > 0 ? 100.0 * ov / comm : std::nan("");
+    const std::vector<core::StepMean> steps = core::stepMeans(*run.run, *run.analysis);
+    return core::stepSpread(steps);
 }
 
 // An error bar: a vertical line from y - sd to y + sd at x, not in the legend.
@@ -506,6 +456,33 @@ void attachHover(QXYSeries* series, QStringList texts, QWidget* tipParent)
         if (best >= 0)
             QToolTip::showText(QCursor::pos(), t[best], tipParent);
     });
+}
+
+// Caps that give the same buckets (every cap below the model's largest tensors, say) are one
+// configuration: whatever separates their points is the machine, not the cap. The note under the
+// bucket-size chart's title that says so (empty when no two caps of a curve give the same buckets).
+QString sameLayoutNote(const std::vector<std::vector<size_t>>& groups, const std::vector<core::RunSummary>& summaries)
+{
+    QStringList sameLayout;
+    for (const auto& group : groups) {
+        std::map<std::vector<int64_t>, std::set<int64_t>> capsByLayout;
+        for (size_t i : group) {
+            std::vector<int64_t> layout;
+            for (const core::BucketSummary& b : summaries[i].buckets)
+                layout.push_back(b.bytes);
+            capsByLayout[layout].insert(summaries[i].bucketCapBytes);
+        }
+        for (const auto& [layout, caps] : capsByLayout) {
+            if (caps.size() < 2 || layout.empty())
+                continue;
+            QStringList c;
+            for (int64_t cap : caps)
+                c << formatBytes(double(cap));
+            sameLayout << QObject::tr("caps %1: the same buckets").arg(c.join(", "));
+        }
+    }
+    return sameLayout.isEmpty() ? QString()
+                                : chartNote(QObject::tr("%1 (their gap is noise, not the cap)").arg(sameLayout.join("; ")));
 }
 
 } // namespace
@@ -666,23 +643,22 @@ void ChartsPage::rebuildBreakdown()
         setChart(m_views[Breakdown], placeholderChart(title, noStepsText(m_current)));
         return;
     }
-    // Per step: the chosen rank's five parts (core's breakdown), or their mean over ranks.
-    // Warm-up steps are drawn but labelled "(n)": they are left out of every run-level number, and
-    // a first step several times slower than the rest should not read as a problem.
-    struct Acc { double parts[5] = {0, 0, 0, 0, 0}; int n = 0; bool warmup = false; };
-    std::map<int, Acc> perStep;
+    // Per step: the chosen rank's five parts (core's breakdown), or their mean over ranks
+    // (core::stepMeans). Warm-up steps are drawn but labelled "(n)": they are left out of every
+    // run-level number, and a first step several times slower than the rest should not read as a
+    // problem.
+    struct Bar { double parts[5] = {0, 0, 0, 0, 0}; bool warmup = false; };
+    std::map<int, Bar> perStep;
     const bool markWarmup = !m_current->analysis->steady.fallback;
-    for (const auto& b : m_current->analysis->steps) {
-        if (m_rank >= 0 && b.rank != m_rank)
-            continue;
-        Acc& a = perStep[b.step];
-        a.warmup = markWarmup && b.warmup;
-        a.parts[0] += ms(b.computeOnly);
-        a.parts[1] += ms(b.overlapped);
-        a.parts[2] += ms(b.exposed);
-        a.parts[3] += ms(b.memoryOnly);
-        a.parts[4] += ms(b.idle);
-        ++a.n;
+    if (m_rank >= 0) {
+        for (const auto& b : m_current->analysis->steps)
+            if (b.rank == m_rank)
+                perStep[b.step] = {{ms(b.computeOnly), ms(b.overlapped), ms(b.exposed), ms(b.memoryOnly), ms(b.idle)},
+                                   markWarmup && b.warmup};
+    } else {
+        for (const core::StepMean& m : core::stepMeans(*m_current->run, *m_current->analysis))
+            if (m.ranks > 0)
+                perStep[m.step] = {{m.computeOnlyMs, m.overlappedMs, m.exposedMs, m.memoryOnlyMs, m.idleMs}, markWarmup && m.warmup};
     }
     auto* series = new QStackedBarSeries;
     QBarSet* sets[5] = {new QBarSet(tr("compute only")), new QBarSet(tr("overlapped")), new QBarSet(tr("exposed")),
@@ -702,7 +678,7 @@ void ChartsPage::rebuildBreakdown()
         warmupOf << a.warmup;
         anyWarmup = anyWarmup || a.warmup;
         for (int i = 0; i < 5; ++i)
-            sets[i]->append(a.parts[i] / a.n);
+            sets[i]->append(a.parts[i]);
     }
     for (int i = 0; i < 5; ++i) {
         sets[i]->setColor(colors[i]);
@@ -751,24 +727,20 @@ void ChartsPage::rebuildDistribution()
         return;
     }
     const bool fallback = m_current->analysis->steady.fallback;
-    std::map<int, std::vector<double>> perRank;
-    for (const auto& b : m_current->analysis->steps)
-        if (b.steady)
-            perRank[b.rank].push_back(ms(b.wall));
     auto* series = new QBoxPlotSeries;
     series->setName(fallback ? tr("all steps (none past the warm-up)") : tr("steady steps"));
     QStringList categories;
     double lo = std::numeric_limits<double>::max(), hi = 0;
-    for (auto& [rank, values] : perRank) {
-        std::sort(values.begin(), values.end());
-        auto* set = new QBoxSet(values.front(), quantile(values, 0.25), quantile(values, 0.5),
-                                quantile(values, 0.75), values.back(), tr("rank %1").arg(rank));
+    // Each rank's quartiles over its steady steps: core's (report --json ranks[].step_time_quartiles_ms).
+    for (const core::RankStepTimes& r : core::rankStepTimes(*m_current->analysis)) {
+        const core::Quartiles& q = r.stepTimeMs;
+        auto* set = new QBoxSet(q.min, q.q1, q.median, q.q3, q.max, tr("rank %1").arg(r.rank));
         set->setBrush(palette::computeOnlyColor());
         set->setPen(QPen(palette::headerText(), 1.2));
         series->append(set);
-        categories << tr("rank %1").arg(rank);
-        lo = std::min(lo, values.front());
-        hi = std::max(hi, values.back());
+        categories << tr("rank %1").arg(r.rank);
+        lo = std::min(lo, q.min);
+        hi = std::max(hi, q.max);
     }
     connect(series, &QBoxPlotSeries::hovered, this, [this](bool on, QBoxSet* set) {
         if (!on) {
@@ -831,29 +803,7 @@ void ChartsPage::rebuildSweep()
     for (const auto& g : groups)
         for (size_t i : g)
             onCurve[i] = true;
-    // Caps that give the same buckets (every cap below the model's largest tensors, say) are one
-    // configuration: whatever separates their points is the machine, not the cap.
-    QStringList sameLayout;
-    for (const auto& group : groups) {
-        std::map<std::vector<int64_t>, std::set<int64_t>> capsByLayout;
-        for (size_t i : group) {
-            std::vector<int64_t> layout;
-            for (const core::BucketSummary& b : summaries[i].buckets)
-                layout.push_back(b.bytes);
-            capsByLayout[layout].insert(summaries[i].bucketCapBytes);
-        }
-        for (const auto& [layout, caps] : capsByLayout) {
-            if (caps.size() < 2 || layout.empty())
-                continue;
-            QStringList c;
-            for (int64_t cap : caps)
-                c << formatBytes(double(cap));
-            sameLayout << tr("caps %1: the same buckets").arg(c.join(", "));
-        }
-    }
-    const QString layoutNote = sameLayout.isEmpty()
-        ? QString()
-        : chartNote(tr("%1 (their gap is noise, not the cap)").arg(sameLayout.join("; ")));
+    const QString layoutNote = sameLayoutNote(groups, summaries);
     // Notes before the list of runs left out: a line too wide for the chart is elided with every
     // line after it.
     QChart* chart = newChart(title + groupsText(groups.size()) + layoutNote
@@ -897,20 +847,21 @@ void ChartsPage::rebuildSweep()
             const LoadedRun& r = *runs[i];
             const core::RunSummary& s = summaries[i];
             const double mb = double(s.bucketCapBytes) / (1024.0 * 1024.0);
-            const Spread ov = steadySpread(r, overlapPct);
-            const Spread st = steadySpread(r, stepMs);
+            const core::StepSpread spread = spreadOf(r);
+            const double ovSd = std::isfinite(spread.overlapRatio.sd) ? spread.overlapRatio.sd * 100.0 : 0.0;
+            const double stSd = std::isfinite(spread.stepTimeMs.sd) ? spread.stepTimeMs.sd : 0.0;
             if (std::isfinite(s.overlapRatio)) {
                 overlap->append(mb, s.overlapRatio * 100.0);
                 overlapTexts << tr("%1\nbucket cap %2\noverlap %3 (± %4 pt over steady steps)")
                                     .arg(r.label, formatBytes(double(s.bucketCapBytes)), formatPercent(s.overlapRatio))
-                                    .arg(ov.sd, 0, 'f', 1);
-                overlapBars.push_back({mb, s.overlapRatio * 100.0, ov.sd});
+                                    .arg(ovSd, 0, 'f', 1);
+                overlapBars.push_back({mb, s.overlapRatio * 100.0, ovSd});
             }
             step->append(mb, s.stepTimeMs);
             stepTexts << tr("%1\nbucket cap %2\nstep time %3 (± %4 over steady steps)")
-                             .arg(r.label, formatBytes(double(s.bucketCapBytes)), formatMs(s.stepTimeMs), formatMs(st.sd));
-            stepBars.push_back({mb, s.stepTimeMs, st.sd});
-            maxMs = std::max(maxMs, s.stepTimeMs + st.sd);
+                             .arg(r.label, formatBytes(double(s.bucketCapBytes)), formatMs(s.stepTimeMs), formatMs(stSd));
+            stepBars.push_back({mb, s.stepTimeMs, stSd});
+            maxMs = std::max(maxMs, s.stepTimeMs + stSd);
             minMb = std::min(minMb, mb);
             maxMb = std::max(maxMb, mb);
         }
@@ -1018,20 +969,17 @@ void ChartsPage::rebuildScaling()
         std::vector<Bar> bars;
         for (const auto* p : list) {
             const LoadedRun& r = *runs[p->run];
-            // Throughput per steady step: the run's samples per step over that step's time.
-            const double samplesPerStep = p->throughput * p->stepTimeMs / 1000.0;
-            const Spread thr = steadySpread(r, [&](const std::vector<const core::StepBreakdown*>& l) {
-                const double t = stepMs(l);
-                return t > 0 ? samplesPerStep / (t / 1000.0) : std::nan("");
-            });
+            // Throughput per steady step: the step's samples over its time (core::stepSpread).
+            const core::Spread tp = spreadOf(r).throughput;
+            const double thrSd = std::isfinite(tp.sd) ? tp.sd : 0.0;
             throughput->append(p->worldSize, p->throughput);
             thrTexts << tr("%1\n%2: %3 samples/s (± %4 over steady steps)")
                             .arg(r.label)
                             .arg(formatRanks(p->worldSize))
                             .arg(p->throughput, 0, 'f', 1)
-                            .arg(thr.sd, 0, 'f', 1);
-            bars.push_back({double(p->worldSize), p->throughput, thr.sd});
-            maxThr = std::max(maxThr, p->throughput + thr.sd);
+                            .arg(thrSd, 0, 'f', 1);
+            bars.push_back({double(p->worldSize), p->throughput, thrSd});
+            maxThr = std::max(maxThr, p->throughput + thrSd);
             if (std::isfinite(p->efficiency)) {
                 efficiency->append(p->worldSize, p->efficiency * 100.0);
                 effTexts << tr("%1\n%2: weak-scaling efficiency %3").arg(r.label).arg(formatRanks(p->worldSize)).arg(formatPercent(p->efficiency));

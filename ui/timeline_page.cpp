@@ -359,20 +359,12 @@ void TimelinePage::focusStep(int step, double replayFraction)
     showSelection();
 }
 
-// The rank's largest all-reduce of the step: the bucket whose cost is most worth seeing.
+// The rank's largest all-reduce of the step: the bucket whose cost is most worth seeing (core's
+// RunIndex searches the rank's lanes around the step, not every span of the run).
 void TimelinePage::selectLargestCollective(int rank, int step)
 {
-    const core::Run& run = *m_run->run;
-    qint64 best = -1;
-    for (size_t i = 0; i < run.spans.size(); ++i) {
-        const core::Span& s = run.spans[i];
-        if (s.step != step || !core::isCommunication(s.kind) || run.lanes[s.lane.v].rank != rank)
-            continue;
-        if (best < 0 || s.bytes > run.spans[size_t(best)].bytes)
-            best = qint64(i);
-    }
-    if (best >= 0)
-        m_timeline->select(SpanRef{0, best});
+    if (const auto best = m_run->timeline->index().largestCollective(rank, step))
+        m_timeline->select(SpanRef{0, qint64(*best)});
 }
 
 void TimelinePage::jumpTo(int rank, int step)

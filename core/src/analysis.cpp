@@ -498,6 +498,36 @@ bool RunIndex::deviceRule(int32_t rank) const
     return e && e->device;
 }
 
+std::optional<size_t> RunIndex::largestCollective(int32_t rank, int32_t step) const
+{
+    const Step* st = findStep(rank, step);
+    if (!st)
+        return std::nullopt;
+    const Run& run = *m_run;
+    std::optional<size_t> best;
+    for (const Lane& lane : run.lanes) {
+        if (lane.rank != rank)
+            continue;
+        // A host thread's work of the step starts inside the host step; a GPU stream's may start
+        // any time after its launch, but a stream runs its work in launch order.
+        const TimeNs limit = lane.kind == LaneKind::GpuStream ? std::numeric_limits<TimeNs>::max() : st->end + 1;
+        const auto [a, b] = run.laneSpanRange(lane.id);
+        const auto end = run.spans.begin() + static_cast<ptrdiff_t>(b);
+        auto it = std::lower_bound(run.spans.begin() + static_cast<ptrdiff_t>(a), end, st->start,
+                                   [](const Span& s, TimeNs v) { return s.start < v; });
+        for (; it != end && it->start < limit; ++it) {
+            if (it->start >= st->end && it->step != kNoStep && it->step > step)
+                break;
+            if (it->step != step || !isCommunication(it->kind))
+                continue;
+            const size_t i = static_cast<size_t>(it - run.spans.begin());
+            if (!best || it->bytes > run.spans[*best].bytes)
+                best = i;
+        }
+    }
+    return best;
+}
+
 std::span<const LaneId> RunIndex::countedLanes(int32_t rank) const
 {
     const RankEntry* e = entry(rank);

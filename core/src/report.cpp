@@ -5,6 +5,7 @@
 // from a run file.
 #include "lockstep/core/report.h"
 #include "lockstep/core/clock_sync.h"
+#include "lockstep/core/step_stats.h"
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
@@ -335,6 +336,8 @@ std::string escapeControl(std::string_view text)
     return out;
 }
 
+// Long (about 130 lines) but one straight pass: the report's sections in the order they print,
+// each a few lines; split it where a section grows a rule of its own.
 std::string summaryText(const RunSummary& s)
 {
     std::string out;
@@ -526,20 +529,45 @@ std::string summaryJson(const RunSummary& s)
     return std::string(buffer.GetString(), buffer.GetSize());
 }
 
-std::string reportJson(const Run& run, const RunAnalysis& a)
-{
-    rapidjson::StringBuffer buffer;
-    JsonWriter w(buffer);
-    const RunSummary& s = a.summary;
-    w.StartObject();
-    writeSummaryFields(w, s);
+namespace {
 
+// Quartiles as an object of ms (null: no value).
+void writeQuartiles(JsonWriter& w, const char* k, const Quartiles& q)
+{
+    w.Key(k);
+    if (q.count == 0) {
+        w.Null();
+        return;
+    }
+    w.StartObject();
+    kv(w, "min", q.min);
+    kv(w, "q1", q.q1);
+    kv(w, "median", q.median);
+    kv(w, "q3", q.q3);
+    kv(w, "max", q.max);
+    w.EndObject();
+}
+
+// The step-to-step spread of the run's numbers over the steady steps (core::stepSpread).
+void writeSpread(JsonWriter& w, const StepSpread& spread)
+{
+    kv(w, "step_time_sd_ms", spread.stepTimeMs.sd);
+    kv(w, "overlap_ratio_sd", spread.overlapRatio.sd);
+    kv(w, "throughput_sd_samples_per_s", spread.throughput.sd);
+}
+
+void writeRanks(JsonWriter& w, const Run& run, const RunAnalysis& a)
+{
+    const RunSummary& s = a.summary;
     std::map<int32_t, const RankInfo*> info;
     for (const RankInfo& r : run.ranks)
         info[r.rank] = &r;
     std::map<int32_t, double> medianLateness;
     for (const RankStraggle& r : a.stragglers.perRank)
         medianLateness[r.rank] = r.medianLatenessNs;
+    std::map<int32_t, Quartiles> stepTimes;
+    for (const RankStepTimes& r : rankStepTimes(a))
+        stepTimes[r.rank] = r.stepTimeMs;
     w.Key("ranks");
     w.StartArray();
     for (const RankSummary& r : a.ranks) {
@@ -558,6 +586,7 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
             kvNull(w, "clock_uncertainty_ns");
         kvInt(w, "steps", r.steps);
         kv(w, "step_time_ms", r.stepTimeMs);
+        writeQuartiles(w, "step_time_quartiles_ms", stepTimes[r.rank]);
         kv(w, "compute_ms", r.computeMs);
         kv(w, "comm_ms", r.commMs);
         kv(w, "memory_ms", r.memoryMs);
@@ -578,8 +607,12 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         w.EndObject();
     }
     w.EndArray();
+}
 
-    // Per (rank, step): the breakdown and what the rank caused.
+// Per (rank, step): the breakdown and what the rank caused.
+void writeStepBreakdown(JsonWriter& w, const RunAnalysis& a)
+{
+    const RunSummary& s = a.summary;
     std::map<std::pair<int32_t, int32_t>, const RankStepWait*> waits;
     for (const RankStepWait& rw : a.stragglers.perRankStep)
         waits[{rw.rank, rw.step}] = &rw;
@@ -612,7 +645,36 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         w.EndObject();
     }
     w.EndArray();
+}
 
+// Per step over all ranks (core::stepMeans): the charts' "mean of ranks" and the spread's input.
+void writeStepMeans(JsonWriter& w, const std::vector<StepMean>& steps, bool multiRank)
+{
+    const double nan = std::nan("");
+    w.Key("step_means");
+    w.StartArray();
+    for (const StepMean& m : steps) {
+        w.StartObject();
+        kvInt(w, "step", m.step);
+        kvBool(w, "steady", m.steady);
+        kvBool(w, "warmup", m.warmup);
+        kvInt(w, "ranks", m.ranks);
+        kv(w, "step_time_ms", m.wallMs);
+        kv(w, "compute_only_ms", m.computeOnlyMs);
+        kv(w, "overlapped_ms", multiRank ? m.overlappedMs : nan);
+        kv(w, "exposed_comm_ms", multiRank ? m.exposedMs : nan);
+        kv(w, "memory_only_ms", m.memoryOnlyMs);
+        kv(w, "idle_ms", m.idleMs);
+        kv(w, "overlap_ratio", m.overlapRatio);
+        kv(w, "throughput_samples_per_s", m.throughput);
+        w.EndObject();
+    }
+    w.EndArray();
+}
+
+void writeStepStragglers(JsonWriter& w, const RunAnalysis& a)
+{
+    const RunSummary& s = a.summary;
     w.Key("step_stragglers");
     w.StartArray();
     for (const StepStraggler& ss : a.stragglers.perStep) {
@@ -626,8 +688,33 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         w.EndObject();
     }
     w.EndArray();
+}
 
-    // Per (step, bucket): the skew and each rank's collective.
+void writeBucketStat(JsonWriter& w, const BucketStat& st)
+{
+    w.StartObject();
+    kvInt(w, "rank", st.rank);
+    w.Key("ready_ns");
+    if (st.ready >= 0)
+        w.Int64(st.ready);
+    else
+        w.Null();
+    kvInt(w, "launch_ns", st.launch);
+    kvInt(w, "completion_ns", st.completion);
+    ms(w, "ready_to_launch_ms", st.readyToLaunch >= 0 ? static_cast<double>(st.readyToLaunch) : std::nan(""));
+    ms(w, "duration_ms", static_cast<double>(st.duration));
+    ms(w, "exposed_ms", st.exposed >= 0 ? static_cast<double>(st.exposed) : std::nan(""));
+    ms(w, "hidden_ms", st.hidden >= 0 ? static_cast<double>(st.hidden) : std::nan(""));
+    kvKnown(w, "bytes", st.bytes);
+    kv(w, "algbw_gbps", st.algbwGBps);
+    kv(w, "busbw_gbps", st.busbwGBps);
+    w.EndObject();
+}
+
+// Per (step, bucket): the skew and each rank's collective.
+void writeBucketSteps(JsonWriter& w, const RunAnalysis& a)
+{
+    const RunSummary& s = a.summary;
     std::map<std::pair<int32_t, int32_t>, std::vector<const BucketStat*>> perBucket;
     for (const BucketStat& st : a.buckets)
         perBucket[{st.step, st.bucket}].push_back(&st);
@@ -644,30 +731,16 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         ms(w, "rank_time_lost_ms", s.multiRank ? static_cast<double>(sk.rankTimeLost) : std::nan(""));
         w.Key("ranks");
         w.StartArray();
-        for (const BucketStat* st : perBucket[{sk.step, sk.bucket}]) {
-            w.StartObject();
-            kvInt(w, "rank", st->rank);
-            w.Key("ready_ns");
-            if (st->ready >= 0)
-                w.Int64(st->ready);
-            else
-                w.Null();
-            kvInt(w, "launch_ns", st->launch);
-            kvInt(w, "completion_ns", st->completion);
-            ms(w, "ready_to_launch_ms", st->readyToLaunch >= 0 ? static_cast<double>(st->readyToLaunch) : std::nan(""));
-            ms(w, "duration_ms", static_cast<double>(st->duration));
-            ms(w, "exposed_ms", st->exposed >= 0 ? static_cast<double>(st->exposed) : std::nan(""));
-            ms(w, "hidden_ms", st->hidden >= 0 ? static_cast<double>(st->hidden) : std::nan(""));
-            kvKnown(w, "bytes", st->bytes);
-            kv(w, "algbw_gbps", st->algbwGBps);
-            kv(w, "busbw_gbps", st->busbwGBps);
-            w.EndObject();
-        }
+        for (const BucketStat* st : perBucket[{sk.step, sk.bucket}])
+            writeBucketStat(w, *st);
         w.EndArray();
         w.EndObject();
     }
     w.EndArray();
+}
 
+void writeDiagnostics(JsonWriter& w, const Run& run)
+{
     w.Key("diagnostics");
     w.StartArray();
     for (const Diagnostic& d : run.diagnostics) {
@@ -679,6 +752,24 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
         w.EndObject();
     }
     w.EndArray();
+}
+
+} // namespace
+
+std::string reportJson(const Run& run, const RunAnalysis& a)
+{
+    rapidjson::StringBuffer buffer;
+    JsonWriter w(buffer);
+    w.StartObject();
+    writeSummaryFields(w, a.summary);
+    const std::vector<StepMean> steps = stepMeans(run, a);
+    writeSpread(w, stepSpread(steps));
+    writeRanks(w, run, a);
+    writeStepBreakdown(w, a);
+    writeStepMeans(w, steps, a.summary.multiRank);
+    writeStepStragglers(w, a);
+    writeBucketSteps(w, a);
+    writeDiagnostics(w, run);
     w.EndObject();
     return std::string(buffer.GetString(), buffer.GetSize());
 }

@@ -1,5 +1,5 @@
 // Run summary, per-rank summaries, like-for-like grouping, scaling efficiency, the text / JSON
-// / table reports (schema_version 4, docs/report-json.md), escaping, and synthetic runs.
+// / table reports (schema_version 6, docs/report-json.md), escaping, and synthetic runs.
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/synthetic.h"
@@ -328,7 +328,8 @@ TEST(Report, JsonGolden)
         "multi_rank", "window", "step_time_ms", "compute_ms", "comm_ms", "memory_ms", "compute_only_ms",
         "overlapped_ms", "exposed_comm_ms", "bucket_exposed_ms", "memory_only_ms", "idle_ms", "overlap_ratio",
         "throughput_samples_per_s", "stragglers", "straggler_wait_ms", "straggler", "buckets", "spans",
-        "diagnostics_total", "device_spans_without_step", "ranks", "step_breakdown", "step_stragglers",
+        "diagnostics_total", "device_spans_without_step", "step_time_sd_ms", "overlap_ratio_sd",
+        "throughput_sd_samples_per_s", "ranks", "step_breakdown", "step_means", "step_stragglers",
         "bucket_steps", "diagnostics"};
     std::set<std::string> keys;
     for (auto it = o.MemberBegin(); it != o.MemberEnd(); ++it)

@@ -5,6 +5,7 @@
 // Tolerances are in expected.json ("tolerances") and stated at each check.
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/report.h"
 #include "test_support.h"
 
 #include <gtest/gtest.h>
@@ -141,7 +142,7 @@ TEST_P(RecordedRun, ReportMatchesTheRawSpans)
     const std::string name = GetParam();
     const rapidjson::Document r = report(kData / (name + ".db"));
     ASSERT_TRUE(r.IsObject());
-    EXPECT_EQ(r["schema_version"].GetInt(), 5);
+    EXPECT_EQ(r["schema_version"].GetInt(), lockstep::core::kReportSchemaVersion);
     expectRunNumbers(r, expected()[name.c_str()], name);
     expectTiling(r, name);
     expectIndexAgrees(kData / (name + ".db"));

@@ -7,6 +7,7 @@
 #include "run_loader.h"
 #include "timeline/timeline_model.h"
 
+#include "lockstep/core/step_stats.h"
 #include "lockstep/import/import.h"
 
 #include <chrono>
@@ -31,6 +32,8 @@
 #include <QAbstractBarSeries>
 #include <QBarCategoryAxis>
 #include <QBarSet>
+#include <QBoxPlotSeries>
+#include <QBoxSet>
 #include <QChart>
 #include <QChartView>
 #include <QDir>
@@ -272,6 +275,27 @@ void TestUiApp::chartsRenderAndExport()
     QCOMPARE(steps->categories().at(warmup - 1), QStringLiteral("(%1)").arg(warmup - 1));
     QCOMPARE(steps->categories().at(warmup), QString::number(warmup));
     QVERIFY(steps->titleText().contains("warm-up"));
+    // The numbers are core's, formatted: the mean-of-ranks bars are core::stepMeans, the box
+    // plot's quartiles core::rankStepTimes (report --json's step_means, step_time_quartiles_ms).
+    const auto means = core::stepMeans(*w.currentRun()->run, *w.currentRun()->analysis);
+    QCOMPARE(int(means.size()), bars->barSets().first()->count());
+    for (int i = 0; i < int(means.size()); ++i) {
+        QCOMPARE(bars->barSets().at(0)->at(i), means[size_t(i)].computeOnlyMs);
+        QCOMPARE(bars->barSets().at(2)->at(i), means[size_t(i)].exposedMs);
+        QCOMPARE(bars->barSets().at(4)->at(i), means[size_t(i)].idleMs);
+    }
+    auto* box = qobject_cast<QBoxPlotSeries*>(charts->chart(ChartsPage::Distribution)->series().first());
+    QVERIFY(box);
+    const auto quartiles = core::rankStepTimes(*w.currentRun()->analysis);
+    QCOMPARE(box->count(), int(quartiles.size()));
+    for (int r = 0; r < box->count(); ++r) {
+        const core::Quartiles& q = quartiles[size_t(r)].stepTimeMs;
+        QCOMPARE(box->boxSets().at(r)->at(QBoxSet::LowerExtreme), q.min);
+        QCOMPARE(box->boxSets().at(r)->at(QBoxSet::LowerQuartile), q.q1);
+        QCOMPARE(box->boxSets().at(r)->at(QBoxSet::Median), q.median);
+        QCOMPARE(box->boxSets().at(r)->at(QBoxSet::UpperQuartile), q.q3);
+        QCOMPARE(box->boxSets().at(r)->at(QBoxSet::UpperExtreme), q.max);
+    }
     charts->setRank(1);
     QVERIFY(charts->chartTitle(ChartsPage::Breakdown).contains("rank 1"));
     // Export to PNG and SVG.

@@ -712,8 +712,17 @@ void TestTimeline::detailsPanel()
         want << QString::fromStdString(p);
     QVERIFY(!want.isEmpty());
     QCOMPARE(panel.bucketParams(), want);
-    QVERIFY(panel.summaryText().contains(QStringLiteral("busbw")));
     QVERIFY(panel.summaryText().contains(QStringLiteral("bucket: 2")));
+    // The bandwidth is core's, of the collective (report --json's bucket_steps[].ranks[]).
+    const core::BucketStat* stat = nullptr;
+    for (const core::BucketStat& st : model->analysis().buckets)
+        if (st.rank == 0 && st.step == 4 && st.bucket == 2)
+            stat = &st;
+    QVERIFY(stat && std::isfinite(stat->busbwGBps));
+    QVERIFY2(panel.summaryText().contains(QStringLiteral("busbw: %1 (N = 2)").arg(ui::formatBandwidth(stat->busbwGBps))),
+             qPrintable(panel.summaryText()));
+    QVERIFY2(panel.summaryText().contains(QStringLiteral("algbw: %1").arg(ui::formatBandwidth(stat->algbwGBps))),
+             qPrintable(panel.summaryText()));
     // The bucket across ranks: core's skew record of (step 4, bucket 2).
     const core::BucketSkew* skew = model->bucketSkew(4, 2);
     QVERIFY(skew);
@@ -760,7 +769,12 @@ void TestTimeline::detailsPanelOneRankAndUnknownSize()
     auto two = std::make_shared<core::Run>(*makeRun(2, 6));
     const qint64 c = findComm(*two, 0, 4, 2);
     QVERIFY(c >= 0);
+    // Neither the span nor the bucket table gives it (core takes the table's size for a
+    // collective whose spans carry none).
     two->spans[size_t(c)].bytes = 0;
+    for (core::Bucket& b : two->buckets)
+        if (b.index == 2)
+            b.bytes = 0;
     const auto twoModel = ui::TimelineRunModel::build(std::shared_ptr<const core::Run>(two));
     panel.setSelection(*twoModel, c);
     const QString t2 = panel.summaryText();

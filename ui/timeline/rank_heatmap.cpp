@@ -19,6 +19,7 @@ constexpr int kLeft = 64;   // rank labels
 constexpr int kBottom = 26; // step labels
 constexpr int kTop = 30;    // title and colour scale
 constexpr int kRight = 10;
+constexpr int kHostBand = 96; // host labels, left of the rank labels (several hosts only)
 // Colour levels of the ramp: more than the eye tells apart on one hue.
 constexpr int kLevels = 256;
 
@@ -38,6 +39,24 @@ RankHeatmap::RankHeatmap(QWidget* parent)
 void RankHeatmap::setModel(std::shared_ptr<const TimelineRunModel> model)
 {
     m_model = std::move(model);
+    m_rows.clear();
+    m_hosts.clear();
+    m_hostFirstRow.clear();
+    if (m_model) {
+        const RankStepMatrix& mx = m_model->rankStepMatrix();
+        std::vector<HostGroup> hosts = hostGroups(m_model->run(), mx.ranks);
+        if (hosts.size() > 1) {
+            for (const HostGroup& h : hosts) {
+                m_hostFirstRow.push_back(m_rows.size());
+                for (int32_t rank : h.ranks)
+                    m_rows.push_back(size_t(std::lower_bound(mx.ranks.begin(), mx.ranks.end(), rank) - mx.ranks.begin()));
+            }
+            m_hosts = std::move(hosts);
+        } else {
+            for (size_t i = 0; i < mx.ranks.size(); ++i)
+                m_rows.push_back(i);
+        }
+    }
     rescale();
     m_imageStale = true;
     update();
@@ -55,7 +74,8 @@ void RankHeatmap::setMetric(RankStepMatrix::Metric metric)
 
 QRect RankHeatmap::plotRect() const
 {
-    return QRect(kLeft, kTop, std::max(1, width() - kLeft - kRight), std::max(1, height() - kTop - kBottom));
+    const int left = kLeft + (m_hosts.empty() ? 0 : kHostBand);
+    return QRect(left, kTop, std::max(1, width() - left - kRight), std::max(1, height() - kTop - kBottom));
 }
 
 void RankHeatmap::rescale()
@@ -211,7 +231,7 @@ void RankHeatmap::rebuildImage()
         ranksAbove = ranks;
         std::fill(rowMax.begin(), rowMax.end(), std::numeric_limits<float>::quiet_NaN());
         for (size_t ri = ranks.first; ri < ranks.second; ++ri) {
-            const float* cells = values.data() + ri * nSteps;
+            const float* cells = values.data() + m_rows[ri] * nSteps;
             for (size_t si = 0; si < nSteps; ++si)
                 rowMax[si] = maxOf(rowMax[si], cells[si]);
         }
@@ -222,6 +242,22 @@ void RankHeatmap::rebuildImage()
             line[j] = warmStrip[size_t(j)] && std::isfinite(v) ? muted(rgbOf(v)) : rgbOf(v);
         }
     }
+}
+
+std::vector<RankHeatmap::HostBand> RankHeatmap::hostBands() const
+{
+    std::vector<HostBand> out;
+    if (m_hosts.empty() || m_rows.empty())
+        return out;
+    const QRect plot = plotRect();
+    const double rowPx = double(plot.height()) / double(m_rows.size());
+    for (size_t h = 0; h < m_hosts.size(); ++h) {
+        const size_t first = m_hostFirstRow[h], last = first + m_hosts[h].ranks.size();
+        const int top = plot.top() + int(std::lround(double(first) * rowPx));
+        const int bottom = plot.top() + int(std::lround(double(last) * rowPx));
+        out.push_back({hostTitle(m_hosts[h]), QRect(0, top, kHostBand, std::max(1, bottom - top))});
+    }
+    return out;
 }
 
 RankHeatmap::Cell RankHeatmap::cellAt(QPoint p) const
@@ -242,14 +278,14 @@ RankHeatmap::Cell RankHeatmap::cellAt(QPoint p) const
     float best = std::numeric_limits<float>::quiet_NaN();
     for (size_t ri = r0; ri < r1; ++ri)
         for (size_t si = s0; si < s1; ++si) {
-            const float v = mx.value(m_metric, ri, si);
+            const float v = mx.value(m_metric, m_rows[ri], si);
             if (std::isfinite(v) && (std::isnan(best) || v > best)) {
                 best = v;
                 bestR = ri;
                 bestS = si;
             }
         }
-    c.rank = mx.ranks[bestR];
+    c.rank = mx.ranks[m_rows[bestR]];
     c.step = mx.steps[bestS];
     c.value = best;
     c.ranksCovered = int(r1 - r0);
@@ -295,8 +331,19 @@ void RankHeatmap::paintEvent(QPaintEvent*)
     p.setPen(palette::laneText());
     for (size_t ri = 0; ri < mx.ranks.size(); ri += size_t(stride)) {
         const double y = plot.top() + (double(ri) + 0.5) * rowPx;
-        p.drawText(QRectF(0, y - fm.height() / 2.0, kLeft - 6, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
-                   tr("rank %1").arg(mx.ranks[ri]));
+        p.drawText(QRectF(plot.left() - kLeft, y - fm.height() / 2.0, kLeft - 6, fm.height()), Qt::AlignRight | Qt::AlignVCenter,
+                   tr("rank %1").arg(mx.ranks[m_rows[ri]]));
+    }
+    // Host bands: each host's name beside its ranks, a line between hosts across the plot.
+    for (const HostBand& band : hostBands()) {
+        p.setPen(palette::separatorLine());
+        if (band.rect.top() > plot.top())
+            p.drawLine(QPoint(0, band.rect.top()), QPoint(plot.right(), band.rect.top()));
+        p.setPen(palette::headerText());
+        // The host's name on one line, its ranks on the next ("node-a · ranks 0, 2").
+        QString text = band.title;
+        text.replace(text.lastIndexOf(QStringLiteral(" · ")), 3, QLatin1Char('\n'));
+        p.drawText(band.rect.adjusted(4, 0, -4, 0), Qt::AlignVCenter | Qt::AlignLeft | Qt::TextWordWrap, text);
     }
     // Step labels, the same way. Warm-up steps read "(n)", as on the Charts page: drawn, but left
     // out of the colour scale and of every run-level number (unless no step is past the warm-up).

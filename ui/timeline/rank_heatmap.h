@@ -4,9 +4,12 @@
 // cells it covers (heaptrack's thinning: the maxima survive, so one straggling rank among 1024
 // still shows as a dark line), and the picture is built once per size and metric, so a repaint
 // is a blit (one per run of pixel columns that show the same steps). Clicking a cell asks to
-// show (rank, step) in the timeline.
+// show (rank, step) in the timeline. A run whose ranks ran on several hosts has its rows grouped
+// by host (host_groups.h), each group under a host label in a band left of the rank labels; a run
+// on one host looks as it does without grouping.
 #pragma once
 
+#include "host_groups.h"
 #include "timeline_model.h"
 
 #include <QImage>
@@ -45,6 +48,13 @@ public:
     // where every step under the point is a warm-up step (off the colour scale; rescale()).
     QColor colorAt(QPoint p) const;
     QSize sizeHint() const override { return QSize(700, 420); }
+    // The host bands (several hosts only): each host's title and the rect of its label band, whose
+    // top and bottom are those of its ranks' rows in the plot.
+    struct HostBand {
+        QString title;
+        QRect rect;
+    };
+    std::vector<HostBand> hostBands() const;
 
 signals:
     void cellClicked(int rank, int step);
@@ -73,6 +83,11 @@ private:
     std::vector<int> m_stripStarts;
     QSize m_imageFor;
     bool m_imageStale = true;
+    // Plot row i (top to bottom) shows the matrix's rank m_rows[i]: the ranks host by host when
+    // they ran on several hosts (m_hosts), else in the matrix's order.
+    std::vector<size_t> m_rows;
+    std::vector<HostGroup> m_hosts;      // empty on one host
+    std::vector<size_t> m_hostFirstRow;  // parallel to m_hosts: its first plot row
 };
 
 } // namespace lockstep::ui

@@ -5,6 +5,8 @@
 #include "timeline_model.h"
 #include "timeline_palette.h"
 
+#include "lockstep/core/step_stats.h"
+
 #include <QLabel>
 #include <QListWidget>
 #include <QPainter>
@@ -198,22 +200,22 @@ void SpanDetailsPanel::setSelection(const TimelineRunModel& model, qint64 spanIn
         rows << qMakePair(tr("step"), QString::number(s.step));
     if (s.bucket != core::kNoBucket)
         rows << qMakePair(tr("bucket"), QString::number(s.bucket));
-    if (s.bytes > 0)
-        rows << qMakePair(tr("bytes"), formatBytes(double(s.bytes)) + QStringLiteral(" (%1)").arg(s.bytes));
+    // Bytes and bandwidth are core's (core::spanBandwidth, docs/metrics.md "Buckets"): a bucket's
+    // collective shows the collective's (report --json's bucket_steps[].ranks[]), any other
+    // communication span its own bytes over its duration; one rank has nothing to cross a link.
+    const core::SpanBandwidth bw = core::spanBandwidth(run, model.analysis().buckets, s);
+    const int64_t bytes = bw.applicable && core::isCommunication(s.kind) ? bw.bytes : s.bytes;
+    if (bytes > 0)
+        rows << qMakePair(tr("bytes"), formatBytes(double(bytes)) + QStringLiteral(" (%1)").arg(bytes));
     else if (core::isCommunication(s.kind) && s.bucket >= 0)
         rows << qMakePair(tr("bytes"), tr("unknown (the run does not give this collective's size)"));
-    if (core::isCommunication(s.kind) && !multiRank) {
-        // One rank: nothing crosses a link (docs/design.md, "A 1-rank run").
+    if (core::isCommunication(s.kind) && !bw.applicable) {
         rows << qMakePair(tr("bandwidth"), tr("not applicable (one rank)"));
-    } else if (core::isCommunication(s.kind) && s.bytes > 0 && s.duration() > 0) {
-        // docs/design.md: algbw = bytes / duration; busbw = algbw × 2(N−1)/N (nccl-tests).
-        const double algbw = double(s.bytes) / double(s.duration());
-        int n = run.config.worldSize;
-        if (n <= 0)
-            n = std::max<int>(1, int(run.ranks.size()));
-        const double busbw = algbw * 2.0 * (n - 1) / n;
-        rows << qMakePair(tr("algbw"), formatBandwidth(algbw));
-        rows << qMakePair(tr("busbw"), formatBandwidth(busbw) + tr(" (N = %1)").arg(n));
+    } else if (core::isCommunication(s.kind) && std::isfinite(bw.algbwGBps)) {
+        const QString of = bw.collective ? tr(" (the collective: launch to completion, %1)").arg(formatDuration(double(bw.duration)))
+                                         : QString();
+        rows << qMakePair(tr("algbw"), formatBandwidth(bw.algbwGBps) + of);
+        rows << qMakePair(tr("busbw"), formatBandwidth(bw.busbwGBps) + tr(" (N = %1)").arg(bw.worldSize));
     }
     // The bucket across ranks: core's arrival skew, late rank and the wait it caused.
     if (core::isCommunication(s.kind) && s.bucket >= 0 && s.step != core::kNoStep) {

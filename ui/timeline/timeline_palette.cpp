@@ -90,6 +90,7 @@ QColor background() { return QColor(0xfb, 0xfb, 0xfa); }
 QColor gutterBackground() { return QColor(0xf0, 0xf1, 0xf3); }
 QColor rankHeaderBackground() { return QColor(0xe6, 0xe8, 0xec); }
 QColor runHeaderBackground() { return QColor(0xd5, 0xda, 0xe2); }
+QColor hostHeaderBackground() { return QColor(0xdc, 0xe3, 0xee); }
 QColor headerText() { return QColor(0x20, 0x24, 0x2a); }
 QColor laneText() { return QColor(0x50, 0x56, 0x60); }
 QColor gridLine() { return QColor(0xe4, 0xe4, 0xe4); }

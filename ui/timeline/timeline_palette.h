@@ -51,6 +51,7 @@ QColor background();
 QColor gutterBackground();
 QColor rankHeaderBackground();
 QColor runHeaderBackground();
+QColor hostHeaderBackground(); // a host's header row (runs on several hosts)
 QColor headerText();
 QColor laneText();
 QColor gridLine();

@@ -16,6 +16,7 @@
 #pragma once
 
 #include "lockstep/core/types.h"
+#include "host_groups.h"
 #include "timeline_draw.h"
 
 #include <QWidget>
@@ -48,7 +49,10 @@ struct SpanRef {
 // One row of the timeline, top to bottom (for tests, hit testing and embedding views).
 // QuietStreams: a rank's nearly idle GPU streams (TimelineRunModel::RankLanes::quietLanes) folded
 // into one row that draws the union of their spans; expanded, their lanes follow it.
-enum class TimelineRowKind { RunHeader, RankHeader, Lane, QuietStreams };
+// HostHeader: a run whose ranks ran on more than one host (RankInfo::host) gets one per host,
+// above its ranks (host_groups.h); collapsed, the host's ranks are hidden. A run on one host has
+// none.
+enum class TimelineRowKind { RunHeader, RankHeader, Lane, QuietStreams, HostHeader };
 struct TimelineRow {
     TimelineRowKind kind = TimelineRowKind::Lane;
     int run = 0;
@@ -57,7 +61,9 @@ struct TimelineRow {
     int top = 0;     // content y of the row's top (widget y = top - scroll)
     int height = 0;
     int subRows = 1; // lane rows: sub-rows of overlapping spans
-    bool collapsed = false; // rank headers: the rank's lanes are hidden; QuietStreams: folded
+    bool collapsed = false; // rank headers: the rank's lanes are hidden; QuietStreams: folded;
+                            // host headers: the host's ranks are hidden
+    int host = -1;          // index into hosts(run) of the row's host; -1 on a run on one host
 };
 
 enum class RankOrder { ByRank, ByWaitCaused, ByStepTime };
@@ -125,6 +131,13 @@ public:
     // Rows: collapsing a rank hides its lanes; the order of ranks within a run.
     void setCollapsed(int run, int rank, bool collapsed);
     bool isCollapsed(int run, int rank) const;
+    // Hosts (runs whose ranks ran on several hosts): the run's hosts with their ranks (one group
+    // for a run on one host, which then has no host rows), and collapsing a host, which hides its
+    // ranks under its header row (a click on the header, or H for every host).
+    const std::vector<HostGroup>& hosts(int run) const;
+    void setHostCollapsed(int run, int host, bool collapsed);
+    bool isHostCollapsed(int run, int host) const;
+    void toggleAllHostsCollapsed();
     void setAllCollapsed(bool collapsed);
     // The "other streams" row of a rank (its nearly idle GPU streams): folded by default, and
     // again on every setRuns. setStreamsFolded on a rank without quiet streams does nothing.

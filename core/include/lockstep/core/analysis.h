@@ -156,6 +156,14 @@ public:
     // Exactly what stepBreakdown(rank, step) counts: the rank's spans clipped to the step's
     // window (host window, or the tiling device window). Empty when there is no such step.
     RankUnions stepUnions(int32_t rank, int32_t step) const;
+    // The rank's communication span of `step` with the most bytes (the first in span order among
+    // equals): what the app selects when it jumps to a step. Each lane of the rank is searched
+    // from the step's host start (nothing the step launched starts before it): a host lane to the
+    // host step's end (its work of the step starts inside it), a GPU stream until a span of a
+    // later step starts after the host step's end (a stream runs its work in launch order).
+    // Costs what the lanes hold in that window, not the run. Index into run().spans; nullopt
+    // when the step has no communication on the rank.
+    std::optional<size_t> largestCollective(int32_t rank, int32_t step) const;
 
 private:
     struct RankEntry {

@@ -19,7 +19,7 @@
 
 namespace lockstep::core {
 
-inline constexpr int kReportSchemaVersion = 5;
+inline constexpr int kReportSchemaVersion = 6;
 
 // `text` with every control character (C0, DEL, C1) written as an escape sequence; valid
 // printable UTF-8 is kept as it is, a byte that is not valid UTF-8 becomes \xNN.
@@ -32,8 +32,9 @@ std::string reportText(const Run& run, const RunAnalysis& analysis);
 
 // The run-level JSON object (schema_version, run, steady steps, means, stragglers, buckets).
 std::string summaryJson(const RunSummary& summary);
-// The full JSON report: summaryJson's fields plus ranks, step_breakdown, step_stragglers,
-// bucket_steps and diagnostics.
+// The full JSON report: summaryJson's fields plus the step-to-step spread (step_stats.h), ranks
+// (with their step-time quartiles), step_breakdown, step_means, step_stragglers, bucket_steps and
+// diagnostics.
 std::string reportJson(const Run& run, const RunAnalysis& analysis);
 
 // A table of several runs (lockstep sweep): one row each.
