@@ -372,117 +372,123 @@ void printWeakScaling(const std::vector<double>& caps, const std::vector<core::R
     }
 }
 
-// Long (~135 lines): the checks, the points' loop and the table share the points; the weak-scaling
-// part is its own function (printWeakScaling).
-int sweepMain(const SweepCommand& cmd)
+// A sweep point's name: "<model>-n<ranks>-b<cap MiB>", its run file's stem.
+std::string sweepPointName(const job::TrainingOptions& t, int n, double mb)
 {
-    const job::TrainingOptions base = cmd.training->options();
-    auto all = withWorkerArgs(*cmd.training, cmd.launcher.extra, {"--bucket-mb"});
-    if (!all)
-        return reportError("lockstep sweep", all.error());
-    // Every point is checked before the first one starts: a typo must not cost the points before it.
+    return t.model + "-n" + std::to_string(n) + "-b" + job::formatNumber(mb);
+}
+
+// Every point is checked before the first one starts: a typo must not cost the points before it.
+core::Status checkSweepPoints(const SweepCommand& cmd, const job::TrainingOptions& all)
+{
     std::vector<std::string> names;
     for (int n : cmd.nprocs) {
         for (double mb : cmd.bucketMbs) {
-            job::TrainingOptions t = *all;
+            job::TrainingOptions t = all;
             t.bucketMb = mb;
             if (auto s = job::checkOptions(t, n); !s)
-                return reportError("lockstep sweep", core::Error{s.error().message + " (--nproc " + std::to_string(n) + ")", s.error().code});
+                return core::fail(core::Error{s.error().message + " (--nproc " + std::to_string(n) + ")", s.error().code});
             if (auto s = checkWorkerCanRun(t); !s)
-                return reportError("lockstep sweep", s.error());
+                return core::fail(s.error());
             // The same point twice would write one run file twice; an existing run file (without
             // --force) or one that cannot be replaced is found now, not after the points before it.
-            const std::string name = t.model + "-n" + std::to_string(n) + "-b" + job::formatNumber(mb);
+            const std::string name = sweepPointName(t, n, mb);
             if (std::find(names.begin(), names.end(), name) != names.end())
-                return reportError("lockstep sweep", core::Error{"the point --nproc " + std::to_string(n) + " --bucket-mb "
-                                                                     + job::formatNumber(mb) + " is given twice",
-                                                                 core::ErrorCode::Usage});
+                return core::fail(core::Error{"the point --nproc " + std::to_string(n) + " --bucket-mb "
+                                                  + job::formatNumber(mb) + " is given twice",
+                                              core::ErrorCode::Usage});
             names.push_back(name);
             std::error_code ec;
             if (fs::is_directory(cmd.outDir, ec))
                 // A point whose run file is refused cannot start: the sweep does not start.
                 if (auto p = core::checkOutputPath((fs::path(cmd.outDir) / (name + ".db")).string(), cmd.launcher.force); !p)
-                    return reportError("lockstep sweep", core::Error{p.error().message, core::ErrorCode::NotStarted});
+                    return core::fail(core::Error{p.error().message, core::ErrorCode::NotStarted});
         }
     }
-    std::error_code ec;
-    fs::create_directories(cmd.outDir, ec);
-    if (ec || !fs::is_directory(cmd.outDir))
-        return reportError("lockstep sweep", core::Error{"cannot create the folder " + cmd.outDir + ": "
-                                                             + (ec ? ec.message() : std::string("not a folder")),
-                                                         core::ErrorCode::NotStarted});
-    std::vector<core::RunSummary> summaries;
-    struct Point {
-        int nproc;
-        double mb;
-        std::string file;
-        bool ok;
-        std::string cause;
-    };
-    std::vector<Point> points;
-    bool interrupted = false;
-    int interruptSignal = 0;
-    const int total = int(cmd.nprocs.size() * cmd.bucketMbs.size());
-    for (int n : cmd.nprocs) {
-        for (double mb : cmd.bucketMbs) {
-            if (interrupted)
-                break;
-            job::TrainingOptions t = base;
-            t.bucketMb = mb;
-            const std::string name = t.model + "-n" + std::to_string(n) + "-b" + job::formatNumber(mb);
-            const std::string file = (fs::path(cmd.outDir) / (name + ".db")).string();
-            if (cmd.launcher.progress == "protocol")
-                std::fprintf(stderr, "%s\n", job::pointLine(int(points.size()), total, fs::absolute(file).string()).c_str());
-            else
-                std::fprintf(stderr, "lockstep sweep: %s (%d ranks, bucket cap %s MiB)\n", name.c_str(), n,
-                             job::formatNumber(mb).c_str());
-            Point p{n, mb, file, false, {}};
-            bool wrote = false;
-            auto o = launchOptions(t, n, file, cmd.launcher);
-            if (!o) {
-                p.cause = o.error().message;
-            } else {
-                o->runName = name;
-                o->messagePrefix = "lockstep sweep";
-                auto result = job::launchRun(*o);
-                if (!result) {
-                    p.cause = result.error().message;
-                } else {
-                    p.ok = result->success;
-                    p.cause = result->cause;
-                    interrupted = result->interrupted;
-                    interruptSignal = result->signal;
-                    wrote = result->haveRunFile;
-                }
-            }
-            core::RunSummary s;
-            // Only a file this point wrote: an old one left in place (no --force) is not its result.
-            if (auto loaded = wrote ? core::summarizeFile(file) : core::Result<core::FileSummary>(core::fail("no run file"));
-                loaded) {
-                s = loaded->summary;
-            } else {
-                s.name = name;
-                s.model = t.model;
-                s.worldSize = n;
-                s.bucketCapBytes = int64_t(std::llround(mb * 1024 * 1024));
-                s.status = core::RunStatus::Failed;
-                s.failureCause = p.cause;
-                s.overlapRatio = std::nan("");
-            }
-            if (s.name.empty())
-                s.name = name;
-            if (!p.ok) {
-                s.status = core::RunStatus::Failed;
-                if (s.failureCause.empty())
-                    s.failureCause = p.cause;
-                std::fprintf(stderr, "lockstep sweep: %s FAILED: %s\n", name.c_str(), p.cause.c_str());
-            }
-            summaries.push_back(s);
-            points.push_back(p);
-        }
-    }
+    return {};
+}
 
-    std::fputs(core::summaryTable(summaries).c_str(), stdout);
+// One point of a sweep as it ran.
+struct SweepPoint {
+    int nproc;
+    double mb;
+    std::string file;
+    bool ok;
+    std::string cause;
+};
+
+// What one point's launch said.
+struct PointOutcome {
+    SweepPoint point;
+    bool wrote = false; // the point wrote its run file
+    bool interrupted = false;
+    int signal = 0;
+};
+
+// Runs one point: a line on stderr, then the job.
+PointOutcome runSweepPoint(const SweepCommand& cmd, const job::TrainingOptions& t, int n, double mb,
+                           const std::string& name, int index, int total)
+{
+    const std::string file = (fs::path(cmd.outDir) / (name + ".db")).string();
+    if (cmd.launcher.progress == "protocol")
+        std::fprintf(stderr, "%s\n", job::pointLine(index, total, fs::absolute(file).string()).c_str());
+    else
+        std::fprintf(stderr, "lockstep sweep: %s (%d ranks, bucket cap %s MiB)\n", name.c_str(), n,
+                     job::formatNumber(mb).c_str());
+    PointOutcome out{SweepPoint{n, mb, file, false, {}}};
+    SweepPoint& p = out.point;
+    auto o = launchOptions(t, n, file, cmd.launcher);
+    if (!o) {
+        p.cause = o.error().message;
+    } else {
+        o->runName = name;
+        o->messagePrefix = "lockstep sweep";
+        auto result = job::launchRun(*o);
+        if (!result) {
+            p.cause = result.error().message;
+        } else {
+            p.ok = result->success;
+            p.cause = result->cause;
+            out.interrupted = result->interrupted;
+            out.signal = result->signal;
+            out.wrote = result->haveRunFile;
+        }
+    }
+    return out;
+}
+
+// The point's row of the table: its run file's summary, or a failed row that says why.
+core::RunSummary sweepPointSummary(const PointOutcome& out, const job::TrainingOptions& t, const std::string& name)
+{
+    const SweepPoint& p = out.point;
+    core::RunSummary s;
+    // Only a file this point wrote: an old one left in place (no --force) is not its result.
+    if (auto loaded = out.wrote ? core::summarizeFile(p.file) : core::Result<core::FileSummary>(core::fail("no run file"));
+        loaded) {
+        s = loaded->summary;
+    } else {
+        s.name = name;
+        s.model = t.model;
+        s.worldSize = p.nproc;
+        s.bucketCapBytes = int64_t(std::llround(p.mb * 1024 * 1024));
+        s.status = core::RunStatus::Failed;
+        s.failureCause = p.cause;
+        s.overlapRatio = std::nan("");
+    }
+    if (s.name.empty())
+        s.name = name;
+    if (!p.ok) {
+        s.status = core::RunStatus::Failed;
+        if (s.failureCause.empty())
+            s.failureCause = p.cause;
+        std::fprintf(stderr, "lockstep sweep: %s FAILED: %s\n", name.c_str(), p.cause.c_str());
+    }
+    return s;
+}
+
+// The failed points and why; returns how many failed.
+int printFailedPoints(const std::vector<SweepPoint>& points)
+{
     int failed = 0;
     for (const auto& p : points)
         if (!p.ok)
@@ -493,6 +499,45 @@ int sweepMain(const SweepCommand& cmd)
             if (!p.ok)
                 std::printf("  n=%d bucket=%s MiB: %s\n", p.nproc, job::formatNumber(p.mb).c_str(), p.cause.c_str());
     }
+    return failed;
+}
+
+int sweepMain(const SweepCommand& cmd)
+{
+    const job::TrainingOptions base = cmd.training->options();
+    auto all = withWorkerArgs(*cmd.training, cmd.launcher.extra, {"--bucket-mb"});
+    if (!all)
+        return reportError("lockstep sweep", all.error());
+    if (auto s = checkSweepPoints(cmd, *all); !s)
+        return reportError("lockstep sweep", s.error());
+    std::error_code ec;
+    fs::create_directories(cmd.outDir, ec);
+    if (ec || !fs::is_directory(cmd.outDir))
+        return reportError("lockstep sweep", core::Error{"cannot create the folder " + cmd.outDir + ": "
+                                                             + (ec ? ec.message() : std::string("not a folder")),
+                                                         core::ErrorCode::NotStarted});
+    std::vector<core::RunSummary> summaries;
+    std::vector<SweepPoint> points;
+    bool interrupted = false;
+    int interruptSignal = 0;
+    const int total = int(cmd.nprocs.size() * cmd.bucketMbs.size());
+    for (int n : cmd.nprocs) {
+        for (double mb : cmd.bucketMbs) {
+            if (interrupted)
+                break;
+            job::TrainingOptions t = base;
+            t.bucketMb = mb;
+            const std::string name = sweepPointName(t, n, mb);
+            const PointOutcome out = runSweepPoint(cmd, t, n, mb, name, int(points.size()), total);
+            interrupted = out.interrupted;
+            interruptSignal = out.signal;
+            summaries.push_back(sweepPointSummary(out, t, name));
+            points.push_back(out.point);
+        }
+    }
+
+    std::fputs(core::summaryTable(summaries).c_str(), stdout);
+    const int failed = printFailedPoints(points);
     printWeakScaling(cmd.bucketMbs, summaries, [&](size_t i) { return points[i].ok; },
                      [&](size_t i) { return points[i].file; });
     std::printf("\nrun files in %s\n", fs::absolute(cmd.outDir).c_str());

@@ -256,6 +256,8 @@ void LaunchPanel::FlagField::setText(const QString& t)
     }
 }
 
+// Long (~135 lines): the page laid out widget by widget as it reads, left column then right;
+// the two forms are built apart (buildForm, buildScriptForm); last, the live view's reader.
 LaunchPanel::LaunchPanel(QWidget* parent)
     : QWidget(parent)
     , m_liveTimer(new QTimer(this))

@@ -92,6 +92,18 @@ MainWindow::MainWindow(const Options& options)
     setAcceptDrops(true);
     resize(1400, 860);
 
+    setUpPages();
+    setUpCentralAndToolbar();
+    buildMenus();
+    connectLoaders();
+    connectPages();
+    connectLaunch();
+    restoreSettingsAndWorkspace();
+}
+
+// The page list on the left and the stacked pages it switches between.
+void MainWindow::setUpPages()
+{
     const struct { QString name; QString tip; QWidget* page; } pages[] = {
         {tr("Runs"), tr("Runs in the workspace folder (Ctrl+1)"), m_browser},
         {tr("Timeline"), tr("Gantt timeline of the current run, its summary and details (Ctrl+2)"), m_timeline},
@@ -135,7 +147,11 @@ MainWindow::MainWindow(const Options& options)
         showPage(LaunchPageIndex);
         m_launch->startRun();
     });
+}
 
+// The list beside the pages, the current-run toolbar and the status bar's run count.
+void MainWindow::setUpCentralAndToolbar()
+{
     auto* central = new QWidget(this);
     auto* layout = new QHBoxLayout(central);
     layout->setContentsMargins(0, 0, 0, 0);
@@ -155,8 +171,11 @@ MainWindow::MainWindow(const Options& options)
     connect(m_runBox, &QComboBox::activated, this, &MainWindow::setCurrentRun);
 
     statusBar()->addPermanentWidget(m_statusRuns);
-    buildMenus();
+}
 
+// Runs loaded or failed (opened by the user, or picked for Compare), and runs being recorded.
+void MainWindow::connectLoaders()
+{
     connect(m_loader, &RunLoader::runLoaded, this, [this](const QString& path, LoadedRunPtr loaded) {
         m_explicitPending.removeAll(path);
         LoadedRunPtr run = loaded;
@@ -191,6 +210,11 @@ MainWindow::MainWindow(const Options& options)
     m_liveTimer->setInterval(kLivePollMs);
     connect(m_liveTimer, &QTimer::timeout, this, &MainWindow::pollLive);
     connect(m_liveLoader, &RunLoader::runLoaded, this, &MainWindow::liveRunLoaded);
+}
+
+// The pages' requests: show a place in the timeline, open or compare runs, change the workspace.
+void MainWindow::connectPages()
+{
     // The Timeline page's word to the user (a step number that is not in the run).
     connect(m_timeline, &TimelinePage::message, this, [this](const QString& text) { statusBar()->showMessage(text, 8000); });
     connect(m_ranks, &RanksPage::showInTimeline, this, [this](int rank, int step) {
@@ -202,7 +226,10 @@ MainWindow::MainWindow(const Options& options)
     connect(m_browser, &RunBrowserPage::changeWorkspaceRequested, this, &MainWindow::chooseWorkspace);
     connect(m_browser, &RunBrowserPage::scanned, this,
             [this](int rows) { statusBar()->showMessage(tr("%1 files in %2").arg(rows).arg(m_workspace), 4000); });
+}
 
+void MainWindow::connectLaunch()
+{
     // Launch: a live timeline while recording, then the run in the browser and opened.
     connect(m_launch, &LaunchPanel::started, this, [this](const QString& out, bool) {
         statusBar()->showMessage(tr("Recording %1").arg(out));
@@ -225,7 +252,12 @@ MainWindow::MainWindow(const Options& options)
         if (!outputs.isEmpty())
             openFiles(outputs, code == 0);
     });
+}
 
+// The window's geometry, recent files and workspace from the settings (persistent windows only),
+// then the Runs page.
+void MainWindow::restoreSettingsAndWorkspace()
+{
     if (m_options.persistent) {
         QSettings settings;
         restoreGeometry(settings.value("window/geometry").toByteArray());

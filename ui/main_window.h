@@ -110,6 +110,13 @@ protected:
     void dropEvent(QDropEvent* event) override;
 
 private:
+    // The constructor's steps, in order.
+    void setUpPages();
+    void setUpCentralAndToolbar();
+    void connectLoaders();
+    void connectPages();
+    void connectLaunch();
+    void restoreSettingsAndWorkspace();
     void buildMenus();
     void addRun(LoadedRunPtr run);
     void refreshPages();

@@ -4,6 +4,7 @@
 #include "format.h"
 #include "timeline/timeline_palette.h"
 
+#include <QCoreApplication>
 #include <QHeaderView>
 #include <QLabel>
 #include <QPainter>
@@ -243,35 +244,34 @@ SummaryPanel::SummaryPanel(QWidget* parent)
     setRun(nullptr);
 }
 
-void SummaryPanel::setRun(LoadedRunPtr run)
-{
-    m_run = std::move(run);
-    static_cast<FivePartBar*>(m_bar)->setSummary(m_run ? &m_run->summary() : nullptr);
-    m_buckets->setSummary(m_run ? &m_run->summary() : nullptr);
-    if (!m_run) {
-        m_text->setText(tr("Open a run to see its summary."));
-        return;
+namespace {
+
+// The summary's HTML, part by part (its texts in SummaryPanel's translation context).
+class SummaryHtml {
+    Q_DECLARE_TR_FUNCTIONS(lockstep::ui::SummaryPanel)
+
+public:
+    // The run's name, configuration, steady steps and clocks.
+    static QString heading(const LoadedRun& run, const core::RunSummary& s)
+    {
+        QString h = QStringLiteral("<h3 style='margin:0'>%1</h3>").arg(run.label.toHtmlEscaped());
+        h += tr("%1, %2, %3 / %4, bucket cap %5<br>")
+                 .arg(displayText(s.model, 40).toHtmlEscaped(), formatRanks(s.worldSize))
+                 .arg(displayText(s.backend, 20).toHtmlEscaped(), displayText(s.device, 20).toHtmlEscaped(),
+                      s.bucketCapBytes > 0 ? formatBytes(double(s.bucketCapBytes)) : tr("unknown"));
+        h += tr("Steady steps: %1<br>").arg(QString::fromStdString(s.steady.describe()).toHtmlEscaped());
+        if (run.run && run.run->ranks.size() > 1)
+            h += clocks(*run.run);
+        return h;
     }
-    const core::RunSummary& s = m_run->summary();
-    auto row = [](const QString& k, const QString& v, QColor c = QColor()) {
-        const QString mark = c.isValid() ? QStringLiteral("<span style='color:%1'>■</span> ").arg(c.name()) : QString();
-        return QStringLiteral("<tr><td>%1%2</td><td align='right'>&nbsp;%3</td></tr>").arg(mark, k.toHtmlEscaped(), v);
-    };
-    auto pct = [&](double v) {
-        return std::isfinite(v) && s.stepTimeMs > 0 ? QStringLiteral(" (%1 %)").arg(100.0 * v / s.stepTimeMs, 0, 'f', 1) : QString();
-    };
-    QString h = QStringLiteral("<h3 style='margin:0'>%1</h3>").arg(m_run->label.toHtmlEscaped());
-    h += tr("%1, %2, %3 / %4, bucket cap %5<br>")
-             .arg(displayText(s.model, 40).toHtmlEscaped(), formatRanks(s.worldSize))
-             .arg(displayText(s.backend, 20).toHtmlEscaped(), displayText(s.device, 20).toHtmlEscaped(),
-                  s.bucketCapBytes > 0 ? formatBytes(double(s.bucketCapBytes)) : tr("unknown"));
-    h += tr("Steady steps: %1<br>").arg(QString::fromStdString(s.steady.describe()).toHtmlEscaped());
+
     // How the ranks' times were put on rank 0's clock (core/clock_sync.h): one clock on one host,
     // or measured offsets and how far they can be off.
-    if (m_run->run && m_run->run->ranks.size() > 1) {
+    static QString clocks(const core::Run& run)
+    {
         int shared = 0, measured = 0, named = 0, unknown = 0;
         core::TimeNs worst = 0;
-        for (const core::RankInfo& r : m_run->run->ranks) {
+        for (const core::RankInfo& r : run.ranks) {
             switch (r.clockBasis) {
             case core::ClockBasis::Reference: break;
             case core::ClockBasis::SameBoot: ++shared; break;
@@ -289,46 +289,75 @@ void SummaryPanel::setRun(LoadedRunPtr run)
             parts << tr("%n rank(s) on other hosts: offsets within \u00b1%1", nullptr, measured).arg(formatDuration(double(worst)));
         if (unknown > 0)
             parts << tr("%n rank(s) in their own clock (no offset measured)", nullptr, unknown);
-        if (!parts.isEmpty())
-            h += tr("Clocks: %1<br>").arg(parts.join(QStringLiteral("; ")).toHtmlEscaped());
+        if (parts.isEmpty())
+            return {};
+        return tr("Clocks: %1<br>").arg(parts.join(QStringLiteral("; ")).toHtmlEscaped());
     }
-    h += QStringLiteral("<table cellspacing='0' cellpadding='1'>");
-    h += row(tr("step time"), QStringLiteral("<b>%1</b>").arg(ms(s.stepTimeMs)));
-    h += row(tr("throughput"), std::isfinite(s.throughput) ? tr("%1 samples/s").arg(s.throughput, 0, 'f', 1) : QStringLiteral("—"));
-    h += row(tr("compute only"), ms(s.computeOnlyMs) + pct(s.computeOnlyMs), palette::computeOnlyColor());
-    h += row(tr("overlapped comm"), ms(s.overlappedMs) + pct(s.overlappedMs), palette::overlappedColor());
-    h += row(tr("exposed comm"), ms(s.exposedCommMs) + pct(s.exposedCommMs), palette::exposedColor());
-    h += row(tr("memory only"), ms(s.memoryOnlyMs) + pct(s.memoryOnlyMs), palette::memoryOnlyColor());
-    h += row(tr("idle"), ms(s.idleMs) + pct(s.idleMs), palette::idleColor());
-    h += row(tr("overlap"), s.multiRank ? tr("%1 of %2 communication").arg(formatPercent(s.overlapRatio), ms(s.commMs))
-                                        : tr("not applicable (one rank)"));
-    h += QStringLiteral("</table>");
+
+    // The step time, throughput and the five parts, each with its colour and share.
+    static QString partsTable(const core::RunSummary& s)
+    {
+        auto row = [](const QString& k, const QString& v, QColor c = QColor()) {
+            const QString mark = c.isValid() ? QStringLiteral("<span style='color:%1'>■</span> ").arg(c.name()) : QString();
+            return QStringLiteral("<tr><td>%1%2</td><td align='right'>&nbsp;%3</td></tr>").arg(mark, k.toHtmlEscaped(), v);
+        };
+        auto pct = [&](double v) {
+            return std::isfinite(v) && s.stepTimeMs > 0 ? QStringLiteral(" (%1 %)").arg(100.0 * v / s.stepTimeMs, 0, 'f', 1) : QString();
+        };
+        QString h = QStringLiteral("<table cellspacing='0' cellpadding='1'>");
+        h += row(tr("step time"), QStringLiteral("<b>%1</b>").arg(ms(s.stepTimeMs)));
+        h += row(tr("throughput"), std::isfinite(s.throughput) ? tr("%1 samples/s").arg(s.throughput, 0, 'f', 1) : QStringLiteral("—"));
+        h += row(tr("compute only"), ms(s.computeOnlyMs) + pct(s.computeOnlyMs), palette::computeOnlyColor());
+        h += row(tr("overlapped comm"), ms(s.overlappedMs) + pct(s.overlappedMs), palette::overlappedColor());
+        h += row(tr("exposed comm"), ms(s.exposedCommMs) + pct(s.exposedCommMs), palette::exposedColor());
+        h += row(tr("memory only"), ms(s.memoryOnlyMs) + pct(s.memoryOnlyMs), palette::memoryOnlyColor());
+        h += row(tr("idle"), ms(s.idleMs) + pct(s.idleMs), palette::idleColor());
+        h += row(tr("overlap"), s.multiRank ? tr("%1 of %2 communication").arg(formatPercent(s.overlapRatio), ms(s.commMs))
+                                            : tr("not applicable (one rank)"));
+        h += QStringLiteral("</table>");
+        return h;
+    }
 
     // The straggler verdict and the evidence behind it (core's StragglerEvidence).
-    const core::StragglerEvidence& e = s.straggler;
-    // One number against one bar: its systematic delay against the most the run's jitter and the
-    // healthy ranks' spread explain, both in the same unit. Core tests the difference of median
-    // latenesses, which is the delay times N/(N-1) (stragglers.cpp, criterion 2), so the floors
-    // scale back by the same factor; the verdict is the same comparison (the report's text gives
-    // the test in its own units).
-    const double toDelay = s.worldSize > 1 ? double(s.worldSize - 1) / s.worldSize : 1.0;
-    const double explained = std::max(e.noiseFloorNs, e.rankFloorNs) * toDelay;
-    h += QStringLiteral("<p style='margin-top:6px'><b>%1</b> ").arg(tr("Straggler:"));
-    if (!s.multiRank || !e.applicable) {
-        h += tr("not applicable (%1)").arg(s.multiRank ? QString::fromStdString(e.notApplicable) : tr("one rank"));
-    } else if (e.straggler) {
-        h += tr("<span style='color:%1'><b>rank %2</b></span> — late in %3 of %4 steady steps; the others waited %5 per step for it "
-                "(%6 of the step time). It typically launches %7 after them, where the run's own jitter explains at most "
-                "%8 (confidence %9)")
-                 .arg(palette::stragglerColor().name())
-                 .arg(e.candidate)
-                 .arg(e.stepsLate)
-                 .arg(e.steadySteps)
-                 .arg(formatDuration(e.meanWaitNs), formatPercent(e.waitFraction), formatDuration(e.systematicDelayNs),
-                      formatDuration(explained),
-                      // one decimal would round a 1-in-10^5 chance up to a certainty
-                      e.chance < 0.0005 ? tr("> 99.9 %") : formatPercent(e.confidence()));
-    } else if (e.candidate >= 0) {
+    static QString straggler(const core::RunSummary& s)
+    {
+        const core::StragglerEvidence& e = s.straggler;
+        // One number against one bar: its systematic delay against the most the run's jitter and the
+        // healthy ranks' spread explain, both in the same unit. Core tests the difference of median
+        // latenesses, which is the delay times N/(N-1) (stragglers.cpp, criterion 2), so the floors
+        // scale back by the same factor; the verdict is the same comparison (the report's text gives
+        // the test in its own units).
+        const double toDelay = s.worldSize > 1 ? double(s.worldSize - 1) / s.worldSize : 1.0;
+        const double explained = std::max(e.noiseFloorNs, e.rankFloorNs) * toDelay;
+        QString h = QStringLiteral("<p style='margin-top:6px'><b>%1</b> ").arg(tr("Straggler:"));
+        if (!s.multiRank || !e.applicable) {
+            h += tr("not applicable (%1)").arg(s.multiRank ? QString::fromStdString(e.notApplicable) : tr("one rank"));
+        } else if (e.straggler) {
+            h += tr("<span style='color:%1'><b>rank %2</b></span> — late in %3 of %4 steady steps; the others waited %5 per step for it "
+                    "(%6 of the step time). It typically launches %7 after them, where the run's own jitter explains at most "
+                    "%8 (confidence %9)")
+                     .arg(palette::stragglerColor().name())
+                     .arg(e.candidate)
+                     .arg(e.stepsLate)
+                     .arg(e.steadySteps)
+                     .arg(formatDuration(e.meanWaitNs), formatPercent(e.waitFraction), formatDuration(e.systematicDelayNs),
+                          formatDuration(explained),
+                          // one decimal would round a 1-in-10^5 chance up to a certainty
+                          e.chance < 0.0005 ? tr("> 99.9 %") : formatPercent(e.confidence()));
+        } else if (e.candidate >= 0) {
+            h += (e.withinClock ? tr("none (clock \u00b1%1). ").arg(formatDuration(e.clockUncertaintyNs)) : tr("none. "))
+                 + tr("Rank %1 was late most often, but %2.").arg(e.candidate).arg(whyNotNamed(e, toDelay).join(tr("; ")));
+        } else {
+            h += tr("none");
+        }
+        h += cause(s);
+        h += QStringLiteral("</p>");
+        return h;
+    }
+
+    // The criteria the candidate missed, each with its numbers.
+    static QStringList whyNotNamed(const core::StragglerEvidence& e, double toDelay)
+    {
         QStringList missing;
         const double delay = std::max(0.0, e.systematicDelayNs);
         // Core's rule: late in most steady steps, and more often than noise alone would make
@@ -361,31 +390,34 @@ void SummaryPanel::setRun(LoadedRunPtr run)
                                   .arg(formatDuration(delay), formatDuration(e.rankFloorNs * toDelay))
                             : tr("its delay (%1) is within what the run's own jitter explains (%2)")
                                   .arg(formatDuration(delay), formatDuration(e.noiseFloorNs * toDelay)));
-        h += (e.withinClock ? tr("none (clock \u00b1%1). ").arg(formatDuration(e.clockUncertaintyNs)) : tr("none. "))
-             + tr("Rank %1 was late most often, but %2.").arg(e.candidate).arg(missing.join(tr("; ")));
-    } else {
-        h += tr("none");
+        return missing;
     }
+
     // Why it is late, from the kernel's scheduler statistics of the training threads.
-    if (s.multiRank && e.applicable && e.candidate >= 0 && std::isfinite(e.cpuMs)
-        && (e.straggler || e.delayFraction >= 0.05)) {
+    static QString cause(const core::RunSummary& s)
+    {
+        const core::StragglerEvidence& e = s.straggler;
+        if (!(s.multiRank && e.applicable && e.candidate >= 0 && std::isfinite(e.cpuMs)
+              && (e.straggler || e.delayFraction >= 0.05)))
+            return {};
         const QString why = e.causeWorthStating() ? QString::fromUtf8(core::stragglerCauseText(e.cause)) : QString();
-        h += tr("<br>Rank %1's training thread per step: %2 on a CPU (others %3), %4 waiting for one (others %5)%6")
-                 .arg(e.candidate)
-                 .arg(ms(e.cpuMs), ms(e.othersCpuMs), ms(e.runqMs), ms(e.othersRunqMs),
-                      why.isEmpty() ? QString() : QStringLiteral(" — ") + why);
+        return tr("<br>Rank %1's training thread per step: %2 on a CPU (others %3), %4 waiting for one (others %5)%6")
+            .arg(e.candidate)
+            .arg(ms(e.cpuMs), ms(e.othersCpuMs), ms(e.runqMs), ms(e.othersRunqMs),
+                 why.isEmpty() ? QString() : QStringLiteral(" — ") + why);
     }
-    h += QStringLiteral("</p>");
+
     // What the rules left out, reclassified or could not know (the run's diagnostics): never
     // silent (docs/design.md). Warnings and errors first; each with its count and reason.
-    if (const core::Run* run = m_run->run.get(); run && !run->diagnostics.empty()) {
+    static QString diagnostics(const core::Run& run)
+    {
         std::vector<const core::Diagnostic*> diags;
-        for (const core::Diagnostic& d : run->diagnostics)
+        for (const core::Diagnostic& d : run.diagnostics)
             diags.push_back(&d);
         std::stable_sort(diags.begin(), diags.end(), [](const core::Diagnostic* a, const core::Diagnostic* b) {
             return a->severity > b->severity;
         });
-        h += QStringLiteral("<p style='margin-top:6px'><b>%1</b>").arg(tr("Diagnostics (left out, reclassified or unknown):"));
+        QString h = QStringLiteral("<p style='margin-top:6px'><b>%1</b>").arg(tr("Diagnostics (left out, reclassified or unknown):"));
         constexpr size_t kShown = 12;
         for (size_t i = 0; i < diags.size() && i < kShown; ++i) {
             const core::Diagnostic& d = *diags[i];
@@ -398,7 +430,27 @@ void SummaryPanel::setRun(LoadedRunPtr run)
         if (diags.size() > kShown)
             h += tr("<br>and %1 more kinds (lockstep report lists them all)").arg(diags.size() - kShown);
         h += QStringLiteral("</p>");
+        return h;
     }
+};
+
+} // namespace
+
+void SummaryPanel::setRun(LoadedRunPtr run)
+{
+    m_run = std::move(run);
+    static_cast<FivePartBar*>(m_bar)->setSummary(m_run ? &m_run->summary() : nullptr);
+    m_buckets->setSummary(m_run ? &m_run->summary() : nullptr);
+    if (!m_run) {
+        m_text->setText(tr("Open a run to see its summary."));
+        return;
+    }
+    const core::RunSummary& s = m_run->summary();
+    QString h = SummaryHtml::heading(*m_run, s);
+    h += SummaryHtml::partsTable(s);
+    h += SummaryHtml::straggler(s);
+    if (const core::Run* run = m_run->run.get(); run && !run->diagnostics.empty())
+        h += SummaryHtml::diagnostics(*run);
     m_text->setText(h);
 }
 

@@ -105,8 +105,34 @@ WhatIfPanel::WhatIfPanel(QWidget* parent)
 
 WhatIfPanel::~WhatIfPanel() = default;
 
-// Long (~150 lines): one widget's layout and tooltips, read top to bottom as the page looks.
+// The page: the title row with its actions, the fields, and below them the message or the
+// predicted timeline beside the numbers.
 void WhatIfPanel::buildForm()
+{
+    setUpFields();
+    FlowLayout* form = fieldRows();
+    QHBoxLayout* top = titleRow();
+    setUpResults();
+    QSplitter* split = resultsSplit();
+
+    m_message->setWordWrap(true);
+    m_message->setAlignment(Qt::AlignCenter);
+    m_message->setStyleSheet(QStringLiteral("font-size:12pt;color:#374151;padding:40px"));
+    m_message->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_message->setTextFormat(Qt::PlainText); // messages quote run names and errors
+    m_body->addWidget(m_message);
+    m_body->addWidget(split);
+
+    auto* layout = new QVBoxLayout(this);
+    layout->addLayout(top);
+    layout->addLayout(form);
+    layout->addWidget(m_body, 1);
+    connectFields();
+    updateButtons();
+}
+
+// The fields' ranges, formats and tooltips, and the title's.
+void WhatIfPanel::setUpFields()
 {
     m_title->setStyleSheet(QStringLiteral("font-size:13pt;font-weight:600"));
     m_title->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -144,7 +170,10 @@ void WhatIfPanel::buildForm()
     m_reset->setToolTip(tr("Back to the run's recorded configuration"));
     m_runIt->setToolTip(tr("Launch the real run of this configuration (Launch page), then compare prediction and truth in Compare"));
     m_save->setToolTip(tr("Write the predicted run to a file: it opens, compares and charts like any run, marked predicted"));
+}
 
+FlowLayout* WhatIfPanel::fieldRows()
+{
     // The fields flow into a second row in a narrow window (in one row they made the window at
     // least 1191 pixels wide: the stack is as wide as its widest page's minimum). A field's
     // label stays with its box.
@@ -169,6 +198,11 @@ void WhatIfPanel::buildForm()
     addField(tr("&Link"), m_link);
     addField(tr("&Compression"), m_compress);
     addField(tr("Com&pute"), m_compute);
+    return form;
+}
+
+QHBoxLayout* WhatIfPanel::titleRow()
+{
     // The actions share the title's row.
     auto* top = new QHBoxLayout;
     top->addWidget(m_title, 1);
@@ -176,7 +210,12 @@ void WhatIfPanel::buildForm()
     top->addWidget(m_save);
     top->addWidget(m_runIt);
     top->addWidget(m_measure);
+    return top;
+}
 
+// The headline, the model line, the notes and the measured/predicted numbers table.
+void WhatIfPanel::setUpResults()
+{
     m_headline->setWordWrap(true);
     m_headline->setStyleSheet(QStringLiteral("font-size:12pt"));
     m_modelLine->setWordWrap(true);
@@ -202,7 +241,11 @@ void WhatIfPanel::buildForm()
         }
     m_numbers->setFixedHeight(m_numbers->horizontalHeader()->sizeHint().height()
                               + RowCount * m_numbers->verticalHeader()->defaultSectionSize() + 4);
+}
 
+// The predicted timeline beside the headline, numbers and notes.
+QSplitter* WhatIfPanel::resultsSplit()
+{
     auto* side = new QWidget(this);
     auto* sideLayout = new QVBoxLayout(side);
     sideLayout->setContentsMargins(6, 0, 0, 0);
@@ -218,20 +261,11 @@ void WhatIfPanel::buildForm()
     split->setStretchFactor(0, 3);
     split->setStretchFactor(1, 2);
     split->setChildrenCollapsible(false);
+    return split;
+}
 
-    m_message->setWordWrap(true);
-    m_message->setAlignment(Qt::AlignCenter);
-    m_message->setStyleSheet(QStringLiteral("font-size:12pt;color:#374151;padding:40px"));
-    m_message->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_message->setTextFormat(Qt::PlainText); // messages quote run names and errors
-    m_body->addWidget(m_message);
-    m_body->addWidget(split);
-
-    auto* layout = new QVBoxLayout(this);
-    layout->addLayout(top);
-    layout->addLayout(form);
-    layout->addWidget(m_body, 1);
-
+void WhatIfPanel::connectFields()
+{
     connect(m_bucketSlider, &QSlider::valueChanged, this, [this](int p) { m_bucket->setValue(sliderMb(p)); });
     connect(m_bucket, &QDoubleSpinBox::valueChanged, this, [this](double mb) {
         QSignalBlocker block(m_bucketSlider);
@@ -255,7 +289,6 @@ void WhatIfPanel::buildForm()
         if (settings)
             emit runRequested(*settings);
     });
-    updateButtons();
 }
 
 core::PredictOptions WhatIfPanel::predictOptions()

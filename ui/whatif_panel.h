@@ -28,15 +28,18 @@
 
 class QComboBox;
 class QDoubleSpinBox;
+class QHBoxLayout;
 class QLabel;
 class QPushButton;
 class QSlider;
 class QSpinBox;
+class QSplitter;
 class QStackedWidget;
 class QTableWidget;
 
 namespace lockstep::ui {
 
+class FlowLayout;
 class TimelineWidget;
 
 // The MiB of a field as the runtime converts --bucket-mb to bytes (floor, at least one byte), so
@@ -131,6 +134,13 @@ signals:
 
 private:
     void buildForm();
+    // buildForm's steps, top to bottom as the page looks.
+    void setUpFields();
+    FlowLayout* fieldRows();
+    QHBoxLayout* titleRow();
+    void setUpResults();
+    QSplitter* resultsSplit();
+    void connectFields();
     void fieldsChanged();
     void startPrediction();
     void showResult(WhatIfResult result);

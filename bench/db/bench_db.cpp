@@ -109,6 +109,8 @@ Result<WriteResult> writeRun(const std::string& path, const std::vector<std::vec
 }
 } // namespace
 
+// Long (~155 lines): the benchmark's script, one measurement after another in the order they
+// print (write, validate, open, window queries, load, saveRun), each on the file the one before left.
 int main(int argc, char** argv)
 {
     int64_t totalSpans = 10'000'000;

@@ -187,21 +187,25 @@ double binomialTail(int n, int m, double p)
     return std::min(1.0, total);
 }
 
-} // namespace
+// One rank's launch of one bucket in one step.
+struct Launch {
+    int32_t step, bucket, rank;
+    TimeNs launch;
+};
 
-StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& stats,
-                               const std::vector<StepBreakdown>& breakdown, const SteadySteps& steady)
+// Per (step, rank): the largest wait caused on one bucket (with its rank-time lost) and the
+// lateness on the step's most skewed bucket.
+struct PerRank {
+    int32_t step, rank;
+    TimeNs wait, lost;
+    double lateness;
+};
+
+// (step, bucket) groups: stats are sorted by (rank, step, bucket); regroup by (step, bucket)
+// through a compact copy. The stats come one sorted run per rank: a stable merge sort keeps
+// ranks ascending within a group and is fast on such runs.
+std::vector<Launch> launchesByStepBucket(const std::vector<BucketStat>& stats)
 {
-    StragglerReport rep;
-    const int32_t world = worldSizeOf(run);
-
-    // (step, bucket) groups: stats are sorted by (rank, step, bucket); regroup by (step, bucket)
-    // through a compact copy. The stats come one sorted run per rank: a stable merge sort keeps
-    // ranks ascending within a group and is fast on such runs.
-    struct Launch {
-        int32_t step, bucket, rank;
-        TimeNs launch;
-    };
     std::vector<Launch> order;
     order.reserve(stats.size());
     for (const BucketStat& s : stats)
@@ -209,15 +213,15 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
     std::stable_sort(order.begin(), order.end(), [](const Launch& a, const Launch& b) {
         return std::tie(a.step, a.bucket) < std::tie(b.step, b.bucket);
     });
+    return order;
+}
 
-    // Per (step, rank): the largest wait caused on one bucket (with its rank-time lost) and the
-    // lateness on the step's most skewed bucket. Gathered per step in a small buffer, flushed in
-    // (step, rank) order.
-    struct PerRank {
-        int32_t step, rank;
-        TimeNs wait, lost;
-        double lateness;
-    };
+// Per (step, bucket) of `order`: its skew, late rank, rank-time lost and wait caused, appended
+// to `skews`. Returns per (step, rank) the largest wait caused on one bucket (with its rank-time
+// lost) and the lateness on the step's most skewed bucket, gathered per step in a small buffer
+// and flushed in (step, rank) order.
+std::vector<PerRank> skewsAndRankWaits(const std::vector<Launch>& order, std::vector<BucketSkew>& skews)
+{
     std::vector<PerRank> perStepRank;
     std::vector<PerRank> acc;
     size_t skewedBegin = 0, skewedEnd = 0; // the step's most skewed (step, bucket) group in `order`
@@ -270,7 +274,7 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
         for (size_t k = i; k < j; ++k)
             sk.rankTimeLost += hi - order[k].launch; // the late rank itself adds 0
         sk.waitCaused = n > 1 ? static_cast<TimeNs>(std::llround(static_cast<double>(sk.rankTimeLost) / (n - 1))) : 0;
-        rep.skews.push_back(sk);
+        skews.push_back(sk);
         if (n > 1) {
             PerRank& p = slot(sk.step, late);
             if (sk.waitCaused > p.wait) {
@@ -289,8 +293,14 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
             flushStep();
         i = j;
     }
+    return perStepRank;
+}
 
-    // Per step: the mean W over ranks (windows that exist) and the straggler.
+// Per step: the mean W over ranks (windows that exist) and the straggler.
+std::vector<StepStraggler> stepStragglers(const std::vector<StepBreakdown>& breakdown,
+                                          const std::vector<BucketSkew>& skews,
+                                          const std::vector<PerRank>& perStepRank)
+{
     std::map<int32_t, std::pair<double, int>> walls;
     for (const StepBreakdown& b : breakdown) {
         auto& w = walls[b.step];
@@ -299,12 +309,9 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
             ++w.second;
         }
     }
-    for (const BucketSkew& sk : rep.skews)
+    for (const BucketSkew& sk : skews)
         walls.try_emplace(sk.step, std::pair{0.0, 0});
-    std::map<int32_t, bool> hasCollective;
-    for (const BucketSkew& sk : rep.skews)
-        if (sk.ranks > 1)
-            hasCollective[sk.step] = true;
+    std::vector<StepStraggler> perStep;
     size_t c = 0;
     for (const auto& [step, w] : walls) {
         StepStraggler ss;
@@ -320,64 +327,104 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
                 ss.rank = perStepRank[c].rank;
             }
         }
-        rep.perStep.push_back(ss);
+        perStep.push_back(ss);
     }
+    return perStep;
+}
+
+// The per (step, rank) waits and latenesses, sorted by (rank, step).
+std::vector<RankStepWait> rankStepWaits(const std::vector<PerRank>& perStepRank)
+{
+    std::vector<RankStepWait> out;
     for (const PerRank& p : perStepRank)
-        rep.perRankStep.push_back({p.rank, p.step, p.wait, p.lateness});
-    std::sort(rep.perRankStep.begin(), rep.perRankStep.end(), [](const RankStepWait& a, const RankStepWait& b) {
+        out.push_back({p.rank, p.step, p.wait, p.lateness});
+    std::sort(out.begin(), out.end(), [](const RankStepWait& a, const RankStepWait& b) {
         return std::tie(a.rank, a.step) < std::tie(b.rank, b.step);
     });
+    return out;
+}
 
-    // Per rank over the steady steps that have collectives.
-    std::vector<int32_t> rankList;
-    for (const StepBreakdown& b : breakdown)
-        rankList.push_back(b.rank);
-    for (const BucketStat& st : stats)
-        rankList.push_back(st.rank);
-    std::sort(rankList.begin(), rankList.end());
-    rankList.erase(std::unique(rankList.begin(), rankList.end()), rankList.end());
-    auto rankIndex = [&rankList](int32_t rank) {
-        return static_cast<size_t>(std::lower_bound(rankList.begin(), rankList.end(), rank) - rankList.begin());
-    };
-    auto counts = [&](int32_t step) { return steady.contains(step) && hasCollective.count(step) > 0; };
-    double stepTimeSum = 0;
+// The ranks the verdict compares (every rank with a breakdown or a bucket, ascending) and the
+// steps it counts: the steady steps that have collectives.
+struct VerdictScope {
+    std::vector<int32_t> ranks;
+    const SteadySteps& steady;
+    std::map<int32_t, bool> hasCollective;
+
+    VerdictScope(const std::vector<BucketStat>& stats, const std::vector<StepBreakdown>& breakdown,
+                 const std::vector<BucketSkew>& skews, const SteadySteps& steadySteps)
+        : steady(steadySteps)
+    {
+        for (const StepBreakdown& b : breakdown)
+            ranks.push_back(b.rank);
+        for (const BucketStat& st : stats)
+            ranks.push_back(st.rank);
+        std::sort(ranks.begin(), ranks.end());
+        ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+        for (const BucketSkew& sk : skews)
+            if (sk.ranks > 1)
+                hasCollective[sk.step] = true;
+    }
+    size_t index(int32_t rank) const
+    {
+        return static_cast<size_t>(std::lower_bound(ranks.begin(), ranks.end(), rank) - ranks.begin());
+    }
+    bool counts(int32_t step) const { return steady.contains(step) && hasCollective.count(step) > 0; }
+};
+
+// Per rank over the counted steps, and the candidate: the rank that was the step straggler most
+// often (best == 0: nobody ever was).
+struct RankTally {
     int steadyCount = 0;
-    std::vector<int> asStraggler(rankList.size(), 0);
-    for (const StepStraggler& ss : rep.perStep) {
-        if (!counts(ss.step))
-            continue;
-        stepTimeSum += static_cast<double>(ss.stepTime);
-        ++steadyCount;
-        if (ss.rank >= 0)
-            ++asStraggler[rankIndex(ss.rank)];
-    }
-    std::vector<double> waitSum(rankList.size(), 0.0);
-    std::vector<std::vector<double>> lateness(rankList.size());
-    for (const RankStepWait& w : rep.perRankStep) {
-        if (!counts(w.step))
-            continue;
-        waitSum[rankIndex(w.rank)] += static_cast<double>(w.waitCaused);
-        if (!std::isnan(w.latenessNs))
-            lateness[rankIndex(w.rank)].push_back(w.latenessNs);
-    }
-    const double meanStep = steadyCount > 0 ? stepTimeSum / steadyCount : 0.0;
+    double meanStep = 0.0;
+    std::vector<std::vector<double>> lateness; // per rank index
     int best = 0;
     size_t bestIndex = 0;
-    for (size_t k = 0; k < rankList.size(); ++k) {
+};
+
+RankTally tallyRanks(const VerdictScope& scope, StragglerReport& rep)
+{
+    RankTally t;
+    const size_t nRanks = scope.ranks.size();
+    double stepTimeSum = 0;
+    std::vector<int> asStraggler(nRanks, 0);
+    for (const StepStraggler& ss : rep.perStep) {
+        if (!scope.counts(ss.step))
+            continue;
+        stepTimeSum += static_cast<double>(ss.stepTime);
+        ++t.steadyCount;
+        if (ss.rank >= 0)
+            ++asStraggler[scope.index(ss.rank)];
+    }
+    std::vector<double> waitSum(nRanks, 0.0);
+    t.lateness.resize(nRanks);
+    for (const RankStepWait& w : rep.perRankStep) {
+        if (!scope.counts(w.step))
+            continue;
+        waitSum[scope.index(w.rank)] += static_cast<double>(w.waitCaused);
+        if (!std::isnan(w.latenessNs))
+            t.lateness[scope.index(w.rank)].push_back(w.latenessNs);
+    }
+    t.meanStep = t.steadyCount > 0 ? stepTimeSum / t.steadyCount : 0.0;
+    for (size_t k = 0; k < nRanks; ++k) {
         RankStraggle rs;
-        rs.rank = rankList[k];
+        rs.rank = scope.ranks[k];
         rs.stepsAsStraggler = asStraggler[k];
-        rs.meanWaitNs = steadyCount > 0 ? waitSum[k] / steadyCount : 0.0;
-        rs.meanWaitFraction = meanStep > 0 ? rs.meanWaitNs / meanStep : 0.0;
-        rs.medianLatenessNs = median(lateness[k]);
-        if (rs.stepsAsStraggler > best) { // strict: ties keep the lower rank
-            best = rs.stepsAsStraggler;
-            bestIndex = k;
+        rs.meanWaitNs = t.steadyCount > 0 ? waitSum[k] / t.steadyCount : 0.0;
+        rs.meanWaitFraction = t.meanStep > 0 ? rs.meanWaitNs / t.meanStep : 0.0;
+        rs.medianLatenessNs = median(t.lateness[k]);
+        if (rs.stepsAsStraggler > t.best) { // strict: ties keep the lower rank
+            t.best = rs.stepsAsStraggler;
+            t.bestIndex = k;
         }
         rep.perRank.push_back(rs);
     }
+    return t;
+}
 
-    StragglerEvidence& ev = rep.evidence;
+// Whether a verdict can be given at all, and why not.
+void judgeApplicable(const Run& run, int32_t world, const RankTally& tally, StragglerEvidence& ev)
+{
     // Lateness compares the ranks' clocks. A trace whose timestamps count from its own profiler's
     // start (kineto without baseTimeNanoseconds) lines the ranks up as if every profiler had
     // started at the same instant: differences between ranks are then the profilers' start
@@ -385,6 +432,7 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
     const bool relativeClocks = std::any_of(run.diagnostics.begin(), run.diagnostics.end(), [](const Diagnostic& d) {
         return d.kind == diagnosticInfo(DiagnosticKind::RelativeTimestamps).name;
     });
+    const int steadyCount = tally.steadyCount;
     ev.applicable = world > 1 && steadyCount > 0 && !relativeClocks;
     ev.notApplicable = world <= 1 ? "1 rank"
         : steadyCount == 0       ? "no bucket collectives in the steady steps"
@@ -392,29 +440,16 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
                                    "profiler's start, so lateness between ranks is unknown"
                                  : "";
     ev.steadySteps = steadyCount;
-    ev.meanStepNs = meanStep;
-    if (!ev.applicable || best == 0)
-        return rep;
-    const RankStraggle& cand = rep.perRank[bestIndex];
-    ev.candidate = cand.rank;
-    ev.stepsLate = cand.stepsAsStraggler;
-    ev.meanWaitNs = cand.meanWaitNs;
-    ev.waitFraction = cand.meanWaitFraction;
-    std::vector<double> others;
-    for (size_t k = 0; k < rankList.size(); ++k)
-        if (k != bestIndex)
-            others.insert(others.end(), lateness[k].begin(), lateness[k].end());
-    ev.noiseSpreadNs = robustSpread(others);
-    const double n = static_cast<double>(std::max<size_t>(1, lateness[bestIndex].size()));
-    const int32_t participants = std::max<int32_t>(2, std::min<int32_t>(world, static_cast<int32_t>(rankList.size())));
-    ev.noiseFloorNs = kNoiseSigmas * kMedianStandardError * ev.noiseSpreadNs * participants / (participants - 1.0) /
-                      std::sqrt(n);
-    ev.latenessAboveOthersNs = cand.medianLatenessNs - median(others);
-    ev.systematicDelayNs = ev.latenessAboveOthersNs * (participants - 1) / participants;
-    ev.delayFraction = meanStep > 0 ? ev.systematicDelayNs / meanStep : 0.0;
+    ev.meanStepNs = tally.meanStep;
+}
+
+// The rank floor (criterion 3, rank to rank): how far the other ranks' median latenesses sit
+// apart, with two or more of them; NaN spread otherwise.
+void rankFloor(const VerdictScope& scope, const RankTally& tally, const StragglerReport& rep, StragglerEvidence& ev)
+{
     std::vector<double> otherMedians;
-    for (size_t k = 0; k < rankList.size(); ++k)
-        if (k != bestIndex && !lateness[k].empty())
+    for (size_t k = 0; k < scope.ranks.size(); ++k)
+        if (k != tally.bestIndex && !tally.lateness[k].empty())
             otherMedians.push_back(rep.perRank[k].medianLatenessNs);
     ev.rankSpreadNs = std::numeric_limits<double>::quiet_NaN();
     if (otherMedians.size() >= 2) {
@@ -428,24 +463,52 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
         ev.rankSpreadNs = std::sqrt(ss / (kOthers - 1));
         ev.rankFloorNs = kNoiseSigmas * ev.rankSpreadNs * std::sqrt(1.0 + 1.0 / kOthers);
     }
-    ev.chance = std::min(1.0, participants * binomialTail(steadyCount, ev.stepsLate, 1.0 / participants));
-    ev.mostSteps = 2 * ev.stepsLate > steadyCount && ev.chance <= kChanceLevel;
+}
+
+// The clocks (clock_sync.h): the lead is a difference of two ranks' corrected times, so an
+// error of the candidate's offset or of another rank's moves it one for one. The floors
+// measure the ranks' jitter, which a constant offset error does not show: the uncertainty is
+// added to them, never folded into them.
+double clockUncertainty(const Run& run, const VerdictScope& scope, size_t bestIndex, int32_t candidate)
+{
+    std::map<int32_t, TimeNs> uncertainty;
+    for (const RankInfo& r : run.ranks)
+        uncertainty[r.rank] = r.clockUncertaintyNs;
+    TimeNs others = 0;
+    for (size_t k = 0; k < scope.ranks.size(); ++k)
+        if (k != bestIndex)
+            others = std::max(others, uncertainty[scope.ranks[k]]);
+    return static_cast<double>(uncertainty[candidate] + others);
+}
+
+// The run verdict on the candidate: the three criteria of the essay above, each with its numbers.
+void judgeCandidate(const Run& run, int32_t world, const VerdictScope& scope, const RankTally& tally,
+                    StragglerReport& rep)
+{
+    StragglerEvidence& ev = rep.evidence;
+    const RankStraggle& cand = rep.perRank[tally.bestIndex];
+    ev.candidate = cand.rank;
+    ev.stepsLate = cand.stepsAsStraggler;
+    ev.meanWaitNs = cand.meanWaitNs;
+    ev.waitFraction = cand.meanWaitFraction;
+    std::vector<double> others;
+    for (size_t k = 0; k < scope.ranks.size(); ++k)
+        if (k != tally.bestIndex)
+            others.insert(others.end(), tally.lateness[k].begin(), tally.lateness[k].end());
+    ev.noiseSpreadNs = robustSpread(others);
+    const double n = static_cast<double>(std::max<size_t>(1, tally.lateness[tally.bestIndex].size()));
+    const int32_t participants = std::max<int32_t>(2, std::min<int32_t>(world, static_cast<int32_t>(scope.ranks.size())));
+    ev.noiseFloorNs = kNoiseSigmas * kMedianStandardError * ev.noiseSpreadNs * participants / (participants - 1.0) /
+                      std::sqrt(n);
+    ev.latenessAboveOthersNs = cand.medianLatenessNs - median(others);
+    ev.systematicDelayNs = ev.latenessAboveOthersNs * (participants - 1) / participants;
+    ev.delayFraction = tally.meanStep > 0 ? ev.systematicDelayNs / tally.meanStep : 0.0;
+    rankFloor(scope, tally, rep, ev);
+    ev.chance = std::min(1.0, participants * binomialTail(tally.steadyCount, ev.stepsLate, 1.0 / participants));
+    ev.mostSteps = 2 * ev.stepsLate > tally.steadyCount && ev.chance <= kChanceLevel;
     ev.waitAboveThreshold =
         ev.waitFraction >= kStragglerWaitFraction && ev.delayFraction >= kStragglerWaitFraction;
-    // The clocks (clock_sync.h): the lead is a difference of two ranks' corrected times, so an
-    // error of the candidate's offset or of another rank's moves it one for one. The floors
-    // measure the ranks' jitter, which a constant offset error does not show: the uncertainty is
-    // added to them, never folded into them.
-    {
-        std::map<int32_t, TimeNs> uncertainty;
-        for (const RankInfo& r : run.ranks)
-            uncertainty[r.rank] = r.clockUncertaintyNs;
-        TimeNs others = 0;
-        for (size_t k = 0; k < rankList.size(); ++k)
-            if (k != bestIndex)
-                others = std::max(others, uncertainty[rankList[k]]);
-        ev.clockUncertaintyNs = static_cast<double>(uncertainty[cand.rank] + others);
-    }
+    ev.clockUncertaintyNs = clockUncertainty(run, scope, tally.bestIndex, cand.rank);
     // In the lead's units: an error e of the candidate's clock moves its lateness by e and each
     // other's by -e/(N-1), the difference of the medians by e N/(N-1) (the floors' factor).
     const double floors = std::max(ev.noiseFloorNs, std::isnan(ev.rankFloorNs) ? 0.0 : ev.rankFloorNs);
@@ -456,29 +519,35 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
     ev.straggler = ev.mostSteps && ev.waitAboveThreshold && ev.clearsNoise;
     if (ev.straggler)
         rep.stragglers.push_back(ev.candidate);
+}
 
-    // The cause (essay above): the scheduler statistics over the same steps.
-    std::vector<double> cpuSum(rankList.size(), 0.0), runqSum(rankList.size(), 0.0);
-    std::vector<int> measured(rankList.size(), 0);
+// The cause (essay above): the scheduler statistics over the same steps. Left Unknown when some
+// rank was not measured or the candidate has no systematic delay.
+void attributeCause(const std::vector<StepBreakdown>& breakdown, const VerdictScope& scope, size_t bestIndex,
+                    StragglerEvidence& ev)
+{
+    const size_t nRanks = scope.ranks.size();
+    std::vector<double> cpuSum(nRanks, 0.0), runqSum(nRanks, 0.0);
+    std::vector<int> measured(nRanks, 0);
     for (const StepBreakdown& b : breakdown) {
-        if (!counts(b.step) || b.cpuNs < 0 || b.runqNs < 0)
+        if (!scope.counts(b.step) || b.cpuNs < 0 || b.runqNs < 0)
             continue;
-        const size_t k = rankIndex(b.rank); // every breakdown rank is in rankList
+        const size_t k = scope.index(b.rank); // every breakdown rank is in scope.ranks
         cpuSum[k] += static_cast<double>(b.cpuNs);
         runqSum[k] += static_cast<double>(b.runqNs);
         ++measured[k];
     }
     bool allMeasured = true;
     double othersCpu = 0, othersRunq = 0;
-    for (size_t k = 0; k < rankList.size(); ++k) {
+    for (size_t k = 0; k < nRanks; ++k) {
         allMeasured = allMeasured && measured[k] > 0;
         if (k != bestIndex && measured[k] > 0) {
-            othersCpu += cpuSum[k] / measured[k] / static_cast<double>(rankList.size() - 1);
-            othersRunq += runqSum[k] / measured[k] / static_cast<double>(rankList.size() - 1);
+            othersCpu += cpuSum[k] / measured[k] / static_cast<double>(nRanks - 1);
+            othersRunq += runqSum[k] / measured[k] / static_cast<double>(nRanks - 1);
         }
     }
     if (!allMeasured)
-        return rep;
+        return;
     constexpr double kToMs = 1e-6;
     const double cpu = cpuSum[bestIndex] / measured[bestIndex], runq = runqSum[bestIndex] / measured[bestIndex];
     ev.cpuMs = cpu * kToMs;
@@ -486,12 +555,33 @@ StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& st
     ev.othersCpuMs = othersCpu * kToMs;
     ev.othersRunqMs = othersRunq * kToMs;
     if (ev.systematicDelayNs <= 0)
-        return rep;
+        return;
     const double extraWait = runq - othersRunq, extraCpu = cpu - othersCpu; // ns
     if (extraWait + extraCpu >= 0.5 * ev.systematicDelayNs)
         ev.cause = extraWait >= extraCpu ? StragglerCause::CpuWait : StragglerCause::CpuTime;
     else
         ev.cause = StragglerCause::Elsewhere;
+}
+
+} // namespace
+
+StragglerReport stragglersWith(const Run& run, const std::vector<BucketStat>& stats,
+                               const std::vector<StepBreakdown>& breakdown, const SteadySteps& steady)
+{
+    StragglerReport rep;
+    const int32_t world = worldSizeOf(run);
+    const std::vector<Launch> order = launchesByStepBucket(stats);
+    const std::vector<PerRank> perStepRank = skewsAndRankWaits(order, rep.skews);
+    rep.perStep = stepStragglers(breakdown, rep.skews, perStepRank);
+    rep.perRankStep = rankStepWaits(perStepRank);
+
+    const VerdictScope scope(stats, breakdown, rep.skews, steady);
+    const RankTally tally = tallyRanks(scope, rep);
+    judgeApplicable(run, world, tally, rep.evidence);
+    if (!rep.evidence.applicable || tally.best == 0)
+        return rep;
+    judgeCandidate(run, world, scope, tally, rep);
+    attributeCause(breakdown, scope, tally.bestIndex, rep.evidence);
     return rep;
 }
 

@@ -439,6 +439,23 @@ public:
 
 private:
     void setup();
+    // setup()'s steps, in the order it takes them.
+    struct StartupComputeProbe {
+        std::optional<core::ComputeProbe> probe;
+        std::string cost; // its cost and turns, or why a one-rank run has none
+    };
+    int setThreads();
+    void connect();
+    StartupComputeProbe probeComputeAtStartup();
+    ReducerOptions reducerOptions();
+    void printBucketLayout(int threads);
+    void syncClockAndDescribeRank();
+    std::vector<core::LinkProbePoint> probeLinkAtStartup();
+    void makeOptimizer();
+    core::RunConfig runConfig(const ReducerOptions& ro, int threads);
+    ModelLayout modelLayout(std::vector<std::vector<int64_t>>& numel);
+    void startRecording(const ReducerOptions& ro, int threads, const std::vector<core::LinkProbePoint>& linkProbe,
+                        const StartupComputeProbe& computeProbe);
     std::optional<core::ComputeProbe> probeCompute(CommGroup& pg, int64_t localRank, int64_t localWorld,
                                                    int* repeatsOut);
     std::optional<core::ComputeProbe> probeComputeWithPartner(int* repeatsOut, std::string* whyNot);
@@ -495,6 +512,27 @@ private:
     bool m_envRead = false;          // m_env holds this rank's rank and world size
 };
 
+// The straggler's injected delay: extra compute at the start of backward, so every bucket of
+// this rank launches late, and the others wait for it in their all-reduces. Compute, not a
+// sleep: `cpuNs` of this thread's CPU time, so that where ranks share cores (more local ranks
+// than cores) the extra work competes for them as real work would; a sleep would hand its core
+// to the other ranks and shrink the delay it stands for.
+static std::function<void()> burnThreadCpu(int64_t cpuNs)
+{
+    return [cpuNs] {
+        auto threadCpuNs = [] {
+            timespec ts{};
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+            return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+        };
+        const int64_t until = threadCpuNs() + cpuNs;
+        volatile double sink = 1.0;
+        while (threadCpuNs() < until)
+            for (int i = 0; i < 1000; ++i)
+                sink = sink * 1.0000001 + 1e-9;
+    };
+}
+
 void Trainer::setup()
 {
     m_phase = "environment: ";
@@ -507,13 +545,38 @@ void Trainer::setup()
     if (auto ok = job::checkOptions(m_o, m_env.world); !ok)
         throw std::invalid_argument(ok.error().message);
     selectDevice();
+    const int threads = setThreads();
+    buildModel(m_env.rank, m_env.world);
+    connect();
+    // Before the Reducer exists: no gradient hook fires, no bucket launches.
+    const StartupComputeProbe computeProbe = m_o.record ? probeComputeAtStartup() : StartupComputeProbe{};
+    const ReducerOptions ro = reducerOptions();
+    m_reducer = std::make_unique<Reducer>(m_model->params, m_pg, ro, &m_gradBuffers);
+    if (!m_o.quiet)
+        printBucketLayout(threads);
+    syncClockAndDescribeRank();
+    m_reducer->broadcastParameters();
+    const std::vector<core::LinkProbePoint> linkProbe = probeLinkAtStartup();
+    makeOptimizer();
+    if (m_o.record)
+        startRecording(ro, threads, linkProbe, computeProbe);
+    else
+        m_scratch = std::make_unique<StepRecord>();
+}
+
+// --threads, or 0: the cores shared among the host's ranks. Returns what was set.
+int Trainer::setThreads()
+{
     int threads = m_o.threads;
     if (threads <= 0)
         threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, m_env.localWorld));
     at::set_num_threads(threads);
+    return threads;
+}
 
-    buildModel(m_env.rank, m_env.world);
-
+// The store and the process group, with the rank's phase before and after for the launcher.
+void Trainer::connect()
+{
     // Where the rank is before its first step, for the launcher's progress (progress.h).
     const auto phase = [this](job::Phase p) {
         std::printf("%s\n", job::phaseLine(m_env.rank, p).c_str());
@@ -523,30 +586,33 @@ void Trainer::setup()
     m_store = makeStore(m_env, m_timeout);
     m_pg = makeProcessGroup(m_o, m_env, m_store, m_timeout);
     phase(job::Phase::WarmUp);
+}
 
-    // Compute beside the host's other ranks and alone (whatif.h, kComputeProbeKey). Before the
-    // Reducer exists: no gradient hook fires, no bucket launches.
-    std::optional<core::ComputeProbe> computeProbe;
-    std::string computeProbeCost;
-    if (m_o.record) {
-        m_phase = "probing compute: ";
-        const TimeNs t0 = nowNs();
-        int repeats = 0;
-        std::string whyNot, who = ", with a partner process";
-        if (m_env.world > 1) {
-            const auto [localRank, localWorld] = localByHost();
-            computeProbe = probeCompute(*m_pg, localRank, localWorld, &repeats);
-            who = ", local rank " + std::to_string(localRank) + " of " + std::to_string(localWorld) + " on its host";
-        } else {
-            computeProbe = probeComputeWithPartner(&repeats, &whyNot);
-        }
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.0f ms, %d turn%s", static_cast<double>(nowNs() - t0) / 1e6, repeats,
-                      repeats == 1 ? "" : "s");
-        computeProbeCost = computeProbe ? buf + who : whyNot;
-        m_phase = "setup: ";
+// Compute beside the host's other ranks and alone (whatif.h, kComputeProbeKey).
+Trainer::StartupComputeProbe Trainer::probeComputeAtStartup()
+{
+    StartupComputeProbe out;
+    m_phase = "probing compute: ";
+    const TimeNs t0 = nowNs();
+    int repeats = 0;
+    std::string whyNot, who = ", with a partner process";
+    if (m_env.world > 1) {
+        const auto [localRank, localWorld] = localByHost();
+        out.probe = probeCompute(*m_pg, localRank, localWorld, &repeats);
+        who = ", local rank " + std::to_string(localRank) + " of " + std::to_string(localWorld) + " on its host";
+    } else {
+        out.probe = probeComputeWithPartner(&repeats, &whyNot);
     }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.0f ms, %d turn%s", static_cast<double>(nowNs() - t0) / 1e6, repeats,
+                  repeats == 1 ? "" : "s");
+    out.cost = out.probe ? buf + who : whyNot;
+    m_phase = "setup: ";
+    return out;
+}
 
+ReducerOptions Trainer::reducerOptions()
+{
     ReducerOptions ro;
     ro.firstBucketBytes = std::max<int64_t>(1, static_cast<int64_t>(m_o.firstBucketMb * 1024 * 1024));
     ro.bucketBytes = std::max<int64_t>(1, static_cast<int64_t>(m_o.bucketMb * 1024 * 1024));
@@ -563,38 +629,26 @@ void Trainer::setup()
     // LOCKSTEP_PAIRWISE=0: gloo's ring all-reduce on two ranks too (for comparisons)
     if (const char* pw = std::getenv("LOCKSTEP_PAIRWISE"); pw && std::string(pw) == "0")
         ro.pairwise = false;
-    if (m_o.stragglerRank == m_env.rank && m_o.stragglerMs > 0) {
-        const auto cpuNs = static_cast<int64_t>(m_o.stragglerMs * 1e6);
-        // Extra compute at the start of backward: every bucket of this rank launches late, and
-        // the others wait for it in their all-reduces. Compute, not a sleep: MS milliseconds of
-        // this thread's CPU time, so that where ranks share cores (more local ranks than cores)
-        // the extra work competes for them as real work would; a sleep would hand its core to
-        // the other ranks and shrink the delay it stands for.
-        ro.firstGradHook = [cpuNs] {
-            auto threadCpuNs = [] {
-                timespec ts{};
-                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-                return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-            };
-            const int64_t until = threadCpuNs() + cpuNs;
-            volatile double sink = 1.0;
-            while (threadCpuNs() < until)
-                for (int i = 0; i < 1000; ++i)
-                    sink = sink * 1.0000001 + 1e-9;
-        };
-    }
-    m_reducer = std::make_unique<Reducer>(m_model->params, m_pg, ro, &m_gradBuffers);
-    if (!m_o.quiet) {
-        // The bucket layout, so a comparison with torch's DDP can check both sides bucket alike
-        // (bench/runtime/ddp_peer.py prints the same from DDP's rebuilt buckets).
-        std::string sizes;
-        for (size_t b = 0; b < m_reducer->bucketParams().size(); ++b)
-            sizes += (b ? "," : "") + std::to_string(m_reducer->bucketBytes(static_cast<int>(b)));
-        std::printf("%s\n", job::layoutLine(m_env.rank, m_reducer->bucketParams().size(), sizes, threads,
-                                            m_reducer->pairwise()).c_str());
-        std::fflush(stdout);
-    }
+    if (m_o.stragglerRank == m_env.rank && m_o.stragglerMs > 0)
+        ro.firstGradHook = burnThreadCpu(static_cast<int64_t>(m_o.stragglerMs * 1e6));
+    return ro;
+}
 
+// The bucket layout, so a comparison with torch's DDP can check both sides bucket alike
+// (bench/runtime/ddp_peer.py prints the same from DDP's rebuilt buckets).
+void Trainer::printBucketLayout(int threads)
+{
+    std::string sizes;
+    for (size_t b = 0; b < m_reducer->bucketParams().size(); ++b)
+        sizes += (b ? "," : "") + std::to_string(m_reducer->bucketBytes(static_cast<int>(b)));
+    std::printf("%s\n", job::layoutLine(m_env.rank, m_reducer->bucketParams().size(), sizes, threads,
+                                        m_reducer->pairwise()).c_str());
+    std::fflush(stdout);
+}
+
+// The clock exchange (collective), and this rank's row.
+void Trainer::syncClockAndDescribeRank()
+{
     const ClockResult clock = syncClock(*m_store, glooGroup(), m_env, "start", m_timeout);
     m_rankInfo.rank = m_env.rank;
     m_rankInfo.host = hostName();
@@ -605,11 +659,14 @@ void Trainer::setup()
     m_rankInfo.clockRttNs = clock.rtt;
     m_rankInfo.clockUncertaintyNs = clock.uncertainty;
     m_rankInfo.clockSyncStartNs = clock.at;
+}
 
-    m_reducer->broadcastParameters();
-    // The link at three small sizes (whatif.h, kLinkProbeKey: kLinkProbeBytes, the fastest of
-    // kLinkProbeRepeats each; ~30 ms on 127.0.0.1): lets `lockstep predict` tell the link's
-    // latency from its bandwidth when the run's own buckets all have one size.
+// The link at three small sizes (whatif.h, kLinkProbeKey: kLinkProbeBytes, the fastest of
+// kLinkProbeRepeats each; ~30 ms on 127.0.0.1): lets `lockstep predict` tell the link's
+// latency from its bandwidth when the run's own buckets all have one size. Recording runs of
+// more than one rank only (collective).
+std::vector<core::LinkProbePoint> Trainer::probeLinkAtStartup()
+{
     std::vector<core::LinkProbePoint> probe;
     if (m_o.record && m_env.world > 1) {
         m_phase = "probing the link: ";
@@ -617,103 +674,124 @@ void Trainer::setup()
             probe.push_back({bytes, ns});
         m_phase = "setup: ";
     }
+    return probe;
+}
+
+void Trainer::makeOptimizer()
+{
     if (m_o.optimizer == "adamw")
         m_opt = std::make_unique<torch::optim::AdamW>(m_model->params, torch::optim::AdamWOptions(m_o.lr));
     else
         m_opt = std::make_unique<torch::optim::SGD>(m_model->params,
                                                     torch::optim::SGDOptions(m_o.lr).momentum(job::kMomentum));
+}
 
-    if (m_o.record) {
-        core::RunConfig c;
-        // Every training option, under the flag table's keys (lr, seed, micro_batch, threads,
-        // timeout_s, dataset_size, straggler, crash, check_every); the columns below hold the rest.
-        job::recordOptions(m_o, c);
-        if (const std::string net = envText(job::kEnvEmulatedNet); !net.empty())
-            c.extra["emulated_net"] = net; // `lockstep run --hosts`: the hosts and their links
-        c.name = m_o.runName.empty() ? envText(job::kEnvRunName) : m_o.runName;
-        c.model = m_o.model;
-        c.modelArgs = m_model->args;
-        c.worldSize = m_env.world;
-        c.backend = m_o.backend;
-        c.device = m_o.device;
-        c.bucketCapBytes = ro.bucketBytes;
-        c.firstBucketCapBytes = ro.firstBucketBytes;
-        c.batchPerRank = int64_t{m_o.batch} * m_o.accumulate;
-        c.stepsPlanned = m_o.steps;
-        c.warmupSteps = m_o.warmup;
-        c.optimizer = m_o.optimizer;
-        c.compress = m_o.compress;
-        c.accumulate = m_o.accumulate;
-        c.linkGbps = m_o.linkGbps;
-        c.commandLine = commandLine();
-        c.host = m_rankInfo.host;
-        c.createdNs = nowNs();
-        c.status = core::RunStatus::Running;
-        // Resolved values, what actually ran: --threads 0 means cores / local ranks.
-        c.extra["threads"] = std::to_string(threads);
-        // As asked (0 = automatic): what makes runs comparable across world sizes (comparison.h).
-        c.extra["threads_requested"] = std::to_string(m_o.threads);
-        c.extra["momentum"] = m_o.optimizer == "sgd" ? job::formatNumber(job::kMomentum) : std::string("-");
-        c.extra["local_rank"] = std::to_string(m_env.localRank);
-        c.extra["rendezvous"] = !m_env.rendezvousFile.empty()           ? std::string("file store in the shard folder")
-            : m_env.world == 1 && m_env.masterAddr.empty()                ? std::string("none (world of one)")
-                                                                          : m_env.masterAddr + ":" + std::to_string(m_env.masterPort)
-                + (m_env.agentStore ? " (torchrun agent store)" : "");
-        c.extra["grad_ready"] = "gradient accumulator post-hooks";
-        c.extra["allreduce"] = m_reducer->pairwise() ? "pairwise send/recv exchange (world of 2)" : "process group allreduce";
+// The run's configuration as this rank records it (the probes and parameter sizes aside).
+core::RunConfig Trainer::runConfig(const ReducerOptions& ro, int threads)
+{
+    core::RunConfig c;
+    // Every training option, under the flag table's keys (lr, seed, micro_batch, threads,
+    // timeout_s, dataset_size, straggler, crash, check_every); the columns below hold the rest.
+    job::recordOptions(m_o, c);
+    if (const std::string net = envText(job::kEnvEmulatedNet); !net.empty())
+        c.extra["emulated_net"] = net; // `lockstep run --hosts`: the hosts and their links
+    c.name = m_o.runName.empty() ? envText(job::kEnvRunName) : m_o.runName;
+    c.model = m_o.model;
+    c.modelArgs = m_model->args;
+    c.worldSize = m_env.world;
+    c.backend = m_o.backend;
+    c.device = m_o.device;
+    c.bucketCapBytes = ro.bucketBytes;
+    c.firstBucketCapBytes = ro.firstBucketBytes;
+    c.batchPerRank = int64_t{m_o.batch} * m_o.accumulate;
+    c.stepsPlanned = m_o.steps;
+    c.warmupSteps = m_o.warmup;
+    c.optimizer = m_o.optimizer;
+    c.compress = m_o.compress;
+    c.accumulate = m_o.accumulate;
+    c.linkGbps = m_o.linkGbps;
+    c.commandLine = commandLine();
+    c.host = m_rankInfo.host;
+    c.createdNs = nowNs();
+    c.status = core::RunStatus::Running;
+    // Resolved values, what actually ran: --threads 0 means cores / local ranks.
+    c.extra["threads"] = std::to_string(threads);
+    // As asked (0 = automatic): what makes runs comparable across world sizes (comparison.h).
+    c.extra["threads_requested"] = std::to_string(m_o.threads);
+    c.extra["momentum"] = m_o.optimizer == "sgd" ? job::formatNumber(job::kMomentum) : std::string("-");
+    c.extra["local_rank"] = std::to_string(m_env.localRank);
+    c.extra["rendezvous"] = !m_env.rendezvousFile.empty()           ? std::string("file store in the shard folder")
+        : m_env.world == 1 && m_env.masterAddr.empty()                ? std::string("none (world of one)")
+                                                                      : m_env.masterAddr + ":" + std::to_string(m_env.masterPort)
+            + (m_env.agentStore ? " (torchrun agent store)" : "");
+    c.extra["grad_ready"] = "gradient accumulator post-hooks";
+    c.extra["allreduce"] = m_reducer->pairwise() ? "pairwise send/recv exchange (world of 2)" : "process group allreduce";
 #ifdef LOCKSTEP_HAVE_CUPTI
-        if (m_cuptiAlternate > 0)
-            c.extra["cupti_alternate"] = std::to_string(m_cuptiAlternate)
-                + " (benchmark: device activity recorded in every other block of this many steps)";
+    if (m_cuptiAlternate > 0)
+        c.extra["cupti_alternate"] = std::to_string(m_cuptiAlternate)
+            + " (benchmark: device activity recorded in every other block of this many steps)";
 #endif
+    return c;
+}
 
-        ModelLayout layout;
-        layout.stageNames = m_model->stageNames;
-        layout.paramNames = m_model->paramNames;
-        layout.paramStage = m_model->paramStage;
-        layout.paramBucket = m_reducer->paramBucket();
-        const auto& bp = m_reducer->bucketParams();
-        std::vector<std::vector<int64_t>> numel(bp.size());
-        for (size_t b = 0; b < bp.size(); ++b) {
-            core::Bucket bucket;
-            bucket.index = static_cast<int32_t>(b);
-            bucket.bytes = m_reducer->bucketBytes(static_cast<int>(b));
-            for (int32_t p : bp[b]) {
-                bucket.params.push_back(m_model->paramNames[p]);
-                numel[b].push_back(m_model->params[p].numel());
-            }
-            layout.buckets.push_back(std::move(bucket));
+// The model's stages and the Reducer's buckets; `numel` gets each bucket's parameter sizes.
+ModelLayout Trainer::modelLayout(std::vector<std::vector<int64_t>>& numel)
+{
+    ModelLayout layout;
+    layout.stageNames = m_model->stageNames;
+    layout.paramNames = m_model->paramNames;
+    layout.paramStage = m_model->paramStage;
+    layout.paramBucket = m_reducer->paramBucket();
+    const auto& bp = m_reducer->bucketParams();
+    numel.assign(bp.size(), {});
+    for (size_t b = 0; b < bp.size(); ++b) {
+        core::Bucket bucket;
+        bucket.index = static_cast<int32_t>(b);
+        bucket.bytes = m_reducer->bucketBytes(static_cast<int>(b));
+        for (int32_t p : bp[b]) {
+            bucket.params.push_back(m_model->paramNames[p]);
+            numel[b].push_back(m_model->params[p].numel());
         }
-        // Parameter sizes, so `lockstep predict` can re-bucket at other caps (whatif.h).
-        c.extra[core::kParamNumelKey] = core::formatParamNumel(numel);
-        if (!probe.empty())
-            c.extra[core::kLinkProbeKey] = core::formatLinkProbe(probe);
-        if (computeProbe)
-            c.extra[core::kComputeProbeKey] = core::formatComputeProbe(*computeProbe);
-        // Its cost and turns, or why a one-rank run has none (not read by the model).
-        if (!computeProbeCost.empty())
-            c.extra["compute_probe_startup"] = computeProbeCost;
-        std::string dir = m_o.outDir.empty() ? envText(job::kEnvShardDir) : m_o.outDir;
-        if (dir.empty())
-            dir = ".";
-        std::error_code ec;
-        std::filesystem::create_directories(dir, ec);
-        const std::string path = job::shardFile(dir, m_env.rank);
-        // Another run's shard is not replaced without --force (a launcher's shard folder is new).
-        if (!m_o.force && std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
-            throw std::runtime_error(path + " already exists; pass --force to replace it");
-        auto rec = Recorder::open(path, c, m_rankInfo, layout, std::move(m_deviceActivity));
-        if (!rec)
-            throw std::runtime_error("cannot record into " + path + ": " + rec.error().message);
-        m_recorder = std::move(*rec);
-        if (!m_deviceActivityMissing.empty())
-            m_recorder->addDiagnostic(core::makeDiagnostic(core::DiagnosticKind::DeviceActivityNotRecorded, 1,
-                                                           m_deviceActivityMissing));
-        std::lock_guard lock(g_stopMutex);
-        g_stopRecorder = m_recorder.get();
-    } else {
-        m_scratch = std::make_unique<StepRecord>();
+        layout.buckets.push_back(std::move(bucket));
     }
+    return layout;
+}
+
+// The shard: the configuration with the probes, the layout, and the recorder that a signal
+// finishes.
+void Trainer::startRecording(const ReducerOptions& ro, int threads, const std::vector<core::LinkProbePoint>& linkProbe,
+                             const StartupComputeProbe& computeProbe)
+{
+    core::RunConfig c = runConfig(ro, threads);
+    std::vector<std::vector<int64_t>> numel;
+    const ModelLayout layout = modelLayout(numel);
+    // Parameter sizes, so `lockstep predict` can re-bucket at other caps (whatif.h).
+    c.extra[core::kParamNumelKey] = core::formatParamNumel(numel);
+    if (!linkProbe.empty())
+        c.extra[core::kLinkProbeKey] = core::formatLinkProbe(linkProbe);
+    if (computeProbe.probe)
+        c.extra[core::kComputeProbeKey] = core::formatComputeProbe(*computeProbe.probe);
+    // Its cost and turns, or why a one-rank run has none (not read by the model).
+    if (!computeProbe.cost.empty())
+        c.extra["compute_probe_startup"] = computeProbe.cost;
+    std::string dir = m_o.outDir.empty() ? envText(job::kEnvShardDir) : m_o.outDir;
+    if (dir.empty())
+        dir = ".";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const std::string path = job::shardFile(dir, m_env.rank);
+    // Another run's shard is not replaced without --force (a launcher's shard folder is new).
+    if (!m_o.force && std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
+        throw std::runtime_error(path + " already exists; pass --force to replace it");
+    auto rec = Recorder::open(path, c, m_rankInfo, layout, std::move(m_deviceActivity));
+    if (!rec)
+        throw std::runtime_error("cannot record into " + path + ": " + rec.error().message);
+    m_recorder = std::move(*rec);
+    if (!m_deviceActivityMissing.empty())
+        m_recorder->addDiagnostic(core::makeDiagnostic(core::DiagnosticKind::DeviceActivityNotRecorded, 1,
+                                                       m_deviceActivityMissing));
+    std::lock_guard lock(g_stopMutex);
+    g_stopRecorder = m_recorder.get();
 }
 
 // The startup compute probe (whatif.h, kComputeProbeKey). Collective: every rank calls it (a

@@ -386,12 +386,65 @@ core::StringId ShardRecorder::optimizerName(int32_t label)
 //  - Wait: from the end of backward to the return of DDP's end-of-backward callback.
 //  - Before each micro-batch's forward, from the end of what came before: "data, user code"
 //    (loading the batch, zero_grad, logging), a DataLoad span like the runtime's data span.
-void ShardRecorder::writeStep(const PendingStep& p)
-{
-    m_spans.clear();
-    m_instants.clear();
-    const auto span = [&](TimeNs a, TimeNs b, core::LaneId lane, core::StringId name, core::SpanKind kind,
-                          int32_t bucket = core::kNoBucket, int64_t bytes = 0) {
+// StepRows reads one step's events in order into the recorder's scratch rows (m_spans,
+// m_instants) and the step's row.
+class ShardRecorder::StepRows {
+public:
+    StepRows(ShardRecorder& recorder, const PendingStep& p)
+        : r(recorder), p(p), layout(p.layout.get()), nParams(static_cast<int32_t>(recorder.m_paramIds.size())),
+          nStages(static_cast<int32_t>(recorder.m_stageIds.size()))
+    {
+    }
+
+    void add(const Event& e)
+    {
+        switch (e.kind) {
+        case Ev::StepStart:
+            stepStart = e.ts;
+            cursor = e.ts;
+            break;
+        case Ev::ForwardBegin: forwardBegin(e); break;
+        case Ev::StageBegin: stageBegin(e); break;
+        case Ev::StageEnd: stageEnd(e); break;
+        case Ev::ForwardEnd: forwardEnd(e); break;
+        case Ev::BackwardBegin: backwardBegin(e); break;
+        case Ev::Grad: gradReady(e); break;
+        case Ev::BackwardEnd:
+            closeBackward(e.ts);
+            bwdEnd = e.ts;
+            break;
+        case Ev::WaitEnd: waitEnd(e); break;
+        case Ev::CommLaunch: commLaunch(e); break;
+        case Ev::CommDone: commDone(e); break;
+        case Ev::OptBegin:
+            optStart = e.ts;
+            optLabel = e.c;
+            break;
+        case Ev::OptEnd: optEnd(e); break;
+        case Ev::DeviceSpan: deviceSpan(e); break;
+        case Ev::StepEnd:
+            stepEnd = e.ts;
+            cpuNs = e.value;
+            runqNs = e.end;
+            break;
+        }
+    }
+
+    // After the last event: a backward still open is closed, and the step's row.
+    core::Step finish()
+    {
+        if (bwdStart >= 0 || !grads.empty())
+            closeBackward(grads.empty() ? bwdStart : grads.back().first);
+        if (stepEnd == 0)
+            stepEnd = std::max(cursor, p.events.empty() ? 0 : p.events.back().ts);
+        return core::Step{.rank = r.m_rank, .step = p.step, .start = stepStart, .end = stepEnd, .loss = p.loss,
+                          .samples = samples, .cpuNs = cpuNs, .runqNs = runqNs};
+    }
+
+private:
+    void span(TimeNs a, TimeNs b, core::LaneId lane, core::StringId name, core::SpanKind kind,
+              int32_t bucket = core::kNoBucket, int64_t bytes = 0)
+    {
         core::Span s;
         s.start = a;
         s.end = std::max(a, b);
@@ -401,16 +454,179 @@ void ShardRecorder::writeStep(const PendingStep& p)
         s.step = p.step;
         s.bucket = bucket;
         s.kind = kind;
-        m_spans.push_back(s);
-    };
-    const BucketLayout* layout = p.layout.get();
-    const auto bucketOf = [&](int32_t param) {
+        r.m_spans.push_back(s);
+    }
+
+    int32_t bucketOf(int32_t param) const
+    {
         if (!layout || param < 0 || static_cast<size_t>(param) >= layout->paramBucket.size())
             return core::kNoBucket;
         return layout->paramBucket[param];
+    }
+
+    void forwardBegin(const Event& e)
+    {
+        if (bwdStart >= 0 || !grads.empty())
+            closeBackward(grads.empty() ? bwdStart : grads.back().first);
+        if (cursor > 0 && e.ts > cursor)
+            span(cursor, e.ts, r.m_computeLane, r.m_dataId, core::SpanKind::DataLoad);
+        if (stepStart == 0)
+            stepStart = e.ts;
+        samples += e.value;
+        fwdCursor = e.ts;
+        fwdEnd = -1;
+        depth = 0;
+    }
+
+    void stageBegin(const Event& e)
+    {
+        if (e.a < 0 || e.a >= nStages || fwdCursor < 0)
+            return;
+        if (depth++ == 0) {
+            if (e.ts > fwdCursor)
+                span(fwdCursor, e.ts, r.m_computeLane, r.m_stageIds[r.m_model.rootStage], core::SpanKind::Forward);
+            stage = e.a;
+            stageStart = e.ts;
+        }
+    }
+
+    void stageEnd(const Event& e)
+    {
+        if (depth <= 0 || fwdCursor < 0)
+            return;
+        if (--depth == 0) {
+            span(stageStart, e.ts, r.m_computeLane, r.m_stageIds[stage], core::SpanKind::Forward);
+            fwdCursor = e.ts;
+        }
+    }
+
+    void forwardEnd(const Event& e)
+    {
+        if (fwdCursor < 0)
+            return;
+        if (e.ts > fwdCursor)
+            span(fwdCursor, e.ts, r.m_computeLane, r.m_stageIds[r.m_model.rootStage], core::SpanKind::Forward);
+        fwdCursor = -1;
+        fwdEnd = e.ts;
+        cursor = e.ts;
+    }
+
+    void backwardBegin(const Event& e)
+    {
+        if (fwdEnd >= 0 && e.ts > fwdEnd)
+            span(fwdEnd, e.ts, r.m_computeLane, r.m_lossId, core::SpanKind::Forward);
+        fwdEnd = -1;
+        bwdStart = e.ts;
+        grads.clear();
+    }
+
+    void gradReady(const Event& e)
+    {
+        if (e.a < 0 || e.a >= nParams)
+            return;
+        if (bwdStart < 0 && grads.empty())
+            bwdStart = fwdEnd >= 0 ? fwdEnd : e.ts; // backward not called through torch.autograd.backward
+        fwdEnd = -1;
+        grads.emplace_back(e.ts, e.a);
+    }
+
+    // The gradient-ready instants and the backward cut at them, up to `end`.
+    void closeBackward(TimeNs end)
+    {
+        if (grads.empty() && bwdStart < 0)
+            return;
+        std::stable_sort(grads.begin(), grads.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+        gradients.clear();
+        for (const auto& [ts, param] : grads) {
+            core::Instant in;
+            in.ts = ts;
+            in.lane = r.m_computeLane;
+            in.name = r.m_paramIds[param];
+            in.step = p.step;
+            in.bucket = bucketOf(param);
+            in.kind = core::InstantKind::GradReady;
+            r.m_instants.push_back(in);
+            gradients.push_back({ts, r.m_model.paramStage[param]});
+        }
+        const TimeNs start = bwdStart >= 0 ? bwdStart : grads.front().first;
+        for (const core::BackwardSegment& b : core::cutBackward(start, gradients, end))
+            span(b.start, b.end, r.m_computeLane, b.stage == core::kNoStage ? r.m_backwardId : r.m_stageIds[b.stage],
+                 core::SpanKind::Backward);
+        cursor = std::max(cursor, end);
+        grads.clear();
+        bwdStart = -1;
+    }
+
+    void waitEnd(const Event& e)
+    {
+        if (bwdEnd >= 0) {
+            span(bwdEnd, e.ts, r.m_computeLane, r.m_waitId, core::SpanKind::Wait);
+            cursor = std::max(cursor, e.ts);
+        }
+    }
+
+    void commLaunch(const Event& e)
+    {
+        if (e.a >= 0) {
+            if (static_cast<size_t>(e.a) >= launches.size())
+                launches.resize(e.a + 1);
+            launches[e.a] = Launch{e.ts, e.b, e.value, e.c, false};
+        }
+    }
+
+    void commDone(const Event& e)
+    {
+        if (e.a >= 0 && static_cast<size_t>(e.a) < launches.size() && !launches[e.a].done) {
+            Launch& l = launches[e.a];
+            l.done = true;
+            if (!r.m_deviceTiming)
+                span(l.ts, e.ts, r.m_commLane, r.commName(l.label, l.bucket), core::SpanKind::Comm, l.bucket, l.bytes);
+        }
+    }
+
+    void optEnd(const Event& e)
+    {
+        if (optStart >= 0) {
+            span(optStart, e.ts, r.m_computeLane, r.optimizerName(optLabel), core::SpanKind::Optimizer);
+            cursor = std::max(cursor, e.ts);
+            optStart = -1;
+        }
+    }
+
+    void deviceSpan(const Event& e)
+    {
+        if (!r.m_deviceTiming)
+            return;
+        switch (static_cast<DeviceWhat>(e.b)) {
+        case DeviceWhat::Forward:
+            if (e.a >= 0 && e.a < nStages)
+                span(e.ts, e.end, r.m_gpuComputeLane, r.m_stageIds[e.a], core::SpanKind::Kernel);
+            break;
+        case DeviceWhat::Backward:
+            span(e.ts, e.end, r.m_gpuComputeLane, r.m_backwardId, core::SpanKind::Kernel);
+            break;
+        case DeviceWhat::Optimizer:
+            span(e.ts, e.end, r.m_gpuComputeLane, r.optimizerName(e.c), core::SpanKind::Kernel);
+            break;
+        case DeviceWhat::Comm:
+            span(e.ts, e.end, r.m_gpuCommLane, r.commName(e.c, e.a), core::SpanKind::CommKernel, e.a, e.value);
+            break;
+        }
+    }
+
+    struct Launch {
+        TimeNs ts = 0;
+        int32_t bucket = 0;
+        int64_t bytes = 0;
+        int32_t label = -1;
+        bool done = false;
     };
-    const int32_t nParams = static_cast<int32_t>(m_paramIds.size());
-    const int32_t nStages = static_cast<int32_t>(m_stageIds.size());
+
+    ShardRecorder& r;
+    const PendingStep& p;
+    const BucketLayout* layout;
+    const int32_t nParams;
+    const int32_t nStages;
 
     TimeNs stepStart = 0, stepEnd = 0;
     int64_t cpuNs = -1, runqNs = -1; // the training thread's, from the StepEnd event
@@ -422,174 +638,22 @@ void ShardRecorder::writeStep(const PendingStep& p)
     TimeNs stageStart = 0;
     TimeNs bwdStart = -1;
     std::vector<std::pair<TimeNs, int32_t>> grads;
-    struct Launch {
-        TimeNs ts = 0;
-        int32_t bucket = 0;
-        int64_t bytes = 0;
-        int32_t label = -1;
-        bool done = false;
-    };
     std::vector<Launch> launches;
     TimeNs bwdEnd = -1, optStart = -1;
     int32_t optLabel = -1;
     int64_t samples = 0;
-
     std::vector<core::GradientReady> gradients; // grads in time order with their modules, for the cut
-    const auto closeBackward = [&](TimeNs end) {
-        if (grads.empty() && bwdStart < 0)
-            return;
-        std::stable_sort(grads.begin(), grads.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-        gradients.clear();
-        for (const auto& [ts, param] : grads) {
-            core::Instant in;
-            in.ts = ts;
-            in.lane = m_computeLane;
-            in.name = m_paramIds[param];
-            in.step = p.step;
-            in.bucket = bucketOf(param);
-            in.kind = core::InstantKind::GradReady;
-            m_instants.push_back(in);
-            gradients.push_back({ts, m_model.paramStage[param]});
-        }
-        const TimeNs start = bwdStart >= 0 ? bwdStart : grads.front().first;
-        for (const core::BackwardSegment& b : core::cutBackward(start, gradients, end))
-            span(b.start, b.end, m_computeLane, b.stage == core::kNoStage ? m_backwardId : m_stageIds[b.stage],
-                 core::SpanKind::Backward);
-        cursor = std::max(cursor, end);
-        grads.clear();
-        bwdStart = -1;
-    };
+};
 
-    for (const Event& e : p.events) {
-        switch (e.kind) {
-        case Ev::StepStart:
-            stepStart = e.ts;
-            cursor = e.ts;
-            break;
-        case Ev::ForwardBegin:
-            if (bwdStart >= 0 || !grads.empty())
-                closeBackward(grads.empty() ? bwdStart : grads.back().first);
-            if (cursor > 0 && e.ts > cursor)
-                span(cursor, e.ts, m_computeLane, m_dataId, core::SpanKind::DataLoad);
-            if (stepStart == 0)
-                stepStart = e.ts;
-            samples += e.value;
-            fwdCursor = e.ts;
-            fwdEnd = -1;
-            depth = 0;
-            break;
-        case Ev::StageBegin:
-            if (e.a < 0 || e.a >= nStages || fwdCursor < 0)
-                break;
-            if (depth++ == 0) {
-                if (e.ts > fwdCursor)
-                    span(fwdCursor, e.ts, m_computeLane, m_stageIds[m_model.rootStage], core::SpanKind::Forward);
-                stage = e.a;
-                stageStart = e.ts;
-            }
-            break;
-        case Ev::StageEnd:
-            if (depth <= 0 || fwdCursor < 0)
-                break;
-            if (--depth == 0) {
-                span(stageStart, e.ts, m_computeLane, m_stageIds[stage], core::SpanKind::Forward);
-                fwdCursor = e.ts;
-            }
-            break;
-        case Ev::ForwardEnd:
-            if (fwdCursor < 0)
-                break;
-            if (e.ts > fwdCursor)
-                span(fwdCursor, e.ts, m_computeLane, m_stageIds[m_model.rootStage], core::SpanKind::Forward);
-            fwdCursor = -1;
-            fwdEnd = e.ts;
-            cursor = e.ts;
-            break;
-        case Ev::BackwardBegin:
-            if (fwdEnd >= 0 && e.ts > fwdEnd)
-                span(fwdEnd, e.ts, m_computeLane, m_lossId, core::SpanKind::Forward);
-            fwdEnd = -1;
-            bwdStart = e.ts;
-            grads.clear();
-            break;
-        case Ev::Grad:
-            if (e.a < 0 || e.a >= nParams)
-                break;
-            if (bwdStart < 0 && grads.empty())
-                bwdStart = fwdEnd >= 0 ? fwdEnd : e.ts; // backward not called through torch.autograd.backward
-            fwdEnd = -1;
-            grads.emplace_back(e.ts, e.a);
-            break;
-        case Ev::BackwardEnd:
-            closeBackward(e.ts);
-            bwdEnd = e.ts;
-            break;
-        case Ev::WaitEnd:
-            if (bwdEnd >= 0) {
-                span(bwdEnd, e.ts, m_computeLane, m_waitId, core::SpanKind::Wait);
-                cursor = std::max(cursor, e.ts);
-            }
-            break;
-        case Ev::CommLaunch:
-            if (e.a >= 0) {
-                if (static_cast<size_t>(e.a) >= launches.size())
-                    launches.resize(e.a + 1);
-                launches[e.a] = Launch{e.ts, e.b, e.value, e.c, false};
-            }
-            break;
-        case Ev::CommDone:
-            if (e.a >= 0 && static_cast<size_t>(e.a) < launches.size() && !launches[e.a].done) {
-                Launch& l = launches[e.a];
-                l.done = true;
-                if (!m_deviceTiming)
-                    span(l.ts, e.ts, m_commLane, commName(l.label, l.bucket), core::SpanKind::Comm, l.bucket, l.bytes);
-            }
-            break;
-        case Ev::OptBegin:
-            optStart = e.ts;
-            optLabel = e.c;
-            break;
-        case Ev::OptEnd:
-            if (optStart >= 0) {
-                span(optStart, e.ts, m_computeLane, optimizerName(optLabel), core::SpanKind::Optimizer);
-                cursor = std::max(cursor, e.ts);
-                optStart = -1;
-            }
-            break;
-        case Ev::DeviceSpan: {
-            if (!m_deviceTiming)
-                break;
-            switch (static_cast<DeviceWhat>(e.b)) {
-            case DeviceWhat::Forward:
-                if (e.a >= 0 && e.a < nStages)
-                    span(e.ts, e.end, m_gpuComputeLane, m_stageIds[e.a], core::SpanKind::Kernel);
-                break;
-            case DeviceWhat::Backward:
-                span(e.ts, e.end, m_gpuComputeLane, m_backwardId, core::SpanKind::Kernel);
-                break;
-            case DeviceWhat::Optimizer:
-                span(e.ts, e.end, m_gpuComputeLane, optimizerName(e.c), core::SpanKind::Kernel);
-                break;
-            case DeviceWhat::Comm:
-                span(e.ts, e.end, m_gpuCommLane, commName(e.c, e.a), core::SpanKind::CommKernel, e.a, e.value);
-                break;
-            }
-            break;
-        }
-        case Ev::StepEnd:
-            stepEnd = e.ts;
-            cpuNs = e.value;
-            runqNs = e.end;
-            break;
-        }
-    }
-    if (bwdStart >= 0 || !grads.empty())
-        closeBackward(grads.empty() ? bwdStart : grads.back().first);
-    if (stepEnd == 0)
-        stepEnd = std::max(cursor, p.events.empty() ? 0 : p.events.back().ts);
-
-    const core::Step step{.rank = m_rank, .step = p.step, .start = stepStart, .end = stepEnd, .loss = p.loss,
-                          .samples = samples, .cpuNs = cpuNs, .runqNs = runqNs};
+// One step's rows, written in one transaction (StepRows above has the rules).
+void ShardRecorder::writeStep(const PendingStep& p)
+{
+    m_spans.clear();
+    m_instants.clear();
+    StepRows rows(*this, p);
+    for (const Event& e : p.events)
+        rows.add(e);
+    const core::Step step = rows.finish();
     const core::Status s = m_writer->writeStep(step, m_spans, m_instants);
     if (!s) {
         std::lock_guard lock(m_mutex);

@@ -135,6 +135,7 @@ public:
 
 private:
     ShardRecorder() = default;
+    class StepRows; // one step's events -> rows (shard_recorder.cpp)
     void writerLoop();
     void writeStep(const PendingStep& step);
     core::StringId commName(int32_t label, int32_t bucket);

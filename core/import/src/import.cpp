@@ -505,14 +505,21 @@ int32_t warmupThreshold(const std::vector<Step>& steps, int firstN)
     return n < numbers.size() ? numbers[n] : numbers.back() + 1;
 }
 
-Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::string>& names,
-                     const ImportOptions& options, Run run, int64_t truncatedNames, ImportStats* stats)
+// Which ranks each file holds, and which file holds each rank.
+struct FileRanks {
+    std::vector<std::vector<int>> ofFile; // per file
+    std::map<int, size_t> owner;          // rank -> file
+};
+
+// Ranks: a Lockstep export names its own (one file may hold every rank); other files are
+// one rank each: the option (first file's rank, then consecutive), else distributedInfo,
+// else the file's position.
+Result<FileRanks> assignRanks(const std::vector<RankTrace>& traces, const std::vector<std::string>& names,
+                              const ImportOptions& options)
 {
-    // Ranks: a Lockstep export names its own (one file may hold every rank); other files are
-    // one rank each: the option (first file's rank, then consecutive), else distributedInfo,
-    // else the file's position.
-    std::vector<std::vector<int>> ranks(traces.size());
-    std::map<int, size_t> owner;
+    FileRanks fr;
+    std::vector<std::vector<int>>& ranks = fr.ofFile;
+    ranks.resize(traces.size());
     int nextOptionRank = options.rank.value_or(0);
     for (size_t i = 0; i < traces.size(); ++i) {
         if (traces[i].lockstep) {
@@ -533,13 +540,23 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
         for (int r : ranks[i]) {
             if (r < 0)
                 return fail("rank must not be negative (" + names[i] + ")");
-            auto [it, fresh] = owner.emplace(r, i);
+            auto [it, fresh] = fr.owner.emplace(r, i);
             if (!fresh)
                 return fail(names[it->second] + " and " + names[i] + " are both rank " + std::to_string(r)
                             + "; give the ranks with --rank (first file's rank, the next files follow)");
         }
     }
-    const int maxRank = owner.empty() ? 0 : owner.rbegin()->first;
+    return fr;
+}
+
+int highestRank(const std::map<int, size_t>& owner) { return owner.empty() ? 0 : owner.rbegin()->first; }
+
+// The world size: --world-size when given (it must hold every rank the traces hold), else the
+// largest the traces name, and at least one past the highest rank.
+Result<int> resolveWorldSize(const std::vector<RankTrace>& traces, const ImportOptions& options,
+                             const std::map<int, size_t>& owner)
+{
+    const int maxRank = highestRank(owner);
     int worldSize = static_cast<int>(owner.size());
     if (options.worldSize) {
         worldSize = *options.worldSize;
@@ -556,13 +573,12 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
         }
         worldSize = std::max(worldSize, maxRank + 1);
     }
-    DiagnosticCounter diagnostics;
-    if (worldSize < static_cast<int>(owner.size()) || worldSize <= maxRank)
-        diagnostics.add(DiagnosticKind::RankOutsideWorldSize);
-    if (truncatedNames > 0)
-        diagnostics.add(DiagnosticKind::NameTruncated, truncatedNames);
+    return worldSize;
+}
 
-    const StringId allreduce = run.strings.intern("allreduce");
+// What the files add up to beside the Run itself: the buckets, what the configuration is
+// guessed from, and the sizes read.
+struct Merged {
     std::map<int32_t, int64_t> bucketBytes;
     std::map<int32_t, Bucket> exportedBuckets;
     bool anyGpu = false, anyCommKernel = false, anyGloo = false;
@@ -570,108 +586,141 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
     std::string source;
     int64_t events = 0, bytes = 0;
     const LockstepMeta* meta = nullptr;
-    for (size_t f = 0; f < traces.size(); ++f) {
-        RankTrace& t = traces[f];
-        const int fileRank = ranks[f].front();
-        const size_t firstSpan = run.spans.size();
-        const size_t firstStep = run.steps.size();
-        const auto laneBase = static_cast<uint32_t>(run.lanes.size());
-        std::map<int32_t, int32_t> gpuDevice; // rank -> lowest GPU index
-        for (auto& raw : t.lanes) {
-            Lane lane;
-            lane.id = LaneId{static_cast<uint32_t>(run.lanes.size())};
-            lane.rank = raw.rank.value_or(fileRank);
-            lane.kind = raw.kind;
-            lane.device = raw.device;
-            lane.stream = raw.stream;
-            if (raw.name.size() > kMaxNameBytes)
-                diagnostics.add(DiagnosticKind::NameTruncated);
-            lane.name = std::string(capName(raw.name));
-            if (lane.kind == LaneKind::GpuStream) {
-                auto [it, fresh] = gpuDevice.emplace(lane.rank, std::max(0, lane.device));
-                if (!fresh)
-                    it->second = std::min(it->second, std::max(0, lane.device));
-            }
-            run.lanes.push_back(std::move(lane));
+};
+
+// The file's lanes, appended to the run's with global ids. Returns rank -> lowest GPU index.
+std::map<int32_t, int32_t> addLanes(Run& run, const RankTrace& t, int fileRank, DiagnosticCounter& diagnostics)
+{
+    std::map<int32_t, int32_t> gpuDevice; // rank -> lowest GPU index
+    for (auto& raw : t.lanes) {
+        Lane lane;
+        lane.id = LaneId{static_cast<uint32_t>(run.lanes.size())};
+        lane.rank = raw.rank.value_or(fileRank);
+        lane.kind = raw.kind;
+        lane.device = raw.device;
+        lane.stream = raw.stream;
+        if (raw.name.size() > kMaxNameBytes)
+            diagnostics.add(DiagnosticKind::NameTruncated);
+        lane.name = std::string(capName(raw.name));
+        if (lane.kind == LaneKind::GpuStream) {
+            auto [it, fresh] = gpuDevice.emplace(lane.rank, std::max(0, lane.device));
+            if (!fresh)
+                it->second = std::min(it->second, std::max(0, lane.device));
         }
-        run.spans.reserve(run.spans.size() + t.spans.size());
-        for (Span s : t.spans) {
-            s.lane = LaneId{laneBase + s.lane.v};
-            anyCommKernel |= s.kind == SpanKind::CommKernel;
-            anyGloo |= s.kind == SpanKind::Comm && run.strings.text(s.name).starts_with("gloo:");
-            run.spans.push_back(s);
-        }
-        std::vector<Span>().swap(t.spans);
-        for (Step st : t.steps) {
-            if (!t.lockstep)
-                st.rank = fileRank;
-            run.steps.push_back(st);
-        }
-        for (Instant in : t.instants) {
-            in.lane = LaneId{laneBase + in.lane.v};
-            run.instants.push_back(in);
-        }
-        if (t.lockstep) {
-            // Spans and instants carry their own step and bucket: the run as it was exported.
-            meta = &*t.lockstep;
-            for (const Bucket& bucket : t.lockstep->buckets)
-                exportedBuckets[bucket.index] = bucket;
-        } else {
-            assignSteps(run.spans, run.steps, firstSpan, firstStep, t, diagnostics);
-            numberBuckets(run.spans, firstSpan, t.collective, allreduce, run.strings, fileRank, bucketBytes, diagnostics);
-            hostCollectiveStaging(run, firstSpan, laneBase, t, fileRank, bucketBytes, diagnostics);
-        }
-        for (int rank : ranks[f]) {
-            RankInfo info;
-            info.rank = rank;
-            info.pid = t.pid;
-            if (t.lockstep)
-                for (const RankInfo& r : t.lockstep->ranks)
-                    if (r.rank == rank)
-                        info = r;
-            auto gpu = gpuDevice.find(rank);
-            if (info.device.empty())
-                info.device = gpu != gpuDevice.end() ? "cuda:" + std::to_string(gpu->second) : "cpu";
-            anyGpu |= gpu != gpuDevice.end();
-            run.ranks.push_back(info);
-        }
-        if (backend.empty())
-            backend = t.backend;
-        if (source.empty())
-            source = t.source;
-        else if (source != t.source)
-            source = "mixed";
-        diagnostics.mergeFrom(t.diagnostics);
-        events += t.events;
-        bytes += t.bytes;
+        run.lanes.push_back(std::move(lane));
     }
-    for (const auto& [index, b] : bucketBytes) {
+    return gpuDevice;
+}
+
+// The file's spans (moved out of it), steps and instants, onto the run's lanes from laneBase.
+void addSpansStepsInstants(Run& run, RankTrace& t, int fileRank, uint32_t laneBase, Merged& m)
+{
+    run.spans.reserve(run.spans.size() + t.spans.size());
+    for (Span s : t.spans) {
+        s.lane = LaneId{laneBase + s.lane.v};
+        m.anyCommKernel |= s.kind == SpanKind::CommKernel;
+        m.anyGloo |= s.kind == SpanKind::Comm && run.strings.text(s.name).starts_with("gloo:");
+        run.spans.push_back(s);
+    }
+    std::vector<Span>().swap(t.spans);
+    for (Step st : t.steps) {
+        if (!t.lockstep)
+            st.rank = fileRank;
+        run.steps.push_back(st);
+    }
+    for (Instant in : t.instants) {
+        in.lane = LaneId{laneBase + in.lane.v};
+        run.instants.push_back(in);
+    }
+}
+
+// One RankInfo per rank the file holds: a Lockstep export's own, else the file's pid and device.
+void addRankInfos(Run& run, const RankTrace& t, const std::vector<int>& fileRanks,
+                  const std::map<int32_t, int32_t>& gpuDevice, Merged& m)
+{
+    for (int rank : fileRanks) {
+        RankInfo info;
+        info.rank = rank;
+        info.pid = t.pid;
+        if (t.lockstep)
+            for (const RankInfo& r : t.lockstep->ranks)
+                if (r.rank == rank)
+                    info = r;
+        auto gpu = gpuDevice.find(rank);
+        if (info.device.empty())
+            info.device = gpu != gpuDevice.end() ? "cuda:" + std::to_string(gpu->second) : "cpu";
+        m.anyGpu |= gpu != gpuDevice.end();
+        run.ranks.push_back(info);
+    }
+}
+
+// One file into the run: its lanes, events, steps and buckets, and its ranks.
+void addTrace(Run& run, RankTrace& t, const std::vector<int>& fileRanks, StringId allreduce, Merged& m,
+              DiagnosticCounter& diagnostics)
+{
+    const int fileRank = fileRanks.front();
+    const size_t firstSpan = run.spans.size();
+    const size_t firstStep = run.steps.size();
+    const auto laneBase = static_cast<uint32_t>(run.lanes.size());
+    const std::map<int32_t, int32_t> gpuDevice = addLanes(run, t, fileRank, diagnostics);
+    addSpansStepsInstants(run, t, fileRank, laneBase, m);
+    if (t.lockstep) {
+        // Spans and instants carry their own step and bucket: the run as it was exported.
+        m.meta = &*t.lockstep;
+        for (const Bucket& bucket : t.lockstep->buckets)
+            m.exportedBuckets[bucket.index] = bucket;
+    } else {
+        assignSteps(run.spans, run.steps, firstSpan, firstStep, t, diagnostics);
+        numberBuckets(run.spans, firstSpan, t.collective, allreduce, run.strings, fileRank, m.bucketBytes, diagnostics);
+        hostCollectiveStaging(run, firstSpan, laneBase, t, fileRank, m.bucketBytes, diagnostics);
+    }
+    addRankInfos(run, t, fileRanks, gpuDevice, m);
+    if (m.backend.empty())
+        m.backend = t.backend;
+    if (m.source.empty())
+        m.source = t.source;
+    else if (m.source != t.source)
+        m.source = "mixed";
+    diagnostics.mergeFrom(t.diagnostics);
+    m.events += t.events;
+    m.bytes += t.bytes;
+}
+
+// The run's buckets: an export's own, and the numbered ones with their bytes.
+void addBuckets(Run& run, Merged& m)
+{
+    for (const auto& [index, b] : m.bucketBytes) {
         Bucket bucket;
         bucket.index = index;
         bucket.bytes = b;
-        exportedBuckets.emplace(index, bucket);
+        m.exportedBuckets.emplace(index, bucket);
     }
-    for (auto& [index, bucket] : exportedBuckets)
+    for (auto& [index, bucket] : m.exportedBuckets)
         run.buckets.push_back(std::move(bucket));
+}
 
+// The run's configuration: an export's own, else what the traces show.
+void configureRun(Run& run, const Merged& m, size_t fileCount, int worldSize, const ImportOptions& options,
+                  const std::vector<std::string>& names)
+{
     RunConfig& c = run.config;
     std::map<int32_t, int32_t> stepsPerRank;
     for (const Step& st : run.steps)
         ++stepsPerRank[st.rank];
-    if (meta && traces.size() == 1) {
+    if (m.meta && fileCount == 1) {
         // A Lockstep export: its own configuration (warm-up, batch, caps: every metric needs it).
-        c = meta->config;
+        c = m.meta->config;
         c.worldSize = worldSize;
         c.extra["exported_source"] = c.source;
         c.source = "lockstep-export";
         if (options.warmupSteps)
             c.warmupSteps = warmupThreshold(run.steps, *options.warmupSteps);
     } else {
-        c.source = source.empty() ? "kineto" : source;
+        c.source = m.source.empty() ? "kineto" : m.source;
         c.model = "imported";
         c.worldSize = worldSize;
-        c.backend = !backend.empty() ? backend : anyCommKernel ? "nccl" : anyGloo ? "gloo" : "";
-        c.device = anyGpu ? "cuda" : "cpu";
+        c.backend = !m.backend.empty() ? m.backend : m.anyCommKernel ? "nccl" : m.anyGloo ? "gloo" : "";
+        c.device = m.anyGpu ? "cuda" : "cpu";
         c.bucketCapBytes = 0; // unknown: not in the trace
         c.firstBucketCapBytes = 0;
         for (const auto& [rank, n] : stepsPerRank)
@@ -686,29 +735,59 @@ Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::stri
     for (const auto& n : names)
         joined += (joined.empty() ? "" : ";") + n;
     c.extra["imported_from"] = joined;
-    if (stepsPerRank.empty() && !run.spans.empty())
+}
+
+void fillImportStats(ImportStats& stats, const Run& run, size_t files, size_t ranks, int worldSize, const Merged& m)
+{
+    stats.files = static_cast<int>(files);
+    stats.ranks = static_cast<int>(ranks);
+    stats.worldSize = worldSize;
+    stats.events = m.events;
+    stats.bytesRead = m.bytes;
+    stats.spans = static_cast<int64_t>(run.spans.size());
+    stats.commSpans = std::count_if(run.spans.begin(), run.spans.end(),
+                                    [](const Span& s) { return isCommunication(s.kind); });
+    stats.lanes = static_cast<int64_t>(run.lanes.size());
+    stats.steps = static_cast<int64_t>(run.steps.size());
+    stats.skipped = 0;
+    for (const auto& d : run.diagnostics)
+        if (d.severity != Severity::Info)
+            stats.skipped += d.count;
+    stats.diagnostics = run.diagnostics;
+}
+
+Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::string>& names,
+                     const ImportOptions& options, Run run, int64_t truncatedNames, ImportStats* stats)
+{
+    Result<FileRanks> ranks = assignRanks(traces, names, options);
+    if (!ranks)
+        return std::unexpected(ranks.error());
+    const std::map<int, size_t>& owner = ranks->owner;
+    Result<int> world = resolveWorldSize(traces, options, owner);
+    if (!world)
+        return std::unexpected(world.error());
+    const int worldSize = *world;
+    DiagnosticCounter diagnostics;
+    if (worldSize < static_cast<int>(owner.size()) || worldSize <= highestRank(owner))
+        diagnostics.add(DiagnosticKind::RankOutsideWorldSize);
+    if (truncatedNames > 0)
+        diagnostics.add(DiagnosticKind::NameTruncated, truncatedNames);
+
+    const StringId allreduce = run.strings.intern("allreduce");
+    Merged merged;
+    for (size_t f = 0; f < traces.size(); ++f)
+        addTrace(run, traces[f], ranks->ofFile[f], allreduce, merged, diagnostics);
+    addBuckets(run, merged);
+
+    configureRun(run, merged, traces.size(), worldSize, options, names);
+    if (run.steps.empty() && !run.spans.empty()) // no step on any rank
         diagnostics.add(DiagnosticKind::NoStepsFound);
     run.diagnostics = diagnostics.list();
     run.clocksCorrected = true; // a trace's ranks share one clock, or say so (relative timestamps)
     run.normalize();
 
-    if (stats) {
-        stats->files = static_cast<int>(traces.size());
-        stats->ranks = static_cast<int>(owner.size());
-        stats->worldSize = worldSize;
-        stats->events = events;
-        stats->bytesRead = bytes;
-        stats->spans = static_cast<int64_t>(run.spans.size());
-        stats->commSpans = std::count_if(run.spans.begin(), run.spans.end(),
-                                         [](const Span& s) { return isCommunication(s.kind); });
-        stats->lanes = static_cast<int64_t>(run.lanes.size());
-        stats->steps = static_cast<int64_t>(run.steps.size());
-        stats->skipped = 0;
-        for (const auto& d : run.diagnostics)
-            if (d.severity != Severity::Info)
-                stats->skipped += d.count;
-        stats->diagnostics = run.diagnostics;
-    }
+    if (stats)
+        fillImportStats(*stats, run, traces.size(), owner.size(), worldSize, merged);
     return run;
 }
 
