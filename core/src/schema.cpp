@@ -25,9 +25,9 @@
 //     kept round trip). Migration adds them ('' and half the stored round trip); readers of
 //     older files fall back to host names (clock_sync.h).
 //  5  run.framework_version: what recorded the run ("torch 2.11.0+cu130"; RunConfig::
-//     frameworkVersion). Migration adds it (''). The run table's columns are the rows of
-//     kRunConfigFields (fields.h), each with the version that added it; test_run_db checks the
-//     two agree at every version (PRAGMA table_info).
+//     frameworkVersion). Migration adds it (''). The run and ranks tables' columns are the rows
+//     of kRunConfigFields and kRankFields (fields.h), each with the version that added it;
+//     test_fields checks they agree at every version (PRAGMA table_info).
 // A new file runs the base DDL and then every migration step: the path old files take is the
 // path every new file takes, so migrations cannot rot.
 #include "schema.h"
@@ -57,7 +57,7 @@ CREATE TABLE strings (
   text TEXT NOT NULL         -- the string
 );
 
--- The run: exactly one row (id = 1), one column per RunConfig field (fields.h kRunConfigFields).
+-- The run: exactly one row (id = 1), one column per RunConfig field.
 CREATE TABLE run (
   id                     INTEGER PRIMARY KEY CHECK (id = 1),
   name                   TEXT NOT NULL DEFAULT '',  -- shown in the browser
