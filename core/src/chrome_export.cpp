@@ -22,6 +22,7 @@
 #include "lockstep/core/chrome_export.h"
 
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/fields.h"
 #include "lockstep/core/output_file.h"
 
 #include <rapidjson/ostreamwrapper.h>
@@ -32,6 +33,7 @@
 #include <fstream>
 #include <map>
 #include <tuple>
+#include <type_traits>
 
 namespace lockstep::core {
 
@@ -94,6 +96,25 @@ void flowEvent(JsonWriter& w, char ph, const char* cat, const std::string& name,
     w.EndObject();
 }
 
+// A field of a table (fields.h) as its JSON value.
+template <class Record>
+void writeValue(JsonWriter& w, const Field<Record>& f, const Record& record)
+{
+    visitField(f, record, [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>)
+            str(w, v);
+        else if constexpr (std::is_same_v<T, RunStatus>)
+            w.String(runStatusName(v));
+        else if constexpr (std::is_same_v<T, double>)
+            w.Double(v);
+        else if constexpr (std::is_same_v<T, int32_t>)
+            w.Int(v);
+        else
+            w.Int64(v);
+    });
+}
+
 void writeHeader(JsonWriter& w, const Run& run)
 {
     const RunConfig& c = run.config;
@@ -102,22 +123,13 @@ void writeHeader(JsonWriter& w, const Run& run)
     key(w, "format"); w.Int(1);
     key(w, "config");
     w.StartObject();
-    key(w, "name"); str(w, c.name);
-    key(w, "source"); str(w, c.source);
-    key(w, "model"); str(w, c.model);
-    key(w, "model_args"); str(w, c.modelArgs);
-    key(w, "world_size"); w.Int(c.worldSize);
-    key(w, "backend"); str(w, c.backend);
-    key(w, "device"); str(w, c.device);
-    key(w, "bucket_cap_bytes"); w.Int64(c.bucketCapBytes);
-    key(w, "first_bucket_cap_bytes"); w.Int64(c.firstBucketCapBytes);
-    key(w, "batch_per_rank"); w.Int64(c.batchPerRank);
-    key(w, "steps_planned"); w.Int(c.stepsPlanned);
-    key(w, "warmup_steps"); w.Int(c.warmupSteps);
-    key(w, "optimizer"); str(w, c.optimizer);
-    key(w, "compress"); str(w, c.compress);
-    key(w, "accumulate"); w.Int(c.accumulate);
-    key(w, "link_gbps"); w.Double(c.linkGbps);
+    // Every field of the run's table (fields.h) under its name, but the run's times (an import
+    // is a run of its own); the importer reads them back.
+    for (const RunConfigField& f : kRunConfigFields)
+        if (!f.has(kFieldLocal)) {
+            key(w, f.name);
+            writeValue(w, f, c);
+        }
     key(w, "extra");
     w.StartObject();
     for (const auto& [k, v] : c.extra) {
@@ -131,10 +143,11 @@ void writeHeader(JsonWriter& w, const Run& run)
     w.StartArray();
     for (const RankInfo& r : run.ranks) {
         w.StartObject();
-        key(w, "rank"); w.Int(r.rank);
-        key(w, "host"); str(w, r.host);
-        key(w, "pid"); w.Int64(r.pid);
-        key(w, "device"); str(w, r.device);
+        for (const RankField& f : kRankFields)
+            if (!f.has(kFieldLocal)) {
+                key(w, f.name);
+                writeValue(w, f, r);
+            }
         w.EndObject();
     }
     w.EndArray();

@@ -2,6 +2,7 @@
 #include "lockstep/core/comparison.h"
 
 #include "lockstep/core/analysis.h"
+#include "lockstep/core/fields.h"
 
 #include <algorithm>
 #include <cmath>
@@ -35,20 +36,6 @@ std::string sortedTokens(const std::string& text)
     return out;
 }
 
-// Shortest text that reads back as the same double (link speeds like 1 and 0.5).
-std::string numberText(double v)
-{
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    for (int precision = 1; precision <= 17; ++precision) {
-        char shortBuf[32];
-        std::snprintf(shortBuf, sizeof shortBuf, "%.*g", precision, v);
-        if (std::strtod(shortBuf, nullptr) == v)
-            return shortBuf;
-    }
-    return buf;
-}
-
 bool isVaried(const std::string& field, Varied varied)
 {
     switch (varied) {
@@ -75,24 +62,16 @@ ConfigSignature configSignature(const RunConfig& c)
 {
     ConfigSignature s;
     auto add = [&](const char* k, std::string v) { s.fields.emplace_back(k, std::move(v)); };
+    // The settings of the run's table (fields.h kFieldSetting), in its order ...
+    for (const RunConfigField& f : kRunConfigFields)
+        if (f.has(kFieldSetting))
+            add(f.name, f.has(kFieldTokens) ? sortedTokens(fieldText(f, c)) : fieldText(f, c));
+    // ... then what follows from them or lives in extra.
     std::string threads = extraOf(c, "threads_requested");
     if (threads.empty())
         threads = extraOf(c, "threads");
-    add("source", c.source);
-    add("model", c.model);
-    add("model_args", sortedTokens(c.modelArgs));
-    add("batch_per_rank", std::to_string(c.batchPerRank));
     add("global_batch", std::to_string(c.batchPerRank * std::max(1, c.worldSize)));
-    add("world_size", std::to_string(c.worldSize));
-    add("bucket_cap_bytes", std::to_string(c.bucketCapBytes));
-    add("first_bucket_cap_bytes", std::to_string(c.firstBucketCapBytes));
-    add("compress", c.compress);
-    add("accumulate", std::to_string(c.accumulate));
-    add("optimizer", c.optimizer);
     add("threads", threads);
-    add("link_gbps", numberText(c.linkGbps));
-    add("backend", c.backend);
-    add("device", c.device);
     add("straggler", extraOf(c, "straggler"));
     add("crash", extraOf(c, "crash"));
     add("imported_from", extraOf(c, "imported_from"));

@@ -7,6 +7,7 @@
 // lanes, re-interns strings and keeps the first definition of a bucket and of a (rank, step);
 // the Stitcher writes into a Sink: the RunWriter of the merged file (memory then holds one shard,
 // not the whole run) or a Run in memory (the live view of a run still recording).
+#include "lockstep/core/fields.h"
 #include "lockstep/core/output_file.h"
 #include "lockstep/core/run_db.h"
 
@@ -82,22 +83,15 @@ Status refuseDifferentRuns(const std::vector<ShardHead>& heads)
                         "on a full disk); leave it out");
     const ShardHead& a = heads.front();
     for (const ShardHead& b : heads) {
-        const RunConfig& x = a.config;
-        const RunConfig& y = b.config;
-        const std::pair<const char*, std::pair<std::string, std::string>> fields[] = {
-            {"source", {x.source, y.source}},
-            {"model", {x.model, y.model}},
-            {"model arguments", {x.modelArgs, y.modelArgs}},
-            {"world size", {std::to_string(x.worldSize), std::to_string(y.worldSize)}},
-            {"backend", {x.backend, y.backend}},
-            {"device", {x.device, y.device}},
-            {"bucket cap (bytes)", {std::to_string(x.bucketCapBytes), std::to_string(y.bucketCapBytes)}},
-            {"steps planned", {std::to_string(x.stepsPlanned), std::to_string(y.stepsPlanned)}},
-        };
-        for (const auto& [field, values] : fields)
-            if (values.first != values.second)
-                return fail("merge: " + a.path + " and " + b.path + " come from different runs: they differ in " + field
-                            + " (" + values.first + " vs " + values.second + ")");
+        // The fields kRunConfigFields marks kFieldSameInShards, in its order.
+        for (const RunConfigField& f : kRunConfigFields) {
+            if (!f.has(kFieldSameInShards))
+                continue;
+            const std::string x = fieldText(f, a.config), y = fieldText(f, b.config);
+            if (x != y)
+                return fail("merge: " + a.path + " and " + b.path + " come from different runs: they differ in " + f.label
+                            + (*f.unit ? std::string(" (") + f.unit + ")" : std::string()) + " (" + x + " vs " + y + ")");
+        }
     }
     return {};
 }

@@ -5,6 +5,7 @@
 // from a run file.
 #include "lockstep/core/report.h"
 #include "lockstep/core/clock_sync.h"
+#include "lockstep/core/fields.h"
 #include "lockstep/core/step_stats.h"
 
 #include <rapidjson/stringbuffer.h>
@@ -15,6 +16,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <type_traits>
 
 namespace lockstep::core {
 namespace {
@@ -163,6 +165,31 @@ void kvRank(JsonWriter& w, const char* k, int32_t rank)
         w.Null();
 }
 
+// "config": the fields of the run's table (fields.h) that are settings, circumstances or on the
+// report's config lines, under their names, as stored (numbers as numbers, "" = not recorded).
+void writeConfig(JsonWriter& w, const RunConfig& c)
+{
+    w.Key("config");
+    w.StartObject();
+    for (const RunConfigField& f : kRunConfigFields) {
+        if (!f.has(kFieldSetting | kFieldCircumstance | kFieldInReport))
+            continue;
+        w.Key(f.name);
+        visitField(f, c, [&](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::string>)
+                string(w, v);
+            else if constexpr (std::is_same_v<T, RunStatus>)
+                w.String(runStatusName(v));
+            else if constexpr (std::is_same_v<T, double>)
+                number(w, v);
+            else
+                w.Int64(v);
+        });
+    }
+    w.EndObject();
+}
+
 // The summary's fields, written into an open object: the top of both JSON forms.
 void writeSummaryFields(JsonWriter& w, const RunSummary& s)
 {
@@ -183,6 +210,7 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
     for (const auto& [field, value] : s.signature.fields)
         kv(w, field.c_str(), value);
     w.EndObject();
+    writeConfig(w, s.config);
     kvInt(w, "steps", s.steps);
     kvInt(w, "steady_steps", s.steadySteps);
     w.Key("steady");
@@ -336,6 +364,39 @@ std::string escapeControl(std::string_view text)
     return out;
 }
 
+// "  config: model arguments layers=8 width=512, optimizer sgd, ...": the table's fields marked
+// kFieldInReport (fields.h) that say something, wrapped: "" and 0 (not recorded) and RunConfig's
+// defaults (one accumulation step, a 1 MiB first bucket: also what an importer leaves) are left out.
+static std::string configLines(const RunConfig& c)
+{
+    static const RunConfig defaults;
+    std::vector<std::string> items;
+    for (const RunConfigField& f : kRunConfigFields) {
+        if (!f.has(kFieldInReport))
+            continue;
+        const std::string v = fieldText(f, c);
+        if (v.empty() || v == "0" || v == fieldText(f, defaults))
+            continue;
+        const std::string unit = f.unit;
+        if (unit == "bytes")
+            items.push_back(std::string(f.label) + " " + bytesText(std::stoll(v)));
+        else
+            items.push_back(std::string(f.label) + " " + escapeControl(v) + (unit.empty() ? "" : " " + unit));
+    }
+    if (items.empty())
+        return {};
+    std::string out, line = "  config:";
+    for (size_t i = 0; i < items.size(); ++i) {
+        const std::string item = " " + items[i] + (i + 1 < items.size() ? "," : "");
+        if (line.size() > 10 && line.size() + item.size() > 100) {
+            out += line + "\n";
+            line = "         ";
+        }
+        line += item;
+    }
+    return out + line + "\n";
+}
+
 // Long (about 130 lines) but one straight pass: the report's sections in the order they print,
 // each a few lines; split it where a section grows a rule of its own.
 std::string summaryText(const RunSummary& s)
@@ -351,6 +412,7 @@ std::string summaryText(const RunSummary& s)
                   orUnknown(s.backend).c_str(), orUnknown(s.device).c_str(),
                   s.bucketCapBytes > 0 ? bytesText(s.bucketCapBytes).c_str() : "unknown",
                   s.batchPerRank > 0 ? std::to_string(s.batchPerRank).c_str() : "unknown");
+    out += configLines(s.config);
     out += format("  %d steps; means below use %s\n", s.steps, s.steady.describe().c_str());
     if (s.steady.fallback)
         out += "  note: these steps include warm-up: treat the numbers as indicative\n";

@@ -44,6 +44,7 @@
 
 #include "lockstep/core/clock_sync.h"
 #include "lockstep/core/diagnostics.h"
+#include "lockstep/core/fields.h"
 #include "lockstep/core/output_file.h"
 
 #include "schema.h"
@@ -57,6 +58,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -215,6 +217,75 @@ SpanRow readSpanRow(sqlite3_stmt* st)
     return r;
 }
 
+// Field tables (fields.h) to SQL: the column list of the fields a file of `version` has, in the
+// table's order; "?1, ?2, ..." for all of them; binding a record's fields to those slots; reading
+// them back from columns 0.. of a row selected with that column list.
+template <class Record, size_t N>
+std::string fieldColumns(const std::array<Field<Record>, N>& fields, int version = std::numeric_limits<int>::max())
+{
+    std::string out;
+    for (const Field<Record>& f : fields)
+        if (f.sinceSchema <= version)
+            out += (out.empty() ? "" : ", ") + std::string(f.name);
+    return out;
+}
+
+template <class Record, size_t N>
+std::string fieldSlots(const std::array<Field<Record>, N>&)
+{
+    std::string out;
+    for (size_t i = 1; i <= N; ++i)
+        out += (i > 1 ? ", ?" : "?") + std::to_string(i);
+    return out;
+}
+
+template <class Record, size_t N>
+void bindFields(Stmt& st, const std::array<Field<Record>, N>& fields, const Record& record)
+{
+    for (size_t i = 0; i < N; ++i) {
+        const int slot = static_cast<int>(i + 1);
+        visitField(fields[i], record, [&](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::string>)
+                st.bind(slot, std::string_view(v));
+            else if constexpr (std::is_same_v<T, RunStatus>)
+                st.bind(slot, std::string_view(runStatusName(v)));
+            else
+                st.bind(slot, v);
+        });
+    }
+}
+
+// A field whose column is newer than the file keeps the record's default.
+template <class Record, size_t N>
+void readFields(sqlite3_stmt* s, const std::array<Field<Record>, N>& fields, int version, Record& record)
+{
+    int col = 0;
+    for (const Field<Record>& f : fields) {
+        if (f.sinceSchema > version)
+            continue;
+        const int i = col++;
+        visitField(f, record, [&](auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::string>)
+                v = columnText(s, i);
+            else if constexpr (std::is_same_v<T, RunStatus>) {
+                if (!runStatusFromName(columnText(s, i), &v))
+                    v = RunStatus::Running;
+            } else if constexpr (std::is_same_v<T, double>)
+                v = sqlite3_column_double(s, i);
+            else if constexpr (std::is_same_v<T, int32_t>)
+                v = sqlite3_column_int(s, i);
+            else
+                v = sqlite3_column_int64(s, i);
+        });
+    }
+}
+
+// A rank's row: every field of kRankFields (fields.h).
+const std::string kInsertRank =
+    "INSERT OR REPLACE INTO ranks (" + fieldColumns(kRankFields) + ") VALUES (" + fieldSlots(kRankFields) + ")";
+
 } // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -279,9 +350,7 @@ struct RunWriter::Impl {
             {&insString, "INSERT OR REPLACE INTO strings (id, text) VALUES (?1, ?2)"},
             {&insStep, "INSERT OR REPLACE INTO steps (rank, step, start_ns, end_ns, loss, samples, cpu_ns, runq_ns) "
                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
-            {&insRank, "INSERT OR REPLACE INTO ranks (rank, host, pid, device, clock_offset_ns, "
-                       "clock_rtt_ns, clock_sync_start_ns, clock_offset_end_ns, clock_sync_end_ns, boot_id, "
-                       "clock_uncertainty_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"},
+            {&insRank, kInsertRank.c_str()},
             {&insLane, "INSERT INTO lanes (id, rank, kind, device, stream, name, max_dur_ns) "
                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)"},
             {&insBucket, "INSERT OR REPLACE INTO buckets (idx, bytes, params) VALUES (?1, ?2, ?3)"},
@@ -502,42 +571,26 @@ Result<std::unique_ptr<RunWriter>> RunWriter::openExisting(const std::string& pa
     return std::unique_ptr<RunWriter>(new RunWriter(std::move(impl)));
 }
 
+// The run row's UPDATE: one "column=?n" per field of kRunConfigFields (fields.h), in its order.
+static std::string runUpdateSql()
+{
+    std::string sql = "UPDATE run SET ";
+    for (size_t i = 0; i < kRunConfigFields.size(); ++i)
+        sql += std::string(i ? ", " : "") + kRunConfigFields[i].name + "=?" + std::to_string(i + 1);
+    return sql + " WHERE id = 1";
+}
+
 Status RunWriter::setConfig(const RunConfig& c)
 {
     auto& d = *m_impl;
     if (auto s = d.begin(); !s)
         return s;
     Stmt st;
-    int rc = st.prepare(d.db,
-                        "UPDATE run SET name=?1, source=?2, model=?3, model_args=?4, world_size=?5, "
-                        "backend=?6, device=?7, bucket_cap_bytes=?8, first_bucket_cap_bytes=?9, "
-                        "batch_per_rank=?10, steps_planned=?11, warmup_steps=?12, optimizer=?13, "
-                        "compress=?14, accumulate=?15, link_gbps=?16, command_line=?17, host=?18, "
-                        "created_ns=?19, ended_ns=?20, status=?21, failure_cause=?22 WHERE id = 1");
+    static const std::string update = runUpdateSql();
+    int rc = st.prepare(d.db, update.c_str());
     if (rc != SQLITE_OK)
         return d.error(rc, "storing the configuration");
-    st.bind(1, std::string_view(c.name));
-    st.bind(2, std::string_view(c.source));
-    st.bind(3, std::string_view(c.model));
-    st.bind(4, std::string_view(c.modelArgs));
-    st.bind(5, c.worldSize);
-    st.bind(6, std::string_view(c.backend));
-    st.bind(7, std::string_view(c.device));
-    st.bind(8, c.bucketCapBytes);
-    st.bind(9, c.firstBucketCapBytes);
-    st.bind(10, c.batchPerRank);
-    st.bind(11, c.stepsPlanned);
-    st.bind(12, c.warmupSteps);
-    st.bind(13, std::string_view(c.optimizer));
-    st.bind(14, std::string_view(c.compress));
-    st.bind(15, c.accumulate);
-    st.bind(16, c.linkGbps);
-    st.bind(17, std::string_view(c.commandLine));
-    st.bind(18, std::string_view(c.host));
-    st.bind(19, c.createdNs);
-    st.bind(20, c.endedNs);
-    st.bind(21, std::string_view(runStatusName(c.status)));
-    st.bind(22, std::string_view(c.failureCause));
+    bindFields(st, kRunConfigFields, c);
     if ((rc = st.run()) != SQLITE_DONE)
         return d.error(rc, "storing the configuration");
     if ((rc = sqlite3_exec(d.db, "DELETE FROM config_extra", nullptr, nullptr, nullptr)) != SQLITE_OK)
@@ -577,17 +630,7 @@ Status RunWriter::addRank(const RankInfo& r)
     if (auto s = d.begin(); !s)
         return s;
     auto& st = d.insRank;
-    st.bind(1, r.rank);
-    st.bind(2, std::string_view(r.host));
-    st.bind(3, r.pid);
-    st.bind(4, std::string_view(r.device));
-    st.bind(5, r.clockOffsetNs);
-    st.bind(6, r.clockRttNs);
-    st.bind(7, r.clockSyncStartNs);
-    st.bind(8, r.clockOffsetEndNs);
-    st.bind(9, r.clockSyncEndNs);
-    st.bind(10, std::string_view(r.bootId));
-    st.bind(11, r.clockUncertaintyNs);
+    bindFields(st, kRankFields, r);
     const int rc = st.run();
     if (rc != SQLITE_DONE)
         return d.error(rc, "storing a rank");
@@ -1058,10 +1101,8 @@ Result<RunConfig> RunReader::config()
 {
     auto& d = *m_impl;
     Stmt st;
-    int rc = st.prepare(d.db, "SELECT name, source, model, model_args, world_size, backend, device, "
-                              "bucket_cap_bytes, first_bucket_cap_bytes, batch_per_rank, steps_planned, "
-                              "warmup_steps, optimizer, compress, accumulate, link_gbps, command_line, "
-                              "host, created_ns, ended_ns, status, failure_cause FROM run WHERE id = 1");
+    // The columns of kRunConfigFields (fields.h) that the file has.
+    int rc = st.prepare(d.db, ("SELECT " + fieldColumns(kRunConfigFields, d.version) + " FROM run WHERE id = 1").c_str());
     if (rc != SQLITE_OK)
         return std::unexpected(d.error(rc, "reading the configuration"));
     rc = sqlite3_step(st.get());
@@ -1069,31 +1110,8 @@ Result<RunConfig> RunReader::config()
         return fail(ErrorCode::BadFile, d.path + ": the run database has no run row");
     if (rc != SQLITE_ROW)
         return std::unexpected(d.error(rc, "reading the configuration"));
-    sqlite3_stmt* s = st.get();
     RunConfig c;
-    c.name = columnText(s, 0);
-    c.source = columnText(s, 1);
-    c.model = columnText(s, 2);
-    c.modelArgs = columnText(s, 3);
-    c.worldSize = sqlite3_column_int(s, 4);
-    c.backend = columnText(s, 5);
-    c.device = columnText(s, 6);
-    c.bucketCapBytes = sqlite3_column_int64(s, 7);
-    c.firstBucketCapBytes = sqlite3_column_int64(s, 8);
-    c.batchPerRank = sqlite3_column_int64(s, 9);
-    c.stepsPlanned = sqlite3_column_int(s, 10);
-    c.warmupSteps = sqlite3_column_int(s, 11);
-    c.optimizer = columnText(s, 12);
-    c.compress = columnText(s, 13);
-    c.accumulate = sqlite3_column_int(s, 14);
-    c.linkGbps = sqlite3_column_double(s, 15);
-    c.commandLine = columnText(s, 16);
-    c.host = columnText(s, 17);
-    c.createdNs = sqlite3_column_int64(s, 18);
-    c.endedNs = sqlite3_column_int64(s, 19);
-    if (!runStatusFromName(columnText(s, 20), &c.status))
-        c.status = RunStatus::Running;
-    c.failureCause = columnText(s, 21);
+    readFields(st.get(), kRunConfigFields, d.version, c);
     if (c.name.empty()) {
         // Defaults to the file's stem.
         std::string stem = d.path.substr(d.path.find_last_of('/') + 1);
@@ -1112,31 +1130,16 @@ Result<RunConfig> RunReader::config()
 
 Result<std::vector<RankInfo>> RunReader::ranks()
 {
-    const bool boot = m_impl->version >= schema::kBootIdVersion;
-    return m_impl->readRows<RankInfo>(
-        boot ? "SELECT rank, host, pid, device, clock_offset_ns, clock_rtt_ns, clock_sync_start_ns, "
-               "clock_offset_end_ns, clock_sync_end_ns, boot_id, clock_uncertainty_ns FROM ranks ORDER BY rank"
-             : "SELECT rank, host, pid, device, clock_offset_ns, clock_rtt_ns, clock_sync_start_ns, "
-               "clock_offset_end_ns, clock_sync_end_ns FROM ranks ORDER BY rank",
-        "reading ranks", [boot](sqlite3_stmt* s) {
-            RankInfo r;
-            r.rank = sqlite3_column_int(s, 0);
-            r.host = columnText(s, 1);
-            r.pid = sqlite3_column_int64(s, 2);
-            r.device = columnText(s, 3);
-            r.clockOffsetNs = sqlite3_column_int64(s, 4);
-            r.clockRttNs = sqlite3_column_int64(s, 5);
-            r.clockSyncStartNs = sqlite3_column_int64(s, 6);
-            r.clockOffsetEndNs = sqlite3_column_int64(s, 7);
-            r.clockSyncEndNs = sqlite3_column_int64(s, 8);
-            if (boot) {
-                r.bootId = columnText(s, 9);
-                r.clockUncertaintyNs = sqlite3_column_int64(s, 10);
-            } else {
-                r.clockUncertaintyNs = halfRoundTrip(r.clockRttNs);
-            }
-            return r;
-        });
+    const int version = m_impl->version;
+    // The columns of kRankFields (fields.h) that the file has.
+    const std::string sql = "SELECT " + fieldColumns(kRankFields, version) + " FROM ranks ORDER BY rank";
+    return m_impl->readRows<RankInfo>(sql.c_str(), "reading ranks", [version](sqlite3_stmt* s) {
+        RankInfo r;
+        readFields(s, kRankFields, version, r);
+        if (version < schema::kBootIdVersion)
+            r.clockUncertaintyNs = halfRoundTrip(r.clockRttNs);
+        return r;
+    });
 }
 
 Result<std::vector<Lane>> RunReader::lanes()

@@ -3,6 +3,7 @@
 
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/comparison.h"
+#include "lockstep/core/fields.h"
 #include "lockstep/core/report.h"
 
 #include <rapidjson/stringbuffer.h>
@@ -20,8 +21,8 @@ namespace lockstep::core {
 
 namespace {
 
-// The configuration as (field, value, in the signature) rows: the signature first, then every
-// other recorded field and extra key.
+// The configuration as (field, value, in the signature) rows: the signature first, then the
+// table's circumstances and every extra key.
 std::vector<std::tuple<std::string, std::string, bool>> configRows(const RunConfig& c)
 {
     std::vector<std::tuple<std::string, std::string, bool>> rows;
@@ -34,11 +35,11 @@ std::vector<std::tuple<std::string, std::string, bool>> configRows(const RunConf
         if (seen.insert(field).second)
             rows.emplace_back(field, value, false);
     };
-    add("host", c.host);
-    add("steps_planned", std::to_string(c.stepsPlanned));
-    add("warmup_steps", std::to_string(c.warmupSteps));
-    add("command_line", c.commandLine);
-    add("status", runStatusName(c.status));
+    // The circumstances of the run's table (fields.h kFieldCircumstance): the host, the
+    // framework, steps planned, ...
+    for (const RunConfigField& f : kRunConfigFields)
+        if (f.has(kFieldCircumstance))
+            add(f.name, fieldText(f, c));
     // Keys whose values are measurements of the run, not settings (probes, per-parameter sizes,
     // seeds of the clock exchange): they differ between any two runs and say nothing to compare.
     static const std::set<std::string> measured{"link_probe", "compute_probe", "param_numel", "clock_sync",

@@ -24,6 +24,10 @@
 //     with rank 0's boot id share its clock: no offset) and the offset's uncertainty (half the
 //     kept round trip). Migration adds them ('' and half the stored round trip); readers of
 //     older files fall back to host names (clock_sync.h).
+//  5  run.framework_version: what recorded the run ("torch 2.11.0+cu130"; RunConfig::
+//     frameworkVersion). Migration adds it (''). The run and ranks tables' columns are the rows
+//     of kRunConfigFields and kRankFields (fields.h), each with the version that added it;
+//     test_fields checks they agree at every version (PRAGMA table_info).
 // A new file runs the base DDL and then every migration step: the path old files take is the
 // path every new file takes, so migrations cannot rot.
 #include "schema.h"
@@ -40,7 +44,7 @@
 
 namespace lockstep::core {
 
-const int kSchemaVersion = 4;
+const int kSchemaVersion = 5;
 
 namespace schema {
 namespace {
@@ -176,7 +180,7 @@ struct Migration {
 };
 
 // Each step takes the file from toVersion - 1 to toVersion, in one transaction.
-constexpr std::array<Migration, 3> kMigrations = {{
+constexpr std::array<Migration, 4> kMigrations = {{
     {2, R"sql(
 -- lanes.max_dur_ns: the longest span (dur_ns) of the lane, 0 if none. Kept by the
 -- writer (updated in the same transaction as the spans); window queries widen their lower bound
@@ -198,6 +202,11 @@ ALTER TABLE ranks ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';
 -- The offset is right within +- this (half the kept exchange's round trip), ns.
 ALTER TABLE ranks ADD COLUMN clock_uncertainty_ns INTEGER NOT NULL DEFAULT 0;
 UPDATE ranks SET clock_uncertainty_ns = (clock_rtt_ns + 1) / 2 WHERE clock_rtt_ns > 0;
+)sql"},
+    {5, R"sql(
+-- What recorded the run: the framework and its version ("torch 2.11.0+cu130", "torch 1.13.0").
+-- '' = not recorded (files before version 5, imported traces that do not say).
+ALTER TABLE run ADD COLUMN framework_version TEXT NOT NULL DEFAULT '';
 )sql"},
 }};
 

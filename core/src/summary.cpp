@@ -76,6 +76,7 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
 
     RunSummary& s = a.summary;
     const RunConfig& c = run.config;
+    s.config = c;
     s.name = c.name;
     s.model = c.model;
     s.source = c.source;

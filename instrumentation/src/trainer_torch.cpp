@@ -22,6 +22,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 #ifdef LOCKSTEP_HAVE_CUPTI
 #include "lockstep/rt/cupti_collector.h"
 #endif
@@ -712,6 +713,8 @@ core::RunConfig Trainer::runConfig(const ReducerOptions& ro, int threads)
     c.linkGbps = m_o.linkGbps;
     c.commandLine = commandLine();
     c.host = m_rankInfo.host;
+    // The LibTorch the worker was built against (the header's "1.13.0", "2.11.0").
+    c.frameworkVersion = std::string("torch ") + TORCH_VERSION;
     c.createdNs = nowNs();
     c.status = core::RunStatus::Running;
     // Resolved values, what actually ran: --threads 0 means cores / local ranks.

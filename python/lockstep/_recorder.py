@@ -229,9 +229,9 @@ class Recorder:
             bucket_cap_bytes=int(ddp.bucket_bytes_cap), first_bucket_cap_bytes=int(dist._DEFAULT_FIRST_BUCKET_BYTES),
             warmup_steps=int(warmup), compress=compress,
             command_line=_native(_command_line()), host=self._rank_info["host"], created_ns=_core.now_ns(), status="running",
+            framework_version=f"torch {torch.__version__}",
             extra={
                 "recorder": "lockstep python (DDP hooks)",
-                "torch": torch.__version__,
                 "gradient_as_bucket_view": str(bool(ddp.gradient_as_bucket_view)).lower(),
                 "find_unused_parameters": str(bool(ddp.find_unused_parameters)).lower(),
                 "static_graph": str(bool(getattr(ddp, "static_graph", False))).lower(),

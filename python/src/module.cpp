@@ -11,6 +11,7 @@
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/clock_sync.h"
 #include "lockstep/core/diagnostics.h"
+#include "lockstep/core/fields.h"
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/core/whatif.h"
@@ -23,6 +24,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace lockstep::record {
@@ -60,38 +62,26 @@ core::RunStatus statusFromName(const std::string& name)
     return s;
 }
 
+// A run config dict has a key per row of the run's field table (core/fields.h), plus "extra".
 core::RunConfig configFromDict(const pybind11::dict& d)
 {
-    checkKeys(d,
-              {"name", "source", "model", "model_args", "world_size", "backend", "device", "bucket_cap_bytes",
-               "first_bucket_cap_bytes", "batch_per_rank", "steps_planned", "warmup_steps", "optimizer", "compress",
-               "accumulate", "link_gbps", "command_line", "host", "created_ns", "ended_ns", "status", "failure_cause",
-               "extra"},
-              "run config");
+    for (const auto& item : d) {
+        const std::string k = item.first.cast<std::string>();
+        if (k != "extra" && !core::findRunConfigField(k))
+            throw pybind11::key_error("unknown run config field '" + k + "'");
+    }
     core::RunConfig c;
-    take(d, "name", c.name);
-    take(d, "source", c.source);
-    take(d, "model", c.model);
-    take(d, "model_args", c.modelArgs);
-    take(d, "world_size", c.worldSize);
-    take(d, "backend", c.backend);
-    take(d, "device", c.device);
-    take(d, "bucket_cap_bytes", c.bucketCapBytes);
-    take(d, "first_bucket_cap_bytes", c.firstBucketCapBytes);
-    take(d, "batch_per_rank", c.batchPerRank);
-    take(d, "steps_planned", c.stepsPlanned);
-    take(d, "warmup_steps", c.warmupSteps);
-    take(d, "optimizer", c.optimizer);
-    take(d, "compress", c.compress);
-    take(d, "accumulate", c.accumulate);
-    take(d, "link_gbps", c.linkGbps);
-    take(d, "command_line", c.commandLine);
-    take(d, "host", c.host);
-    take(d, "created_ns", c.createdNs);
-    take(d, "ended_ns", c.endedNs);
-    take(d, "failure_cause", c.failureCause);
-    if (d.contains("status"))
-        c.status = statusFromName(d["status"].cast<std::string>());
+    for (const core::RunConfigField& f : core::kRunConfigFields) {
+        if (!d.contains(f.name))
+            continue;
+        core::visitField(f, c, [&](auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, core::RunStatus>)
+                v = statusFromName(d[f.name].cast<std::string>());
+            else
+                v = d[f.name].cast<T>();
+        });
+    }
     take(d, "extra", c.extra);
     return c;
 }
@@ -99,67 +89,37 @@ core::RunConfig configFromDict(const pybind11::dict& d)
 pybind11::dict configToDict(const core::RunConfig& c)
 {
     pybind11::dict d;
-    d["name"] = c.name;
-    d["source"] = c.source;
-    d["model"] = c.model;
-    d["model_args"] = c.modelArgs;
-    d["world_size"] = c.worldSize;
-    d["backend"] = c.backend;
-    d["device"] = c.device;
-    d["bucket_cap_bytes"] = c.bucketCapBytes;
-    d["first_bucket_cap_bytes"] = c.firstBucketCapBytes;
-    d["batch_per_rank"] = c.batchPerRank;
-    d["steps_planned"] = c.stepsPlanned;
-    d["warmup_steps"] = c.warmupSteps;
-    d["optimizer"] = c.optimizer;
-    d["compress"] = c.compress;
-    d["accumulate"] = c.accumulate;
-    d["link_gbps"] = c.linkGbps;
-    d["command_line"] = c.commandLine;
-    d["host"] = c.host;
-    d["created_ns"] = c.createdNs;
-    d["ended_ns"] = c.endedNs;
-    d["status"] = core::runStatusName(c.status);
-    d["failure_cause"] = c.failureCause;
+    for (const core::RunConfigField& f : core::kRunConfigFields)
+        core::visitField(f, c, [&](const auto& v) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(v)>, core::RunStatus>)
+                d[f.name] = core::runStatusName(v);
+            else
+                d[f.name] = v;
+        });
     d["extra"] = c.extra;
     return d;
 }
 
+// A rank dict has a key per row of the ranks' field table (core/fields.h).
 core::RankInfo rankFromDict(const pybind11::dict& d)
 {
-    checkKeys(d,
-              {"rank", "host", "pid", "device", "clock_offset_ns", "clock_rtt_ns", "clock_sync_start_ns",
-               "clock_offset_end_ns", "clock_sync_end_ns", "boot_id", "clock_uncertainty_ns"},
-              "rank");
+    for (const auto& item : d) {
+        const std::string k = item.first.cast<std::string>();
+        if (!core::findRankField(k))
+            throw pybind11::key_error("unknown rank field '" + k + "'");
+    }
     core::RankInfo r;
-    take(d, "rank", r.rank);
-    take(d, "host", r.host);
-    take(d, "pid", r.pid);
-    take(d, "device", r.device);
-    take(d, "clock_offset_ns", r.clockOffsetNs);
-    take(d, "clock_rtt_ns", r.clockRttNs);
-    take(d, "clock_sync_start_ns", r.clockSyncStartNs);
-    take(d, "clock_offset_end_ns", r.clockOffsetEndNs);
-    take(d, "clock_sync_end_ns", r.clockSyncEndNs);
-    take(d, "boot_id", r.bootId);
-    take(d, "clock_uncertainty_ns", r.clockUncertaintyNs);
+    for (const core::RankField& f : core::kRankFields)
+        if (d.contains(f.name))
+            core::visitField(f, r, [&](auto& v) { v = d[f.name].cast<std::decay_t<decltype(v)>>(); });
     return r;
 }
 
 pybind11::dict rankToDict(const core::RankInfo& r)
 {
     pybind11::dict d;
-    d["rank"] = r.rank;
-    d["host"] = r.host;
-    d["pid"] = r.pid;
-    d["device"] = r.device;
-    d["clock_offset_ns"] = r.clockOffsetNs;
-    d["clock_rtt_ns"] = r.clockRttNs;
-    d["clock_sync_start_ns"] = r.clockSyncStartNs;
-    d["clock_offset_end_ns"] = r.clockOffsetEndNs;
-    d["clock_sync_end_ns"] = r.clockSyncEndNs;
-    d["boot_id"] = r.bootId;
-    d["clock_uncertainty_ns"] = r.clockUncertaintyNs;
+    for (const core::RankField& f : core::kRankFields)
+        core::visitField(f, r, [&](const auto& v) { d[f.name] = v; });
     return d;
 }
 
@@ -363,6 +323,19 @@ PYBIND11_MODULE(_core, m)
         "Of [(sent, remote, received)] ping-pongs, the one with the smallest round trip as "
         "{offset_ns, rtt_ns, uncertainty_ns, at_ns}; None when none is valid (core's bestClockExchange)");
     m.attr("SCHEMA_VERSION") = core::kSchemaVersion;
+    // The run config dict's keys and value types ("str", "int", "float", "status"), from core's
+    // field table (core/fields.h), in its order; "extra" (a dict of str) is beside them.
+    {
+        pb::list fields;
+        for (const core::RunConfigField& f : core::kRunConfigFields) {
+            const char* type = f.type == core::FieldType::Text ? "str"
+                : f.type == core::FieldType::Real             ? "float"
+                : f.type == core::FieldType::Status           ? "status"
+                                                              : "int";
+            fields.append(pb::make_tuple(f.name, type));
+        }
+        m.attr("RUN_CONFIG_FIELDS") = pb::tuple(fields);
+    }
     // The startup link probe's sizes and turns (whatif.h, kLinkProbeKey), for Recorder._probe_link.
     m.attr("LINK_PROBE_KEY") = core::kLinkProbeKey;
     m.attr("LINK_PROBE_BYTES") = pb::tuple(pb::cast(std::vector<int64_t>(core::kLinkProbeBytes.begin(), core::kLinkProbeBytes.end())));

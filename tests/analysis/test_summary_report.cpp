@@ -324,7 +324,7 @@ TEST(Report, JsonGolden)
     ASSERT_TRUE(o.IsObject());
     const std::set<std::string> expected = {
         "schema", "schema_version", "name", "model", "source", "backend", "device", "status", "failure_cause",
-        "world_size", "bucket_cap_bytes", "batch_per_rank", "signature", "steps", "steady_steps", "steady",
+        "world_size", "bucket_cap_bytes", "batch_per_rank", "signature", "config", "steps", "steady_steps", "steady",
         "multi_rank", "window", "step_time_ms", "compute_ms", "comm_ms", "memory_ms", "compute_only_ms",
         "overlapped_ms", "exposed_comm_ms", "bucket_exposed_ms", "memory_only_ms", "idle_ms", "overlap_ratio",
         "throughput_samples_per_s", "stragglers", "straggler_wait_ms", "straggler", "buckets", "spans",

@@ -80,7 +80,7 @@ TEST_F(RunDb, roundTripKeepsEveryField)
     ASSERT_TRUE(saveRun(in, path).has_value());
     ASSERT_EQ(pragmaInt(path, "PRAGMA application_id"), int64_t(kApplicationId));
     ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(kSchemaVersion));
-    ASSERT_EQ(kSchemaVersion, 4);
+    ASSERT_EQ(kSchemaVersion, 5);
     ASSERT_TRUE(!exists(path + "-wal")) << ("closing leaves no WAL");
     ASSERT_TRUE(validateRunFile(path).has_value());
 
@@ -542,7 +542,7 @@ TEST_F(RunDb, versionOneFileIsReadThenMigrated)
         ASSERT_TRUE((*w)->appendSpans(std::span(&s, 1)).has_value());
         ASSERT_TRUE((*w)->close().has_value());
     }
-    ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(4));
+    ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(kSchemaVersion));
     ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM steps WHERE cpu_ns IS NULL AND runq_ns IS NULL"), int64_t(1));
     // Version 4: no boot ids; the offset's uncertainty is half the stored round trip, rounded up.
     ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM ranks WHERE boot_id = ''"), int64_t(2));
@@ -553,7 +553,7 @@ TEST_F(RunDb, versionOneFileIsReadThenMigrated)
     ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM strings"), int64_t(2)); // "op" reused
     auto reader = RunReader::open(path);
     ASSERT_TRUE(reader.has_value());
-    ASSERT_EQ((*reader)->schemaVersion(), 4);
+    ASSERT_EQ((*reader)->schemaVersion(), kSchemaVersion);
     auto w = (*reader)->spansInWindow(LaneId{0}, 40000, 41000);
     ASSERT_EQ(w->size(), size_t(1));
     ASSERT_EQ(w->front().end, TimeNs(52000));

@@ -5,9 +5,11 @@
 // -> launch.
 #include "../analysis/run_builder.h"
 #include "trace_writer.h"
+#include "../support/config_fields.h"
 
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/chrome_export.h"
+#include "lockstep/core/fields.h"
 #include "lockstep/core/synthetic.h"
 #include "lockstep/import/import.h"
 
@@ -173,6 +175,25 @@ TEST(RoundTrip, SyntheticHostRun)
     EXPECT_EQ(back->config.source, "lockstep-export");
     expectSameRun(run, *back);
     EXPECT_EQ(summarize(*back).stragglers, std::vector<int32_t>{1});
+}
+
+// Every field of the run's table (core/fields.h) is in the export's header and read back, but
+// what an import sets itself: the source (kept in extra), the status and the times.
+TEST(RoundTrip, EveryConfigFieldSurvivesTheExport)
+{
+    core::Run run = makeSyntheticRun(SyntheticParams{});
+    run.config = lockstep::test::everyFieldConfig();
+    auto back = importTraceBytes(exported(run));
+    ASSERT_TRUE(back.has_value()) << back.error().message;
+    const std::set<std::string> setByImport{"source", "status", "created_ns", "ended_ns"};
+    for (const RunConfigField& f : kRunConfigFields) {
+        if (!setByImport.contains(f.name)) {
+            EXPECT_EQ(fieldText(f, back->config), fieldText(f, run.config)) << f.name;
+        }
+    }
+    EXPECT_EQ(back->config.extra.at("exported_source"), run.config.source);
+    EXPECT_EQ(back->config.extra.at("seed"), "7");
+    EXPECT_EQ(back->config.frameworkVersion, run.config.frameworkVersion);
 }
 
 TEST(RoundTrip, GpuShapedRunKeepsTheLaunchingSteps)

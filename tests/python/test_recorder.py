@@ -271,11 +271,13 @@ class RecordsWhatDdpDoes(unittest.TestCase):
         subprocess.run([CLI, "merge"] + shards + ["--out", merged], check=True, capture_output=True)
         run = lockstep.load_run(merged)
         self.assertEqual(run["config"]["world_size"], 2)
+        self.assertEqual(run["config"]["framework_version"], f"torch {torch.__version__}")
         self.assertEqual(sorted({(s["rank"], s["step"]) for s in run["steps"]}),
                          [(r, s) for r in range(2) for s in range(STEPS)])
         report = json.loads(subprocess.run([CLI, "report", "--json", merged], check=True, capture_output=True,
                                            text=True).stdout)
         self.assertEqual(report["source"], "pytorch")
+        self.assertEqual(report["config"]["framework_version"], f"torch {torch.__version__}")
         self.assertEqual(report["steady_steps"], STEPS - 3)
         self.assertEqual([b["bytes"] for b in report["buckets"]], [606760, 591360, 591360, 591360])
         self.assertTrue(0.0 <= report["overlap_ratio"] <= 1.0)
@@ -307,6 +309,37 @@ class RecordsWhatDdpDoes(unittest.TestCase):
                                capture_output=True, text=True, timeout=120)
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertGreater(os.path.getsize(png), 10_000, view)
+
+
+class ConfigDicts(unittest.TestCase):
+    """Every field of core's run table (lockstep._core.RUN_CONFIG_FIELDS, core/fields.h) goes from
+    a config dict through the writer and back through load_run; an unknown key is refused."""
+
+    def config(self):
+        values = {"str": lambda i, name: f"{name} value {i} \u00e9", "int": lambda i, name: 1000 + i,
+                  "float": lambda i, name: 0.25 + i, "status": lambda i, name: "completed"}
+        return {name: values[kind](i, name) for i, (name, kind) in enumerate(lockstep._core.RUN_CONFIG_FIELDS)}
+
+    def test_every_field_round_trips(self):
+        self.assertIn(("framework_version", "str"), lockstep._core.RUN_CONFIG_FIELDS)
+        config = dict(self.config(), extra={"seed": "7"})
+        rank = dict(rank=0, host="h", pid=1, device="cpu")
+        model = dict(stage_names=["m"], param_names=["w"], param_stage=[0], root_stage=0, device=-1)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "rank-0.db")
+            rec = lockstep._core.ShardRecorder(os.fsencode(path), config, rank, model)
+            rec.finish("completed", config["failure_cause"])
+            back = lockstep.load_run(path)["config"]
+        for name, _ in lockstep._core.RUN_CONFIG_FIELDS:
+            if name != "ended_ns":  # finish() stamps the end
+                self.assertEqual(back[name], config[name], name)
+        self.assertEqual(back["extra"]["seed"], "7")
+
+    def test_unknown_key_is_refused(self):
+        model = dict(stage_names=["m"], param_names=["w"], param_stage=[0], root_stage=0, device=-1)
+        with tempfile.TemporaryDirectory() as d, self.assertRaises(KeyError):
+            lockstep._core.ShardRecorder(os.fsencode(os.path.join(d, "r.db")), dict(self.config(), frameworks="x"),
+                                         dict(rank=0), model)
 
 
 class UserCommHook(unittest.TestCase):

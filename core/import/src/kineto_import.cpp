@@ -3,12 +3,16 @@
 // ({"traceEvents": [...], "distributedInfo": {...}, "baseTimeNanoseconds": N}) or bare array.
 #include "import_internal.h"
 
+#include "lockstep/core/fields.h"
+
 #include <simdjson.h>
 
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <type_traits>
 #include <unordered_set>
 
 #ifdef __SSE2__
@@ -1209,6 +1213,36 @@ Status KinetoParser::finish()
 // the per-rank "steps" track's "X" events (cat "lockstep.step") are the steps. Flows are drawn
 // from the spans, so they are not read back.
 
+namespace {
+
+// A field of a table (fields.h) from the JSON object `e`, under its name; absent or of another
+// type: "" or 0 (unknown), a status "running".
+template <class Record>
+void readValue(const Field<Record>& f, simdjson::dom::element e, Record& record)
+{
+    visitField(f, record, [&](auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+            std::string_view s;
+            v = e[f.name].get_string().get(s) ? std::string() : std::string(capName(s));
+        } else if constexpr (std::is_same_v<T, RunStatus>) {
+            std::string_view s;
+            if (e[f.name].get_string().get(s) || !runStatusFromName(s, &v))
+                v = RunStatus::Running;
+        } else if constexpr (std::is_same_v<T, double>) {
+            double d = 0;
+            v = e[f.name].get_double().get(d) ? 0.0 : d;
+        } else {
+            int64_t n = 0;
+            if (e[f.name].get_int64().get(n))
+                n = 0;
+            v = static_cast<T>(std::clamp<int64_t>(n, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+        }
+    });
+}
+
+} // namespace
+
 void KinetoParser::onLockstepMeta(std::string_view text)
 {
     simdjson::dom::parser parser;
@@ -1229,23 +1263,15 @@ void KinetoParser::onLockstepMeta(std::string_view text)
     simdjson::dom::element c;
     if (!root["config"].get(c) && c.is_object()) {
         RunConfig& rc = meta.config;
-        rc.name = str(c, "name");
-        rc.model = str(c, "model");
-        rc.modelArgs = str(c, "model_args");
-        rc.worldSize = static_cast<int32_t>(std::clamp<int64_t>(num(c, "world_size", 1), 1, 1'000'000));
-        rc.backend = str(c, "backend");
-        rc.device = str(c, "device");
-        rc.bucketCapBytes = num(c, "bucket_cap_bytes", 0);
-        rc.firstBucketCapBytes = num(c, "first_bucket_cap_bytes", 0);
-        rc.batchPerRank = num(c, "batch_per_rank", 0);
-        rc.stepsPlanned = static_cast<int32_t>(std::clamp<int64_t>(num(c, "steps_planned", 0), 0, INT32_MAX));
-        rc.warmupSteps = static_cast<int32_t>(std::clamp<int64_t>(num(c, "warmup_steps", 0), INT32_MIN, INT32_MAX));
-        rc.optimizer = str(c, "optimizer");
-        rc.compress = str(c, "compress");
-        rc.accumulate = static_cast<int32_t>(std::clamp<int64_t>(num(c, "accumulate", 1), 1, INT32_MAX));
-        double link = 0;
-        rc.linkGbps = c["link_gbps"].get_double().get(link) ? 0.0 : link;
-        rc.source = str(c, "source");
+        // Every field of the run's table (fields.h) the export writes, under its name; one the
+        // header lacks (an older export) reads as unknown: "" or 0.
+        for (const RunConfigField& f : kRunConfigFields)
+            if (!f.has(kFieldLocal))
+                readValue(f, c, rc);
+        // What no run can have: fewer than one rank or accumulation step, negative steps.
+        rc.worldSize = std::clamp(rc.worldSize, 1, 1'000'000);
+        rc.accumulate = std::max(rc.accumulate, 1);
+        rc.stepsPlanned = std::max(rc.stepsPlanned, 0);
         simdjson::dom::object extra;
         if (!c["extra"].get(extra))
             for (auto [k, v] : extra) {
@@ -1258,10 +1284,10 @@ void KinetoParser::onLockstepMeta(std::string_view text)
     if (!root["ranks"].get(ranks))
         for (simdjson::dom::element r : ranks) {
             RankInfo info;
-            info.rank = static_cast<int32_t>(std::clamp<int64_t>(num(r, "rank", 0), 0, INT32_MAX));
-            info.host = str(r, "host");
-            info.pid = num(r, "pid", 0);
-            info.device = str(r, "device");
+            for (const RankField& f : kRankFields)
+                if (!f.has(kFieldLocal)) // the export's times are corrected already: no clock fields
+                    readValue(f, r, info);
+            info.rank = std::max(info.rank, 0);
             meta.ranks.push_back(std::move(info));
         }
     if (!root["lanes"].get(lanes))

@@ -386,6 +386,7 @@ struct RankSummary {
 };
 
 struct RunSummary {
+    RunConfig config;           // as recorded: the report's "config" iterates its field table (fields.h)
     std::string name;
     std::string model;
     std::string source;

@@ -17,10 +17,11 @@ namespace lockstep::core {
 
 struct RunSummary;
 
-// The configuration of a run as (field, value) pairs in a fixed order. Fields:
-//   source, model, model_args (its tokens sorted), batch_per_rank, global_batch, world_size,
-//   bucket_cap_bytes, first_bucket_cap_bytes, compress, accumulate, optimizer, threads,
-//   link_gbps, backend, device, straggler, crash, imported_from.
+// The configuration of a run as (field, value) pairs in a fixed order: the settings of the run's
+// field table (fields.h, kFieldSetting, in its order, as fieldText writes them; model_args with
+// its tokens sorted): source, model, model_args, world_size, backend, device, bucket_cap_bytes,
+// first_bucket_cap_bytes, batch_per_rank, optimizer, compress, accumulate, link_gbps; then
+// global_batch, threads, straggler, crash, imported_from.
 // threads: the --threads the run asked for when the recorder wrote it (extra "threads_requested",
 // "0" = cores / local ranks), else the threads it used (extra "threads"). imported_from: the
 // trace files of an imported run (a trace carries no configuration, so each import is its own

@@ -212,6 +212,8 @@ enum class RunStatus : uint8_t { Running = 0, Completed = 1, Failed = 2 };
 const char* runStatusName(RunStatus status);
 bool runStatusFromName(std::string_view name, RunStatus* out);
 
+// Every field but `extra` is a row of kRunConfigFields (fields.h): the one list that storage,
+// export, import, the Python binding, merge, comparison and reports iterate.
 struct RunConfig {
     std::string name;            // shown in the browser; defaults to the file's stem
     std::string source = "lockstep"; // lockstep | kineto | nsys
@@ -235,6 +237,7 @@ struct RunConfig {
     TimeNs endedNs = 0;
     RunStatus status = RunStatus::Running;
     std::string failureCause;
+    std::string frameworkVersion; // what recorded it: "torch 2.11.0+cu130"; "" = not recorded
     std::map<std::string, std::string> extra; // anything else: fault injection, seeds, ...
 };
 
