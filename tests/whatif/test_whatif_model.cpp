@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <unistd.h>
@@ -326,7 +327,8 @@ TEST(WhatIfReplay, ContentionIsBoundedByThePredictionWithBackwardAsRecorded)
     const Prediction p = predictOk(m, configWith(m, 1024, 1024));
     EXPECT_NEAR(p.numbers.stepTimeMs, 515 * kUsInMs, 1e-9);
     EXPECT_NEAR(p.noContentionStepMs, 495 * kUsInMs, 1e-9);
-    const double e = heldOutError(ChangeKind::BucketCap).p90AbsPct / 100;
+    // A cap change's interval: its row, never below a repeat's (intervalFor).
+    const double e = std::max(heldOutError(ChangeKind::BucketCap).p90AbsPct, heldOutError(ChangeKind::None).p90AbsPct) / 100;
     EXPECT_NEAR(p.interval.halfWidthPct, e * 100, 1e-9);
     EXPECT_NEAR(p.interval.lowMs, 495 * kUsInMs / (1 + e), 1e-9);
     EXPECT_NEAR(p.interval.highMs, 515 * kUsInMs / (1 - e), 1e-9);
@@ -875,7 +877,8 @@ TEST(WhatIfAdvise, PicksTheFasterCapAndSaysHowSure)
     // prediction with backward as recorded widens it), and a 2.2 % gain is inside it: the
     // recording cannot tell, and says which measurement would.
     EXPECT_NEAR(a->selfErrorPct, 0, 1e-9);
-    const double e = heldOutError(ChangeKind::BucketCap).p90AbsPct / 100;
+    // A cap change's interval: its row, never below a repeat's (intervalFor).
+    const double e = std::max(heldOutError(ChangeKind::BucketCap).p90AbsPct, heldOutError(ChangeKind::None).p90AbsPct) / 100;
     EXPECT_NEAR(a->interval.halfWidthPct, e * 100, 1e-9);
     EXPECT_LE(a->interval.lowMs, 535 * kUsInMs / (1 + e) + 1e-9);
     EXPECT_GE(a->interval.highMs, 535 * kUsInMs / (1 - e) - 1e-9);
@@ -929,7 +932,8 @@ TEST(WhatIfAdvise, AnExactReplayIsNoConfidence)
     EXPECT_EQ(a->best.bucketCapBytes, 25 * 1024);
     EXPECT_NEAR(a->gainMs, 10 * kUsInMs, 1e-9);
     EXPECT_NEAR(a->selfErrorPct, 0, 1e-9);
-    const double e = heldOutError(ChangeKind::BucketCap).p90AbsPct / 100;
+    // A cap change's interval: its row, never below a repeat's (intervalFor).
+    const double e = std::max(heldOutError(ChangeKind::BucketCap).p90AbsPct, heldOutError(ChangeKind::None).p90AbsPct) / 100;
     EXPECT_NEAR(a->interval.lowMs, 395 * kUsInMs / (1 + e), 1e-9);
     EXPECT_NEAR(a->interval.highMs, 395 * kUsInMs / (1 - e), 1e-9);
     EXPECT_EQ(a->verdict, Advice::Verdict::CannotTell);
