@@ -248,107 +248,132 @@ RankRules rankRules(const Run& run, const RankIndex& idx)
     return rules;
 }
 
-std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& steady)
+namespace {
+
+uint64_t rankStepKey(int32_t rank, int32_t step)
 {
-    const RankIndex idx = indexRanks(run);
-    const size_t nRanks = idx.ranks.size();
-    const bool multiRank = worldSizeOf(run) > 1;
-    const RankRules rules = rankRules(run, idx);
-    // Per rank: the unions of what it counts, by time (host rule: its host lanes; device rule:
-    // its device work whatever step launched it, plus its host collectives and training
-    // threads' work where its collectives run on the host).
-    std::vector<UnionBuilder> unions(nRanks);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(step);
+}
+
+// Per rank: the unions of what it counts, by time (host rule: its host lanes; device rule:
+// its device work whatever step launched it, plus its host collectives and training
+// threads' work where its collectives run on the host).
+struct CountedWork {
+    std::vector<UnionBuilder> unions;
     // Device rule: the extent of the device work each (rank, step) launched.
     std::unordered_map<uint64_t, Interval> extent;
-    auto key = [](int32_t rank, int32_t step) {
-        return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(step);
-    };
+};
 
+// One pass over `spans` into `work`; false, leaving `work` partial, at a lane whose spans are
+// not in start order. Lanes need not be contiguous: a lane met in several stretches is merged
+// like several lanes.
+bool walkLanes(std::span<const Span> spans, const Run& run, const RankIndex& idx, const RankRules& rules,
+               CountedWork& work)
+{
+    uint64_t cachedKey = UINT64_MAX;
+    Interval* cached = nullptr;
+    size_t i = 0;
+    while (i < spans.size()) {
+        const uint32_t laneIndex = spans[i].lane.v;
+        size_t j = i;
+        while (j < spans.size() && spans[j].lane.v == laneIndex)
+            ++j;
+        if (laneIndex < run.lanes.size() && idx.laneRank[laneIndex] >= 0) {
+            const int32_t r = idx.laneRank[laneIndex];
+            const LaneKind laneKind = run.lanes[laneIndex].kind;
+            const bool device = rules.device[r];
+            const bool hostColl = rules.hostCollectives[r];
+            // A stretch of a lane is its own contribution: a lane met again later merges
+            // like another lane.
+            const uint32_t stretch = static_cast<uint32_t>(i);
+            TimeNs previous = std::numeric_limits<TimeNs>::min();
+            for (size_t k = i; k < j; ++k) {
+                const Span& s = spans[k];
+                if (s.start < previous)
+                    return false;
+                previous = s.start;
+                work.unions[r].add(stretch, countedCategory(device, hostColl, laneKind, s), s.start, s.end);
+                if (!device || laneKind != LaneKind::GpuStream || !isDeviceKind(s.kind) || s.step == kNoStep
+                    || s.end < s.start)
+                    continue;
+                const uint64_t k2 = rankStepKey(r, s.step);
+                if (k2 != cachedKey) {
+                    auto [it, fresh] = work.extent.try_emplace(k2, Interval{s.start, s.end});
+                    cachedKey = k2;
+                    cached = &it->second;
+                    if (fresh)
+                        continue;
+                }
+                cached->start = std::min(cached->start, s.start);
+                cached->end = std::max(cached->end, s.end);
+            }
+        }
+        i = j;
+    }
+    return true;
+}
+
+CountedWork countedWork(const Run& run, const RankIndex& idx, const RankRules& rules)
+{
+    CountedWork work;
+    work.unions.resize(idx.ranks.size());
     // The walk needs each lane's spans in start order (the Run invariant). It checks that as it
     // goes (a separate is_sorted pass would read 10 M spans twice); a hand-made Run that breaks
-    // it is sorted into a private copy and walked again rather than analysed wrongly. Lanes
-    // need not be contiguous: a lane met in several stretches is merged like several lanes.
-    auto walk = [&](std::span<const Span> spans) {
-        uint64_t cachedKey = UINT64_MAX;
-        Interval* cached = nullptr;
-        size_t i = 0;
-        while (i < spans.size()) {
-            const uint32_t laneIndex = spans[i].lane.v;
-            size_t j = i;
-            while (j < spans.size() && spans[j].lane.v == laneIndex)
-                ++j;
-            if (laneIndex < run.lanes.size() && idx.laneRank[laneIndex] >= 0) {
-                const int32_t r = idx.laneRank[laneIndex];
-                const LaneKind laneKind = run.lanes[laneIndex].kind;
-                const bool device = rules.device[r];
-                const bool hostColl = rules.hostCollectives[r];
-                // A stretch of a lane is its own contribution: a lane met again later merges
-                // like another lane.
-                const uint32_t stretch = static_cast<uint32_t>(i);
-                TimeNs previous = std::numeric_limits<TimeNs>::min();
-                for (size_t k = i; k < j; ++k) {
-                    const Span& s = spans[k];
-                    if (s.start < previous)
-                        return false;
-                    previous = s.start;
-                    unions[r].add(stretch, countedCategory(device, hostColl, laneKind, s), s.start, s.end);
-                    if (!device || laneKind != LaneKind::GpuStream || !isDeviceKind(s.kind) || s.step == kNoStep
-                        || s.end < s.start)
-                        continue;
-                    const uint64_t k2 = key(r, s.step);
-                    if (k2 != cachedKey) {
-                        auto [it, fresh] = extent.try_emplace(k2, Interval{s.start, s.end});
-                        cachedKey = k2;
-                        cached = &it->second;
-                        if (fresh)
-                            continue;
-                    }
-                    cached->start = std::min(cached->start, s.start);
-                    cached->end = std::max(cached->end, s.end);
-                }
-            }
-            i = j;
-        }
-        return true;
-    };
-    if (!walk(run.spans)) {
+    // it is sorted into a private copy and walked again rather than analysed wrongly.
+    if (!walkLanes(run.spans, run, idx, rules, work)) {
         std::vector<Span> sorted = run.spans;
         std::stable_sort(sorted.begin(), sorted.end(), [](const Span& a, const Span& b) {
             return std::tie(a.lane.v, a.start) < std::tie(b.lane.v, b.start);
         });
-        unions.assign(nRanks, UnionBuilder{});
-        extent.clear();
-        walk(sorted);
+        work.unions.assign(idx.ranks.size(), UnionBuilder{});
+        work.extent.clear();
+        walkLanes(sorted, run, idx, rules, work);
     }
-    for (UnionBuilder& u : unions)
+    for (UnionBuilder& u : work.unions)
         u.finish();
+    return work;
+}
 
-    // Device rule: each rank's steps with device work, in step order, tile its time.
+// Device rule: each rank's steps with device work, in step order, tile its time.
+std::unordered_map<uint64_t, Interval> deviceWindows(const Run& run, const RankIndex& idx, const RankRules& rules,
+                                                     const std::unordered_map<uint64_t, Interval>& extent)
+{
     std::unordered_map<uint64_t, Interval> window;
-    {
-        std::vector<const Step*> ordered;
-        ordered.reserve(run.steps.size());
-        for (const Step& st : run.steps)
-            ordered.push_back(&st);
-        std::sort(ordered.begin(), ordered.end(),
-                  [](const Step* a, const Step* b) { return std::tie(a->rank, a->step) < std::tie(b->rank, b->step); });
-        for (size_t i = 0; i < ordered.size();) {
-            size_t j = i;
-            while (j < ordered.size() && ordered[j]->rank == ordered[i]->rank)
-                ++j;
-            const int32_t r = idx.find(ordered[i]->rank);
-            if (r >= 0 && rules.device[r]) {
-                std::vector<DeviceExtent> ex;
-                for (size_t k = i; k < j; ++k)
-                    if (auto it = extent.find(key(r, ordered[k]->step)); it != extent.end())
-                        ex.push_back({ordered[k]->step, it->second.start, it->second.end, ordered[k]->end});
-                const std::vector<Interval> w = tilingWindows(ex);
-                for (size_t k = 0; k < ex.size(); ++k)
-                    window.emplace(key(r, ex[k].step), w[k]);
-            }
-            i = j;
+    std::vector<const Step*> ordered;
+    ordered.reserve(run.steps.size());
+    for (const Step& st : run.steps)
+        ordered.push_back(&st);
+    std::sort(ordered.begin(), ordered.end(),
+              [](const Step* a, const Step* b) { return std::tie(a->rank, a->step) < std::tie(b->rank, b->step); });
+    for (size_t i = 0; i < ordered.size();) {
+        size_t j = i;
+        while (j < ordered.size() && ordered[j]->rank == ordered[i]->rank)
+            ++j;
+        const int32_t r = idx.find(ordered[i]->rank);
+        if (r >= 0 && rules.device[r]) {
+            std::vector<DeviceExtent> ex;
+            for (size_t k = i; k < j; ++k)
+                if (auto it = extent.find(rankStepKey(r, ordered[k]->step)); it != extent.end())
+                    ex.push_back({ordered[k]->step, it->second.start, it->second.end, ordered[k]->end});
+            const std::vector<Interval> w = tilingWindows(ex);
+            for (size_t k = 0; k < ex.size(); ++k)
+                window.emplace(rankStepKey(r, ex[k].step), w[k]);
         }
+        i = j;
     }
+    return window;
+}
+
+} // namespace
+
+std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& steady)
+{
+    const RankIndex idx = indexRanks(run);
+    const bool multiRank = worldSizeOf(run) > 1;
+    const RankRules rules = rankRules(run, idx);
+    const CountedWork work = countedWork(run, idx, rules);
+    const std::vector<UnionBuilder>& unions = work.unions;
+    const std::unordered_map<uint64_t, Interval> window = deviceWindows(run, idx, rules, work.extent);
 
     // One rank has nothing to communicate (docs/design.md: "no communication to hide"): its local
     // all-reduces are not communication. M is empty, so their time that no compute covers is
@@ -369,7 +394,7 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
         b.runqNs = st.runqNs;
         const int32_t r = idx.find(st.rank);
         if (r >= 0 && rules.device[r]) {
-            auto it = window.find(key(r, st.step));
+            auto it = window.find(rankStepKey(r, st.step));
             if (it == window.end()) {
                 b.window = StepWindow::NoDeviceWork;
                 b.start = b.end = st.start;
