@@ -702,16 +702,21 @@ std::vector<BucketStat> bucketStats(const Run& run)
     return detail::bucketStatsWith(run, index ? &*index : nullptr);
 }
 
-std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* index)
+namespace {
+
+// A communication span carrying a (step, bucket): one piece of a bucket's collective.
+struct CommEntry {
+    int32_t rank, step, bucket;
+    bool host;
+    TimeNs start, end;
+    int64_t bytes;
+    uint32_t lane;
+};
+
+// The run's collective pieces in (rank, step, bucket, start) order.
+std::vector<CommEntry> commEntries(const Run& run)
 {
-    struct Entry {
-        int32_t rank, step, bucket;
-        bool host;
-        TimeNs start, end;
-        int64_t bytes;
-        uint32_t lane;
-    };
-    std::vector<Entry> entries;
+    std::vector<CommEntry> entries;
     entries.reserve(1024);
     for (const Span& s : run.spans) {
         if (!isCommunication(s.kind) || s.bucket < 0 || s.step < 0 || s.lane.v >= run.lanes.size())
@@ -721,12 +726,45 @@ std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* 
     }
     // Spans come in (lane, start) order, so on a normal run the entries already are in key
     // order (lanes by rank, collectives by time): checking is far cheaper than sorting 1 M.
-    const auto entryLess = [](const Entry& a, const Entry& b) {
+    const auto entryLess = [](const CommEntry& a, const CommEntry& b) {
         return std::tie(a.rank, a.step, a.bucket, a.start) < std::tie(b.rank, b.step, b.bucket, b.start);
     };
     if (!std::is_sorted(entries.begin(), entries.end(), entryLess))
         std::sort(entries.begin(), entries.end(), entryLess);
+    return entries;
+}
 
+// One (rank, step, bucket)'s collective from its pieces: launch, completion and
+// bytes of the chosen family (host spans when there are any); no ready or exposed time yet.
+BucketStat collectiveOf(std::span<const CommEntry> pieces, bool anyHost)
+{
+    const size_t j = pieces.size();
+    BucketStat st;
+    st.rank = pieces[0].rank;
+    st.step = pieces[0].step;
+    st.bucket = pieces[0].bucket;
+    st.completion = std::numeric_limits<TimeNs>::min();
+    size_t first = j; // the earliest span of the chosen family: the launch
+    for (size_t k = 0; k < j; ++k) {
+        if (pieces[k].host != anyHost)
+            continue;
+        if (first == j || std::tie(pieces[k].start, pieces[k].lane) < std::tie(pieces[first].start, pieces[first].lane))
+            first = k; // a tie goes to the lower lane (a trace's training thread comes first)
+        st.bytes += pieces[k].bytes;
+    }
+    bool otherLane = false;
+    for (size_t k = 0; k < j; ++k)
+        otherLane |= anyHost && pieces[k].host && pieces[k].lane != pieces[first].lane;
+    st.launch = pieces[first].start;
+    for (size_t k = 0; k < j; ++k)
+        if (pieces[k].host == anyHost && (!otherLane || pieces[k].lane != pieces[first].lane))
+            st.completion = std::max(st.completion, pieces[k].end);
+    return st;
+}
+
+// Each (rank, step, bucket)'s collective, in key order, with bytes and bandwidths.
+std::vector<BucketStat> bucketCollectives(const Run& run, const std::vector<CommEntry>& entries)
+{
     std::unordered_map<int32_t, int64_t> tableBytes;
     for (const Bucket& b : run.buckets)
         tableBytes[b.index] = b.bytes;
@@ -743,26 +781,7 @@ std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* 
             anyHost |= entries[j].host;
             ++j;
         }
-        BucketStat st;
-        st.rank = entries[i].rank;
-        st.step = entries[i].step;
-        st.bucket = entries[i].bucket;
-        st.completion = std::numeric_limits<TimeNs>::min();
-        size_t first = j; // the earliest span of the chosen family: the launch
-        for (size_t k = i; k < j; ++k) {
-            if (entries[k].host != anyHost)
-                continue;
-            if (first == j || std::tie(entries[k].start, entries[k].lane) < std::tie(entries[first].start, entries[first].lane))
-                first = k; // a tie goes to the lower lane (a trace's training thread comes first)
-            st.bytes += entries[k].bytes;
-        }
-        bool otherLane = false;
-        for (size_t k = i; k < j; ++k)
-            otherLane |= anyHost && entries[k].host && entries[k].lane != entries[first].lane;
-        st.launch = entries[first].start;
-        for (size_t k = i; k < j; ++k)
-            if (entries[k].host == anyHost && (!otherLane || entries[k].lane != entries[first].lane))
-                st.completion = std::max(st.completion, entries[k].end);
+        BucketStat st = collectiveOf(std::span<const CommEntry>(entries.data() + i, j - i), anyHost);
         if (st.bytes == 0) {
             auto it = tableBytes.find(st.bucket);
             st.bytes = it != tableBytes.end() ? it->second : 0;
@@ -777,11 +796,15 @@ std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* 
         out.push_back(st);
         i = j;
     }
+    return out;
+}
 
-    // Ready times. Instants come sorted by (lane, ts) and a bucket's gradient-ready instants are
-    // consecutive, so the (rank, step, bucket) key changes rarely: one search per run of equal
-    // keys instead of one per instant; the next key is usually the entry right after the
-    // previous one (instants and collectives both advance in time), so that is tried first.
+// Ready times. Instants come sorted by (lane, ts) and a bucket's gradient-ready instants are
+// consecutive, so the (rank, step, bucket) key changes rarely: one search per run of equal
+// keys instead of one per instant; the next key is usually the entry right after the
+// previous one (instants and collectives both advance in time), so that is tried first.
+void setReadyTimes(const Run& run, std::vector<BucketStat>& out)
+{
     const auto keyLess = [](const BucketStat& s, const std::tuple<int32_t, int32_t, int32_t>& k) {
         return std::tie(s.rank, s.step, s.bucket) < k;
     };
@@ -821,40 +844,52 @@ std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* 
         flush(cur, curMax);
     for (BucketStat& st : out)
         st.readyToLaunch = st.ready >= 0 ? st.launch - st.ready : -1;
-    // Exposed and hidden time: each bucket's own time (BucketStat) against all of the rank's
-    // compute by time (docs/design.md), so a bucket hidden behind the next step's kernels is
-    // hidden, and the buckets' exposed times add up to the rank's exposed bucket communication.
-    // Not applicable on one rank.
-    if (n > 1 && index && !out.empty()) {
-        std::vector<size_t> order(out.size());
-        for (size_t k = 0; k < order.size(); ++k)
-            order[k] = k;
-        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-            return std::tie(out[a].rank, out[a].launch, out[a].completion, out[a].step, out[a].bucket)
-                < std::tie(out[b].rank, out[b].launch, out[b].completion, out[b].step, out[b].bucket);
-        });
-        int32_t rank = -1;
-        TimeNs ownedUpTo = 0; // the latest completion of this rank's buckets launched so far
-        for (size_t k : order) {
-            BucketStat& st = out[k];
-            if (st.rank != rank) {
-                rank = st.rank;
-                ownedUpTo = st.launch;
-            }
-            const TimeNs from = std::max(st.launch, ownedUpTo);
-            st.ownStart = from;
-            if (st.completion <= from) {
-                st.exposed = st.hidden = 0;
-                continue;
-            }
-            const RankUnions u = index->unions(st.rank, from, st.completion);
-            // Only where communication is in flight: an imported bucket pairs the call that launched
-            // it with the op that ran it, and between the two nothing may be.
-            st.hidden = intersectionLength(u.comm, u.compute);
-            st.exposed = totalLength(subtractIntervals(u.comm, u.compute));
-            ownedUpTo = st.completion;
+}
+
+// Exposed and hidden time: each bucket's own time (BucketStat) against all of the rank's
+// compute by time (docs/design.md), so a bucket hidden behind the next step's kernels is
+// hidden, and the buckets' exposed times add up to the rank's exposed bucket communication.
+void setExposedTimes(const RunIndex& index, std::vector<BucketStat>& out)
+{
+    std::vector<size_t> order(out.size());
+    for (size_t k = 0; k < order.size(); ++k)
+        order[k] = k;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return std::tie(out[a].rank, out[a].launch, out[a].completion, out[a].step, out[a].bucket)
+            < std::tie(out[b].rank, out[b].launch, out[b].completion, out[b].step, out[b].bucket);
+    });
+    int32_t rank = -1;
+    TimeNs ownedUpTo = 0; // the latest completion of this rank's buckets launched so far
+    for (size_t k : order) {
+        BucketStat& st = out[k];
+        if (st.rank != rank) {
+            rank = st.rank;
+            ownedUpTo = st.launch;
         }
+        const TimeNs from = std::max(st.launch, ownedUpTo);
+        st.ownStart = from;
+        if (st.completion <= from) {
+            st.exposed = st.hidden = 0;
+            continue;
+        }
+        const RankUnions u = index.unions(st.rank, from, st.completion);
+        // Only where communication is in flight: an imported bucket pairs the call that launched
+        // it with the op that ran it, and between the two nothing may be.
+        st.hidden = intersectionLength(u.comm, u.compute);
+        st.exposed = totalLength(subtractIntervals(u.comm, u.compute));
+        ownedUpTo = st.completion;
     }
+}
+
+} // namespace
+
+std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* index)
+{
+    std::vector<BucketStat> out = bucketCollectives(run, commEntries(run));
+    setReadyTimes(run, out);
+    // Exposed and hidden time are not applicable on one rank.
+    if (worldSizeOf(run) > 1 && index && !out.empty())
+        setExposedTimes(*index, out);
     return out;
 }
 
