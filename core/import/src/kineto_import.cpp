@@ -313,6 +313,7 @@ private:
     Status finish();
     void onTopValue(std::string_view key, std::string_view text);
     void onEvent(const char* p, size_t n);
+    bool readEvent(od::object& obj, Event& e);
     void addEvent(const Event& e);
     uint32_t laneFor(EventClass cls, const Event& e);
     size_t addSpan(uint32_t lane, TimeNs start, TimeNs end, StringId name, SpanKind kind, int64_t bytes);
@@ -667,30 +668,81 @@ void KinetoParser::onTopValue(std::string_view key, std::string_view text)
     }
 }
 
-void KinetoParser::onEvent(const char* p, size_t n)
+// An event's args: the ones we use, into `e`. False when the object is malformed; args of
+// another type than an object are nothing we use.
+bool readArgs(od::value& v, Event& e)
 {
-    ++m_out.events;
-    size_t capacity = static_cast<size_t>(m_data + m_capacity - p);
-    if (capacity < n + kPadding) {
-        // The last bytes of a mapping: simdjson may read up to kPadding past the event.
-        m_scratch = simdjson::padded_string(p, n);
-        p = m_scratch.data();
-        capacity = n + kPadding;
+    od::object args;
+    if (v.get_object().get(args))
+        return true;
+    for (auto argResult : args) {
+        od::field arg;
+        if (std::move(argResult).get(arg))
+            return false;
+        od::raw_json_string ak = arg.key();
+        auto intArg = [&](int64_t* out) {
+            od::value av = arg.value();
+            if (parseInteger(trimToken(av.raw_json_token()), out) != NumberParse::Ok)
+                *out = -1;
+        };
+        if (ak == "External id")
+            intArg(&e.extId);
+        else if (ak == "correlation")
+            intArg(&e.correlation);
+        else if (ak == "step")
+            intArg(&e.argStep);
+        else if (ak == "bucket")
+            intArg(&e.argBucket);
+        else if (ak == "samples")
+            intArg(&e.argSamples);
+        else if (ak == "cpu_ns")
+            intArg(&e.argCpuNs);
+        else if (ak == "runq_ns")
+            intArg(&e.argRunqNs);
+        else if (ak == "kind") {
+            if (arg.value().get_string().get(e.argKind))
+                e.argKind = {};
+        }
+        else if (ak == "device")
+            intArg(&e.device);
+        else if (ak == "stream")
+            intArg(&e.stream);
+        else if (ak == "bytes")
+            intArg(&e.bytes);
+        else if (ak == "In msg nelems" || ak == "In msg size")
+            intArg(&e.inNelems);
+        else if (ak == "Out msg nelems" || ak == "Out msg size")
+            intArg(&e.outNelems);
+        else if (ak == "Collective name") {
+            e.hasCommMeta = true;
+            if (arg.value().get_string().get(e.collective))
+                e.collective = {};
+        } else if (ak == "dtype") {
+            if (arg.value().get_string().get(e.dtype))
+                e.dtype = {};
+        } else if (ak == "Process Group Name") {
+            e.hasCommMeta = true;
+            od::value av = arg.value();
+            std::string_view tok = trimToken(av.raw_json_token());
+            if (tok.size() >= 2 && tok.front() == '"' && tok.back() == '"')
+                tok = tok.substr(1, tok.size() - 2);
+            e.group = tok;
+        } else if (ak == "Process Group Ranks" || ak == "Group size") {
+            e.hasCommMeta = true;
+        } else if (ak == "name") {
+            if (arg.value().get_string().get(e.argName))
+                e.argName = {};
+        }
     }
-    od::document doc;
-    od::object obj;
-    if (m_parser.iterate(p, n, capacity).get(doc) || doc.get_object().get(obj)) {
-        diag(DiagnosticKind::MalformedEvent);
-        return;
-    }
-    Event e;
-    bool bad = false;
+    return true;
+}
+
+bool KinetoParser::readEvent(od::object& obj, Event& e)
+{
     for (auto fieldResult : obj) {
         od::field field;
-        if (std::move(fieldResult).get(field)) {
-            bad = true;
-            break;
-        }
+        if (std::move(fieldResult).get(field))
+            return false;
         od::raw_json_string key = field.key();
         od::value v = field.value();
         if (key == "ph") {
@@ -716,75 +768,31 @@ void KinetoParser::onEvent(const char* p, size_t n)
         } else if (key == "id") {
             e.id = v.raw_json_token();
         } else if (key == "args") {
-            od::object args;
-            if (v.get_object().get(args))
-                continue; // args of another type: nothing we use
-            for (auto argResult : args) {
-                od::field arg;
-                if (std::move(argResult).get(arg)) {
-                    bad = true;
-                    break;
-                }
-                od::raw_json_string ak = arg.key();
-                auto intArg = [&](int64_t* out) {
-                    od::value av = arg.value();
-                    if (parseInteger(trimToken(av.raw_json_token()), out) != NumberParse::Ok)
-                        *out = -1;
-                };
-                if (ak == "External id")
-                    intArg(&e.extId);
-                else if (ak == "correlation")
-                    intArg(&e.correlation);
-                else if (ak == "step")
-                    intArg(&e.argStep);
-                else if (ak == "bucket")
-                    intArg(&e.argBucket);
-                else if (ak == "samples")
-                    intArg(&e.argSamples);
-                else if (ak == "cpu_ns")
-                    intArg(&e.argCpuNs);
-                else if (ak == "runq_ns")
-                    intArg(&e.argRunqNs);
-                else if (ak == "kind") {
-                    if (arg.value().get_string().get(e.argKind))
-                        e.argKind = {};
-                }
-                else if (ak == "device")
-                    intArg(&e.device);
-                else if (ak == "stream")
-                    intArg(&e.stream);
-                else if (ak == "bytes")
-                    intArg(&e.bytes);
-                else if (ak == "In msg nelems" || ak == "In msg size")
-                    intArg(&e.inNelems);
-                else if (ak == "Out msg nelems" || ak == "Out msg size")
-                    intArg(&e.outNelems);
-                else if (ak == "Collective name") {
-                    e.hasCommMeta = true;
-                    if (arg.value().get_string().get(e.collective))
-                        e.collective = {};
-                } else if (ak == "dtype") {
-                    if (arg.value().get_string().get(e.dtype))
-                        e.dtype = {};
-                } else if (ak == "Process Group Name") {
-                    e.hasCommMeta = true;
-                    od::value av = arg.value();
-                    std::string_view tok = trimToken(av.raw_json_token());
-                    if (tok.size() >= 2 && tok.front() == '"' && tok.back() == '"')
-                        tok = tok.substr(1, tok.size() - 2);
-                    e.group = tok;
-                } else if (ak == "Process Group Ranks" || ak == "Group size") {
-                    e.hasCommMeta = true;
-                } else if (ak == "name") {
-                    if (arg.value().get_string().get(e.argName))
-                        e.argName = {};
-                }
-            }
+            if (!readArgs(v, e))
+                return false;
         }
-        if (bad)
-            break;
     }
-    if (bad) {
+    return true;
+}
+
+void KinetoParser::onEvent(const char* p, size_t n)
+{
+    ++m_out.events;
+    size_t capacity = static_cast<size_t>(m_data + m_capacity - p);
+    if (capacity < n + kPadding) {
+        // The last bytes of a mapping: simdjson may read up to kPadding past the event.
+        m_scratch = simdjson::padded_string(p, n);
+        p = m_scratch.data();
+        capacity = n + kPadding;
+    }
+    od::document doc;
+    od::object obj;
+    if (m_parser.iterate(p, n, capacity).get(doc) || doc.get_object().get(obj)) {
+        diag(DiagnosticKind::MalformedEvent);
+        return;
+    }
+    Event e;
+    if (!readEvent(obj, e)) {
         diag(DiagnosticKind::MalformedEvent);
         return;
     }
