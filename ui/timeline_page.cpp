@@ -89,6 +89,18 @@ TimelinePage::TimelinePage(QWidget* parent)
     m_timeline->setFocusPolicy(Qt::StrongFocus);
     m_timeline->setMinimumHeight(200);
 
+    QHBoxLayout* bar = buildToolRow();
+    buildPanes();
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addLayout(bar);
+    layout->addWidget(m_split, 1);
+    connectNavigation();
+}
+
+// The tool row: fit, step, rank order, collapse/expand, the search box and the run's title.
+QHBoxLayout* TimelinePage::buildToolRow()
+{
     auto* fit = toolButton(tr("Fit all"), tr("Show the whole run (F)"), this);
     connect(fit, &QToolButton::clicked, this, &TimelinePage::fitAll);
     m_step->setRange(0, 0);
@@ -154,8 +166,12 @@ TimelinePage::TimelinePage(QWidget* parent)
     bar->addWidget(prev);
     bar->addWidget(next);
     bar->addWidget(m_searchCount);
+    return bar;
+}
 
-    // Left: the timeline over the replay bar. Right: summary | details over bucket states.
+// Left: the timeline over the replay bar. Right: summary | details over bucket states | kernels.
+void TimelinePage::buildPanes()
+{
     auto* left = new QWidget(this);
     auto* leftLayout = new QVBoxLayout(left);
     leftLayout->setContentsMargins(0, 0, 0, 0);
@@ -201,12 +217,11 @@ TimelinePage::TimelinePage(QWidget* parent)
     split->setStretchFactor(0, 4);
     split->setStretchFactor(1, 1);
     split->setSizes({960, 420});
+}
 
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(4, 4, 4, 4);
-    layout->addLayout(bar);
-    layout->addWidget(split, 1);
-
+// The timeline's and the step box's signals: selection, step requests, the bucket table.
+void TimelinePage::connectNavigation()
+{
     connect(m_timeline, &TimelineWidget::selectionChanged, this, [this](SpanRef) { showSelection(); });
     connect(m_timeline, &TimelineWidget::measureRangeChanged, this, &TimelinePage::showSelection);
     connect(m_timeline, &TimelineWidget::stepRequested, this, [this](int step) {

@@ -11,6 +11,7 @@
 #include <QWidget>
 
 class QComboBox;
+class QHBoxLayout;
 class QLabel;
 class QLineEdit;
 class QSplitter;
@@ -73,6 +74,9 @@ protected:
     bool eventFilter(QObject* watched, QEvent* event) override; // Esc in the search box
 
 private:
+    QHBoxLayout* buildToolRow();
+    void buildPanes();
+    void connectNavigation();
     void showSelection();
     void announce(const QString& text);
     void selectLargestCollective(int rank, int step);

@@ -248,107 +248,132 @@ RankRules rankRules(const Run& run, const RankIndex& idx)
     return rules;
 }
 
-std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& steady)
+namespace {
+
+uint64_t rankStepKey(int32_t rank, int32_t step)
 {
-    const RankIndex idx = indexRanks(run);
-    const size_t nRanks = idx.ranks.size();
-    const bool multiRank = worldSizeOf(run) > 1;
-    const RankRules rules = rankRules(run, idx);
-    // Per rank: the unions of what it counts, by time (host rule: its host lanes; device rule:
-    // its device work whatever step launched it, plus its host collectives and training
-    // threads' work where its collectives run on the host).
-    std::vector<UnionBuilder> unions(nRanks);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(step);
+}
+
+// Per rank: the unions of what it counts, by time (host rule: its host lanes; device rule:
+// its device work whatever step launched it, plus its host collectives and training
+// threads' work where its collectives run on the host).
+struct CountedWork {
+    std::vector<UnionBuilder> unions;
     // Device rule: the extent of the device work each (rank, step) launched.
     std::unordered_map<uint64_t, Interval> extent;
-    auto key = [](int32_t rank, int32_t step) {
-        return (static_cast<uint64_t>(static_cast<uint32_t>(rank)) << 32) | static_cast<uint32_t>(step);
-    };
+};
 
+// One pass over `spans` into `work`; false, leaving `work` partial, at a lane whose spans are
+// not in start order. Lanes need not be contiguous: a lane met in several stretches is merged
+// like several lanes.
+bool walkLanes(std::span<const Span> spans, const Run& run, const RankIndex& idx, const RankRules& rules,
+               CountedWork& work)
+{
+    uint64_t cachedKey = UINT64_MAX;
+    Interval* cached = nullptr;
+    size_t i = 0;
+    while (i < spans.size()) {
+        const uint32_t laneIndex = spans[i].lane.v;
+        size_t j = i;
+        while (j < spans.size() && spans[j].lane.v == laneIndex)
+            ++j;
+        if (laneIndex < run.lanes.size() && idx.laneRank[laneIndex] >= 0) {
+            const int32_t r = idx.laneRank[laneIndex];
+            const LaneKind laneKind = run.lanes[laneIndex].kind;
+            const bool device = rules.device[r];
+            const bool hostColl = rules.hostCollectives[r];
+            // A stretch of a lane is its own contribution: a lane met again later merges
+            // like another lane.
+            const uint32_t stretch = static_cast<uint32_t>(i);
+            TimeNs previous = std::numeric_limits<TimeNs>::min();
+            for (size_t k = i; k < j; ++k) {
+                const Span& s = spans[k];
+                if (s.start < previous)
+                    return false;
+                previous = s.start;
+                work.unions[r].add(stretch, countedCategory(device, hostColl, laneKind, s), s.start, s.end);
+                if (!device || laneKind != LaneKind::GpuStream || !isDeviceKind(s.kind) || s.step == kNoStep
+                    || s.end < s.start)
+                    continue;
+                const uint64_t k2 = rankStepKey(r, s.step);
+                if (k2 != cachedKey) {
+                    auto [it, fresh] = work.extent.try_emplace(k2, Interval{s.start, s.end});
+                    cachedKey = k2;
+                    cached = &it->second;
+                    if (fresh)
+                        continue;
+                }
+                cached->start = std::min(cached->start, s.start);
+                cached->end = std::max(cached->end, s.end);
+            }
+        }
+        i = j;
+    }
+    return true;
+}
+
+CountedWork countedWork(const Run& run, const RankIndex& idx, const RankRules& rules)
+{
+    CountedWork work;
+    work.unions.resize(idx.ranks.size());
     // The walk needs each lane's spans in start order (the Run invariant). It checks that as it
     // goes (a separate is_sorted pass would read 10 M spans twice); a hand-made Run that breaks
-    // it is sorted into a private copy and walked again rather than analysed wrongly. Lanes
-    // need not be contiguous: a lane met in several stretches is merged like several lanes.
-    auto walk = [&](std::span<const Span> spans) {
-        uint64_t cachedKey = UINT64_MAX;
-        Interval* cached = nullptr;
-        size_t i = 0;
-        while (i < spans.size()) {
-            const uint32_t laneIndex = spans[i].lane.v;
-            size_t j = i;
-            while (j < spans.size() && spans[j].lane.v == laneIndex)
-                ++j;
-            if (laneIndex < run.lanes.size() && idx.laneRank[laneIndex] >= 0) {
-                const int32_t r = idx.laneRank[laneIndex];
-                const LaneKind laneKind = run.lanes[laneIndex].kind;
-                const bool device = rules.device[r];
-                const bool hostColl = rules.hostCollectives[r];
-                // A stretch of a lane is its own contribution: a lane met again later merges
-                // like another lane.
-                const uint32_t stretch = static_cast<uint32_t>(i);
-                TimeNs previous = std::numeric_limits<TimeNs>::min();
-                for (size_t k = i; k < j; ++k) {
-                    const Span& s = spans[k];
-                    if (s.start < previous)
-                        return false;
-                    previous = s.start;
-                    unions[r].add(stretch, countedCategory(device, hostColl, laneKind, s), s.start, s.end);
-                    if (!device || laneKind != LaneKind::GpuStream || !isDeviceKind(s.kind) || s.step == kNoStep
-                        || s.end < s.start)
-                        continue;
-                    const uint64_t k2 = key(r, s.step);
-                    if (k2 != cachedKey) {
-                        auto [it, fresh] = extent.try_emplace(k2, Interval{s.start, s.end});
-                        cachedKey = k2;
-                        cached = &it->second;
-                        if (fresh)
-                            continue;
-                    }
-                    cached->start = std::min(cached->start, s.start);
-                    cached->end = std::max(cached->end, s.end);
-                }
-            }
-            i = j;
-        }
-        return true;
-    };
-    if (!walk(run.spans)) {
+    // it is sorted into a private copy and walked again rather than analysed wrongly.
+    if (!walkLanes(run.spans, run, idx, rules, work)) {
         std::vector<Span> sorted = run.spans;
         std::stable_sort(sorted.begin(), sorted.end(), [](const Span& a, const Span& b) {
             return std::tie(a.lane.v, a.start) < std::tie(b.lane.v, b.start);
         });
-        unions.assign(nRanks, UnionBuilder{});
-        extent.clear();
-        walk(sorted);
+        work.unions.assign(idx.ranks.size(), UnionBuilder{});
+        work.extent.clear();
+        walkLanes(sorted, run, idx, rules, work);
     }
-    for (UnionBuilder& u : unions)
+    for (UnionBuilder& u : work.unions)
         u.finish();
+    return work;
+}
 
-    // Device rule: each rank's steps with device work, in step order, tile its time.
+// Device rule: each rank's steps with device work, in step order, tile its time.
+std::unordered_map<uint64_t, Interval> deviceWindows(const Run& run, const RankIndex& idx, const RankRules& rules,
+                                                     const std::unordered_map<uint64_t, Interval>& extent)
+{
     std::unordered_map<uint64_t, Interval> window;
-    {
-        std::vector<const Step*> ordered;
-        ordered.reserve(run.steps.size());
-        for (const Step& st : run.steps)
-            ordered.push_back(&st);
-        std::sort(ordered.begin(), ordered.end(),
-                  [](const Step* a, const Step* b) { return std::tie(a->rank, a->step) < std::tie(b->rank, b->step); });
-        for (size_t i = 0; i < ordered.size();) {
-            size_t j = i;
-            while (j < ordered.size() && ordered[j]->rank == ordered[i]->rank)
-                ++j;
-            const int32_t r = idx.find(ordered[i]->rank);
-            if (r >= 0 && rules.device[r]) {
-                std::vector<DeviceExtent> ex;
-                for (size_t k = i; k < j; ++k)
-                    if (auto it = extent.find(key(r, ordered[k]->step)); it != extent.end())
-                        ex.push_back({ordered[k]->step, it->second.start, it->second.end, ordered[k]->end});
-                const std::vector<Interval> w = tilingWindows(ex);
-                for (size_t k = 0; k < ex.size(); ++k)
-                    window.emplace(key(r, ex[k].step), w[k]);
-            }
-            i = j;
+    std::vector<const Step*> ordered;
+    ordered.reserve(run.steps.size());
+    for (const Step& st : run.steps)
+        ordered.push_back(&st);
+    std::sort(ordered.begin(), ordered.end(),
+              [](const Step* a, const Step* b) { return std::tie(a->rank, a->step) < std::tie(b->rank, b->step); });
+    for (size_t i = 0; i < ordered.size();) {
+        size_t j = i;
+        while (j < ordered.size() && ordered[j]->rank == ordered[i]->rank)
+            ++j;
+        const int32_t r = idx.find(ordered[i]->rank);
+        if (r >= 0 && rules.device[r]) {
+            std::vector<DeviceExtent> ex;
+            for (size_t k = i; k < j; ++k)
+                if (auto it = extent.find(rankStepKey(r, ordered[k]->step)); it != extent.end())
+                    ex.push_back({ordered[k]->step, it->second.start, it->second.end, ordered[k]->end});
+            const std::vector<Interval> w = tilingWindows(ex);
+            for (size_t k = 0; k < ex.size(); ++k)
+                window.emplace(rankStepKey(r, ex[k].step), w[k]);
         }
+        i = j;
     }
+    return window;
+}
+
+} // namespace
+
+std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& steady)
+{
+    const RankIndex idx = indexRanks(run);
+    const bool multiRank = worldSizeOf(run) > 1;
+    const RankRules rules = rankRules(run, idx);
+    const CountedWork work = countedWork(run, idx, rules);
+    const std::vector<UnionBuilder>& unions = work.unions;
+    const std::unordered_map<uint64_t, Interval> window = deviceWindows(run, idx, rules, work.extent);
 
     // One rank has nothing to communicate (docs/design.md: "no communication to hide"): its local
     // all-reduces are not communication. M is empty, so their time that no compute covers is
@@ -369,7 +394,7 @@ std::vector<StepBreakdown> stepBreakdownWith(const Run& run, const SteadySteps& 
         b.runqNs = st.runqNs;
         const int32_t r = idx.find(st.rank);
         if (r >= 0 && rules.device[r]) {
-            auto it = window.find(key(r, st.step));
+            auto it = window.find(rankStepKey(r, st.step));
             if (it == window.end()) {
                 b.window = StepWindow::NoDeviceWork;
                 b.start = b.end = st.start;
@@ -677,16 +702,21 @@ std::vector<BucketStat> bucketStats(const Run& run)
     return detail::bucketStatsWith(run, index ? &*index : nullptr);
 }
 
-std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* index)
+namespace {
+
+// A communication span carrying a (step, bucket): one piece of a bucket's collective.
+struct CommEntry {
+    int32_t rank, step, bucket;
+    bool host;
+    TimeNs start, end;
+    int64_t bytes;
+    uint32_t lane;
+};
+
+// The run's collective pieces in (rank, step, bucket, start) order.
+std::vector<CommEntry> commEntries(const Run& run)
 {
-    struct Entry {
-        int32_t rank, step, bucket;
-        bool host;
-        TimeNs start, end;
-        int64_t bytes;
-        uint32_t lane;
-    };
-    std::vector<Entry> entries;
+    std::vector<CommEntry> entries;
     entries.reserve(1024);
     for (const Span& s : run.spans) {
         if (!isCommunication(s.kind) || s.bucket < 0 || s.step < 0 || s.lane.v >= run.lanes.size())
@@ -696,12 +726,45 @@ std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* 
     }
     // Spans come in (lane, start) order, so on a normal run the entries already are in key
     // order (lanes by rank, collectives by time): checking is far cheaper than sorting 1 M.
-    const auto entryLess = [](const Entry& a, const Entry& b) {
+    const auto entryLess = [](const CommEntry& a, const CommEntry& b) {
         return std::tie(a.rank, a.step, a.bucket, a.start) < std::tie(b.rank, b.step, b.bucket, b.start);
     };
     if (!std::is_sorted(entries.begin(), entries.end(), entryLess))
         std::sort(entries.begin(), entries.end(), entryLess);
+    return entries;
+}
 
+// One (rank, step, bucket)'s collective from its pieces: launch, completion and
+// bytes of the chosen family (host spans when there are any); no ready or exposed time yet.
+BucketStat collectiveOf(std::span<const CommEntry> pieces, bool anyHost)
+{
+    const size_t j = pieces.size();
+    BucketStat st;
+    st.rank = pieces[0].rank;
+    st.step = pieces[0].step;
+    st.bucket = pieces[0].bucket;
+    st.completion = std::numeric_limits<TimeNs>::min();
+    size_t first = j; // the earliest span of the chosen family: the launch
+    for (size_t k = 0; k < j; ++k) {
+        if (pieces[k].host != anyHost)
+            continue;
+        if (first == j || std::tie(pieces[k].start, pieces[k].lane) < std::tie(pieces[first].start, pieces[first].lane))
+            first = k; // a tie goes to the lower lane (a trace's training thread comes first)
+        st.bytes += pieces[k].bytes;
+    }
+    bool otherLane = false;
+    for (size_t k = 0; k < j; ++k)
+        otherLane |= anyHost && pieces[k].host && pieces[k].lane != pieces[first].lane;
+    st.launch = pieces[first].start;
+    for (size_t k = 0; k < j; ++k)
+        if (pieces[k].host == anyHost && (!otherLane || pieces[k].lane != pieces[first].lane))
+            st.completion = std::max(st.completion, pieces[k].end);
+    return st;
+}
+
+// Each (rank, step, bucket)'s collective, in key order, with bytes and bandwidths.
+std::vector<BucketStat> bucketCollectives(const Run& run, const std::vector<CommEntry>& entries)
+{
     std::unordered_map<int32_t, int64_t> tableBytes;
     for (const Bucket& b : run.buckets)
         tableBytes[b.index] = b.bytes;
@@ -718,26 +781,7 @@ std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* 
             anyHost |= entries[j].host;
             ++j;
         }
-        BucketStat st;
-        st.rank = entries[i].rank;
-        st.step = entries[i].step;
-        st.bucket = entries[i].bucket;
-        st.completion = std::numeric_limits<TimeNs>::min();
-        size_t first = j; // the earliest span of the chosen family: the launch
-        for (size_t k = i; k < j; ++k) {
-            if (entries[k].host != anyHost)
-                continue;
-            if (first == j || std::tie(entries[k].start, entries[k].lane) < std::tie(entries[first].start, entries[first].lane))
-                first = k; // a tie goes to the lower lane (a trace's training thread comes first)
-            st.bytes += entries[k].bytes;
-        }
-        bool otherLane = false;
-        for (size_t k = i; k < j; ++k)
-            otherLane |= anyHost && entries[k].host && entries[k].lane != entries[first].lane;
-        st.launch = entries[first].start;
-        for (size_t k = i; k < j; ++k)
-            if (entries[k].host == anyHost && (!otherLane || entries[k].lane != entries[first].lane))
-                st.completion = std::max(st.completion, entries[k].end);
+        BucketStat st = collectiveOf(std::span<const CommEntry>(entries.data() + i, j - i), anyHost);
         if (st.bytes == 0) {
             auto it = tableBytes.find(st.bucket);
             st.bytes = it != tableBytes.end() ? it->second : 0;
@@ -752,11 +796,15 @@ std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* 
         out.push_back(st);
         i = j;
     }
+    return out;
+}
 
-    // Ready times. Instants come sorted by (lane, ts) and a bucket's gradient-ready instants are
-    // consecutive, so the (rank, step, bucket) key changes rarely: one search per run of equal
-    // keys instead of one per instant; the next key is usually the entry right after the
-    // previous one (instants and collectives both advance in time), so that is tried first.
+// Ready times. Instants come sorted by (lane, ts) and a bucket's gradient-ready instants are
+// consecutive, so the (rank, step, bucket) key changes rarely: one search per run of equal
+// keys instead of one per instant; the next key is usually the entry right after the
+// previous one (instants and collectives both advance in time), so that is tried first.
+void setReadyTimes(const Run& run, std::vector<BucketStat>& out)
+{
     const auto keyLess = [](const BucketStat& s, const std::tuple<int32_t, int32_t, int32_t>& k) {
         return std::tie(s.rank, s.step, s.bucket) < k;
     };
@@ -796,40 +844,52 @@ std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* 
         flush(cur, curMax);
     for (BucketStat& st : out)
         st.readyToLaunch = st.ready >= 0 ? st.launch - st.ready : -1;
-    // Exposed and hidden time: each bucket's own time (BucketStat) against all of the rank's
-    // compute by time (docs/design.md), so a bucket hidden behind the next step's kernels is
-    // hidden, and the buckets' exposed times add up to the rank's exposed bucket communication.
-    // Not applicable on one rank.
-    if (n > 1 && index && !out.empty()) {
-        std::vector<size_t> order(out.size());
-        for (size_t k = 0; k < order.size(); ++k)
-            order[k] = k;
-        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-            return std::tie(out[a].rank, out[a].launch, out[a].completion, out[a].step, out[a].bucket)
-                < std::tie(out[b].rank, out[b].launch, out[b].completion, out[b].step, out[b].bucket);
-        });
-        int32_t rank = -1;
-        TimeNs ownedUpTo = 0; // the latest completion of this rank's buckets launched so far
-        for (size_t k : order) {
-            BucketStat& st = out[k];
-            if (st.rank != rank) {
-                rank = st.rank;
-                ownedUpTo = st.launch;
-            }
-            const TimeNs from = std::max(st.launch, ownedUpTo);
-            st.ownStart = from;
-            if (st.completion <= from) {
-                st.exposed = st.hidden = 0;
-                continue;
-            }
-            const RankUnions u = index->unions(st.rank, from, st.completion);
-            // Only where communication is in flight: an imported bucket pairs the call that launched
-            // it with the op that ran it, and between the two nothing may be.
-            st.hidden = intersectionLength(u.comm, u.compute);
-            st.exposed = totalLength(subtractIntervals(u.comm, u.compute));
-            ownedUpTo = st.completion;
+}
+
+// Exposed and hidden time: each bucket's own time (BucketStat) against all of the rank's
+// compute by time (docs/design.md), so a bucket hidden behind the next step's kernels is
+// hidden, and the buckets' exposed times add up to the rank's exposed bucket communication.
+void setExposedTimes(const RunIndex& index, std::vector<BucketStat>& out)
+{
+    std::vector<size_t> order(out.size());
+    for (size_t k = 0; k < order.size(); ++k)
+        order[k] = k;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return std::tie(out[a].rank, out[a].launch, out[a].completion, out[a].step, out[a].bucket)
+            < std::tie(out[b].rank, out[b].launch, out[b].completion, out[b].step, out[b].bucket);
+    });
+    int32_t rank = -1;
+    TimeNs ownedUpTo = 0; // the latest completion of this rank's buckets launched so far
+    for (size_t k : order) {
+        BucketStat& st = out[k];
+        if (st.rank != rank) {
+            rank = st.rank;
+            ownedUpTo = st.launch;
         }
+        const TimeNs from = std::max(st.launch, ownedUpTo);
+        st.ownStart = from;
+        if (st.completion <= from) {
+            st.exposed = st.hidden = 0;
+            continue;
+        }
+        const RankUnions u = index.unions(st.rank, from, st.completion);
+        // Only where communication is in flight: an imported bucket pairs the call that launched
+        // it with the op that ran it, and between the two nothing may be.
+        st.hidden = intersectionLength(u.comm, u.compute);
+        st.exposed = totalLength(subtractIntervals(u.comm, u.compute));
+        ownedUpTo = st.completion;
     }
+}
+
+} // namespace
+
+std::vector<BucketStat> detail::bucketStatsWith(const Run& run, const RunIndex* index)
+{
+    std::vector<BucketStat> out = bucketCollectives(run, commEntries(run));
+    setReadyTimes(run, out);
+    // Exposed and hidden time are not applicable on one rank.
+    if (worldSizeOf(run) > 1 && index && !out.empty())
+        setExposedTimes(*index, out);
     return out;
 }
 

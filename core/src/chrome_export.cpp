@@ -181,26 +181,10 @@ void writeHeader(JsonWriter& w, const Run& run)
     w.EndObject();
 }
 
-} // namespace
-
-Status writeChromeTrace(const Run& run, std::ostream& out)
+// "M" events: a process per rank and a thread per lane, in rank/lane order, plus each rank's
+// "steps" thread. Returns each rank's "steps" thread id.
+std::map<int32_t, int64_t> writeMetadata(JsonWriter& w, const Run& run)
 {
-    for (const Span& s : run.spans)
-        if (s.lane.v >= run.lanes.size())
-            return fail("chrome export: a span names lane " + std::to_string(s.lane.v) + ", which the run does not have");
-    for (const Instant& in : run.instants)
-        if (in.lane.v >= run.lanes.size())
-            return fail("chrome export: an instant names lane " + std::to_string(in.lane.v) + ", which the run does not have");
-
-    rapidjson::OStreamWrapper os(out);
-    JsonWriter w(os);
-    w.StartObject();
-    writeHeader(w, run);
-    key(w, "displayTimeUnit");
-    w.String("ns");
-    key(w, "traceEvents");
-    w.StartArray();
-
     std::map<int32_t, std::string> processes;
     for (const RankInfo& r : run.ranks)
         processes[r.rank] = "rank " + std::to_string(r.rank) + (r.host.empty() ? "" : " (" + r.host + ")");
@@ -226,7 +210,11 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         metaEvent(w, "thread_name", l.rank, &tid, "name", &name, 0);
         metaEvent(w, "thread_sort_index", l.rank, &tid, "sort_index", nullptr, tid);
     }
+    return stepsTid;
+}
 
+void writeSpanEvents(JsonWriter& w, const Run& run)
+{
     for (const Span& s : run.spans) {
         const int32_t rank = run.lanes[s.lane.v].rank;
         const std::string& name = run.strings.text(s.name);
@@ -251,6 +239,10 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         w.EndObject();
         w.EndObject();
     }
+}
+
+void writeInstantEvents(JsonWriter& w, const Run& run)
+{
     for (const Instant& in : run.instants) {
         const int32_t rank = run.lanes[in.lane.v].rank;
         w.StartObject();
@@ -268,7 +260,10 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         w.EndObject();
         w.EndObject();
     }
+}
 
+void writeStepEvents(JsonWriter& w, const Run& run, std::map<int32_t, int64_t>& stepsTid)
+{
     for (const Step& st : run.steps) {
         w.StartObject();
         key(w, "ph"); w.String("X");
@@ -291,14 +286,20 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         w.EndObject();
         w.EndObject();
     }
-    // Flows. Each (rank, step, bucket)'s collective: the first communication span carrying it
-    // (host collectives before communication kernels, as bucketStats takes them).
-    struct Collective {
-        int32_t step, bucket, rank;
-        TimeNs launch;
-        uint32_t lane;
-        bool host;
-    };
+}
+
+struct Collective {
+    int32_t step, bucket, rank;
+    TimeNs launch;
+    uint32_t lane;
+    bool host;
+};
+
+// Each (rank, step, bucket)'s collective: the first communication span carrying it (host
+// collectives before communication kernels, as bucketStats takes them), in (step, bucket, rank)
+// order.
+std::vector<Collective> collectivesOf(const Run& run)
+{
     std::vector<Collective> collectives;
     for (const Span& s : run.spans)
         if (isCommunication(s.kind) && s.bucket >= 0 && s.step >= 0)
@@ -311,7 +312,12 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
                                       return a.step == b.step && a.bucket == b.bucket && a.rank == b.rank;
                                   }),
                       collectives.end());
-    int64_t flowId = 1;
+    return collectives;
+}
+
+// Each (step, bucket)'s all-reduce across ranks, in launch order; flow ids from `flowId` on.
+void writeBucketFlows(JsonWriter& w, const std::vector<Collective>& collectives, int64_t& flowId)
+{
     for (size_t i = 0; i < collectives.size();) {
         size_t j = i;
         while (j < collectives.size() && collectives[j].step == collectives[i].step
@@ -332,7 +338,11 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         }
         i = j;
     }
-    // Gradient-ready -> launch: the last ready instant of each (rank, step, bucket).
+}
+
+// Gradient-ready -> launch: the last ready instant of each (rank, step, bucket).
+void writeReadyFlows(JsonWriter& w, const Run& run, const std::vector<Collective>& collectives, int64_t& flowId)
+{
     std::map<std::tuple<int32_t, int32_t, int32_t>, const Instant*> lastReady;
     for (const Instant& in : run.instants) {
         if (in.kind != InstantKind::GradReady || in.step < 0 || in.bucket < 0)
@@ -351,6 +361,35 @@ Status writeChromeTrace(const Run& run, std::ostream& out)
         flowEvent(w, 'f', "lockstep.ready", name, flowId, c.rank, c.lane, c.launch);
         ++flowId;
     }
+}
+
+} // namespace
+
+Status writeChromeTrace(const Run& run, std::ostream& out)
+{
+    for (const Span& s : run.spans)
+        if (s.lane.v >= run.lanes.size())
+            return fail("chrome export: a span names lane " + std::to_string(s.lane.v) + ", which the run does not have");
+    for (const Instant& in : run.instants)
+        if (in.lane.v >= run.lanes.size())
+            return fail("chrome export: an instant names lane " + std::to_string(in.lane.v) + ", which the run does not have");
+
+    rapidjson::OStreamWrapper os(out);
+    JsonWriter w(os);
+    w.StartObject();
+    writeHeader(w, run);
+    key(w, "displayTimeUnit");
+    w.String("ns");
+    key(w, "traceEvents");
+    w.StartArray();
+    std::map<int32_t, int64_t> stepsTid = writeMetadata(w, run);
+    writeSpanEvents(w, run);
+    writeInstantEvents(w, run);
+    writeStepEvents(w, run, stepsTid);
+    const std::vector<Collective> collectives = collectivesOf(run);
+    int64_t flowId = 1;
+    writeBucketFlows(w, collectives, flowId);
+    writeReadyFlows(w, run, collectives, flowId);
     w.EndArray();
     w.EndObject();
     os.Flush();

@@ -190,65 +190,25 @@ void writeConfig(JsonWriter& w, const RunConfig& c)
     w.EndObject();
 }
 
-// The summary's fields, written into an open object: the top of both JSON forms.
-void writeSummaryFields(JsonWriter& w, const RunSummary& s)
+// "steady": which steps the means are over, and why.
+void writeSteady(JsonWriter& w, const SteadySteps& steady)
 {
-    kv(w, "schema", std::string("lockstep-report"));
-    kvInt(w, "schema_version", kReportSchemaVersion);
-    kv(w, "name", s.name);
-    kv(w, "model", s.model);
-    kv(w, "source", s.source);
-    kv(w, "backend", s.backend);
-    kv(w, "device", s.device);
-    kv(w, "status", std::string(runStatusName(s.status)));
-    kv(w, "failure_cause", s.failureCause);
-    kvInt(w, "world_size", s.worldSize);
-    kvInt(w, "bucket_cap_bytes", s.bucketCapBytes);
-    kvInt(w, "batch_per_rank", s.batchPerRank);
-    w.Key("signature");
-    w.StartObject();
-    for (const auto& [field, value] : s.signature.fields)
-        kv(w, field.c_str(), value);
-    w.EndObject();
-    writeConfig(w, s.config);
-    kvInt(w, "steps", s.steps);
-    kvInt(w, "steady_steps", s.steadySteps);
     w.Key("steady");
     w.StartObject();
-    kvInt(w, "warmup_steps", s.steady.warmupSteps);
-    kv(w, "rule", std::string(s.steady.fallback ? "all_steps_no_step_past_warmup" : "after_warmup"));
+    kvInt(w, "warmup_steps", steady.warmupSteps);
+    kv(w, "rule", std::string(steady.fallback ? "all_steps_no_step_past_warmup" : "after_warmup"));
     w.Key("steps");
     w.StartArray();
-    for (int32_t step : s.steady.steps)
+    for (int32_t step : steady.steps)
         w.Int(step);
     w.EndArray();
-    kv(w, "description", s.steady.describe());
+    kv(w, "description", steady.describe());
     w.EndObject();
-    kvBool(w, "multi_rank", s.multiRank);
-    kv(w, "window", s.window);
-    kv(w, "step_time_ms", s.stepTimeMs);
-    kv(w, "compute_ms", s.computeMs);
-    kv(w, "comm_ms", s.commMs);
-    kv(w, "memory_ms", s.memoryMs);
-    kv(w, "compute_only_ms", s.computeOnlyMs);
-    kv(w, "overlapped_ms", s.overlappedMs);
-    kv(w, "exposed_comm_ms", s.exposedCommMs);
-    kv(w, "bucket_exposed_ms", s.bucketExposedMs);
-    kv(w, "memory_only_ms", s.memoryOnlyMs);
-    kv(w, "idle_ms", s.idleMs);
-    kv(w, "overlap_ratio", s.overlapRatio);
-    kv(w, "throughput_samples_per_s", s.throughput);
-    w.Key("stragglers");
-    w.StartArray();
-    for (int32_t r : s.stragglers)
-        w.Int(r);
-    w.EndArray();
-    w.Key("straggler_wait_ms");
-    w.StartArray();
-    for (double v : s.stragglerWaitMs)
-        number(w, v);
-    w.EndArray();
-    const StragglerEvidence& e = s.straggler;
+}
+
+// "straggler": the evidence for and against the candidate; what needs a candidate is null without one.
+void writeStragglerEvidence(JsonWriter& w, const StragglerEvidence& e)
+{
     w.Key("straggler");
     w.StartObject();
     kvBool(w, "applicable", e.applicable);
@@ -286,9 +246,14 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
     kv(w, "others_runq_ms", have ? e.othersRunqMs : nan);
     kv(w, "cause", std::string(stragglerCauseName(e.cause)));
     w.EndObject();
+}
+
+// "buckets": each bucket's means over the steady steps.
+void writeBucketSummaries(JsonWriter& w, const std::vector<BucketSummary>& buckets)
+{
     w.Key("buckets");
     w.StartArray();
-    for (const BucketSummary& b : s.buckets) {
+    for (const BucketSummary& b : buckets) {
         w.StartObject();
         kvInt(w, "index", b.bucket);
         // A size or parameter count the run does not give is null ("unknown"), never 0.
@@ -311,6 +276,58 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
         w.EndObject();
     }
     w.EndArray();
+}
+
+// The summary's fields, written into an open object: the top of both JSON forms.
+void writeSummaryFields(JsonWriter& w, const RunSummary& s)
+{
+    kv(w, "schema", std::string("lockstep-report"));
+    kvInt(w, "schema_version", kReportSchemaVersion);
+    kv(w, "name", s.name);
+    kv(w, "model", s.model);
+    kv(w, "source", s.source);
+    kv(w, "backend", s.backend);
+    kv(w, "device", s.device);
+    kv(w, "status", std::string(runStatusName(s.status)));
+    kv(w, "failure_cause", s.failureCause);
+    kvInt(w, "world_size", s.worldSize);
+    kvInt(w, "bucket_cap_bytes", s.bucketCapBytes);
+    kvInt(w, "batch_per_rank", s.batchPerRank);
+    w.Key("signature");
+    w.StartObject();
+    for (const auto& [field, value] : s.signature.fields)
+        kv(w, field.c_str(), value);
+    w.EndObject();
+    writeConfig(w, s.config);
+    kvInt(w, "steps", s.steps);
+    kvInt(w, "steady_steps", s.steadySteps);
+    writeSteady(w, s.steady);
+    kvBool(w, "multi_rank", s.multiRank);
+    kv(w, "window", s.window);
+    kv(w, "step_time_ms", s.stepTimeMs);
+    kv(w, "compute_ms", s.computeMs);
+    kv(w, "comm_ms", s.commMs);
+    kv(w, "memory_ms", s.memoryMs);
+    kv(w, "compute_only_ms", s.computeOnlyMs);
+    kv(w, "overlapped_ms", s.overlappedMs);
+    kv(w, "exposed_comm_ms", s.exposedCommMs);
+    kv(w, "bucket_exposed_ms", s.bucketExposedMs);
+    kv(w, "memory_only_ms", s.memoryOnlyMs);
+    kv(w, "idle_ms", s.idleMs);
+    kv(w, "overlap_ratio", s.overlapRatio);
+    kv(w, "throughput_samples_per_s", s.throughput);
+    w.Key("stragglers");
+    w.StartArray();
+    for (int32_t r : s.stragglers)
+        w.Int(r);
+    w.EndArray();
+    w.Key("straggler_wait_ms");
+    w.StartArray();
+    for (double v : s.stragglerWaitMs)
+        number(w, v);
+    w.EndArray();
+    writeStragglerEvidence(w, s.straggler);
+    writeBucketSummaries(w, s.buckets);
     kvInt(w, "spans", s.spans);
     kvInt(w, "diagnostics_total", s.diagnostics);
     kvInt(w, "device_spans_without_step", s.deviceSpansWithoutStep);

@@ -972,6 +972,131 @@ Status recoverRunFile(const std::string& path)
 // ---------------------------------------------------------------------------------------------
 // RunReader
 
+namespace {
+
+// Which span and instant rows load() keeps, and on which lane. Built once the small tables are
+// read: takes the file's lanes into the run, renumbered densely (lanes[i].id.v == i); files we
+// write are dense already. A row is kept when its step is committed (or it has none).
+class RowFilter {
+public:
+    RowFilter(Run& run, std::vector<Lane>& lanes)
+    {
+        for (Lane& l : lanes) {
+            m_laneIndex.emplace(l.id.v, static_cast<uint32_t>(run.lanes.size()));
+            l.id = LaneId{static_cast<uint32_t>(run.lanes.size())};
+            m_laneRank.push_back(l.rank);
+            run.lanes.push_back(std::move(l));
+        }
+        m_lanes = run.lanes.size();
+        m_denseLanes = std::all_of(m_laneIndex.begin(), m_laneIndex.end(),
+                                   [](const auto& kv) { return kv.first == kv.second; });
+        indexSteps(run.steps);
+    }
+    RowFilter(const RowFilter&) = delete;
+    RowFilter& operator=(const RowFilter&) = delete;
+
+    bool keep(uint32_t lane, int32_t step) const
+    {
+        if (step == kNoStep)
+            return true;
+        if (step >= 0 && step < kBitmapSteps) {
+            const auto& bits = *m_laneSteps[lane];
+            return static_cast<size_t>(step) < bits.size() && bits[static_cast<size_t>(step)];
+        }
+        return m_committed.contains(stepKey(m_laneRank[lane], step));
+    }
+
+    // The run's lane for the file's lane id; false for a lane the file does not have.
+    bool lookupLane(int64_t fileLane, uint32_t* out) const
+    {
+        if (m_denseLanes) {
+            if (fileLane < 0 || static_cast<size_t>(fileLane) >= m_lanes)
+                return false;
+            *out = static_cast<uint32_t>(fileLane);
+            return true;
+        }
+        auto it = m_laneIndex.find(fileLane);
+        if (it == m_laneIndex.end())
+            return false;
+        *out = it->second;
+        return true;
+    }
+
+private:
+    // The per-span test is the hot loop of load(): a bitmap per lane over step numbers answers
+    // it without hashing; the hash set remains for step numbers too large for a bitmap.
+    static constexpr int32_t kBitmapSteps = 1 << 20;
+
+    void indexSteps(const std::vector<Step>& steps)
+    {
+        m_committed.reserve(steps.size() * 2);
+        for (const Step& s : steps)
+            m_committed.insert(stepKey(s.rank, s.step));
+        for (const Step& s : steps) {
+            if (s.step < 0 || s.step >= kBitmapSteps)
+                continue;
+            auto& bits = m_rankSteps[s.rank];
+            if (bits.size() <= static_cast<size_t>(s.step))
+                bits.resize(static_cast<size_t>(s.step) + 1, false);
+            bits[static_cast<size_t>(s.step)] = true;
+        }
+        static const std::vector<bool> kNone;
+        m_laneSteps.assign(m_lanes, &kNone);
+        for (size_t l = 0; l < m_lanes; ++l) {
+            if (auto it = m_rankSteps.find(m_laneRank[l]); it != m_rankSteps.end())
+                m_laneSteps[l] = &it->second;
+        }
+    }
+
+    std::unordered_map<int64_t, uint32_t> m_laneIndex; // file lane id -> run lane
+    std::vector<int32_t> m_laneRank;                   // run lane -> rank
+    size_t m_lanes = 0;
+    bool m_denseLanes = true;
+    std::unordered_set<int64_t> m_committed;
+    std::unordered_map<int32_t, std::vector<bool>> m_rankSteps;
+    std::vector<const std::vector<bool>*> m_laneSteps;
+};
+
+// The stop token checked every 65,536 rows of the span and instant reads: a few ms of reading,
+// a negligible cost per row.
+struct RowStopCheck {
+    const std::stop_token& stop;
+    uint32_t rows = 0;
+    bool operator()() { return (++rows & 0xFFFF) == 0 && stop.stop_requested(); }
+};
+
+// The scan follows the table's key (lane, start_ns, seq), so spans arrive sorted by lane and
+// start already (clock correction is monotonic within a lane); only runs of equal starts
+// need ordering by end. That is O(n) where normalize() would sort 10 M spans again (~1.5 s).
+// Anything else (a file from elsewhere, an odd correction) takes the full normalize().
+void normalizeLoaded(Run& run)
+{
+    const auto byLaneStart = [](const Span& a, const Span& b) {
+        return a.lane.v != b.lane.v ? a.lane.v < b.lane.v : a.start < b.start;
+    };
+    if (!std::is_sorted(run.spans.begin(), run.spans.end(), byLaneStart)) {
+        run.normalize();
+        return;
+    }
+    for (size_t i = 0; i < run.spans.size();) {
+        size_t j = i + 1;
+        while (j < run.spans.size() && run.spans[j].lane == run.spans[i].lane
+               && run.spans[j].start == run.spans[i].start)
+            ++j;
+        if (j - i > 1)
+            std::stable_sort(run.spans.begin() + static_cast<ptrdiff_t>(i),
+                             run.spans.begin() + static_cast<ptrdiff_t>(j),
+                             [](const Span& a, const Span& b) { return a.end < b.end; });
+        i = j;
+    }
+    std::vector<Span> spans = std::move(run.spans);
+    run.spans.clear();
+    run.normalize(); // the rest: instants, steps, buckets, ranks (small or nearly sorted)
+    run.spans = std::move(spans);
+}
+
+} // namespace
+
 struct RunReader::Impl {
     std::string path;
     sqlite3* db = nullptr;
@@ -1031,6 +1156,70 @@ struct RunReader::Impl {
     {
         return id >= 0 && static_cast<size_t>(id) < stringMap.size() ? stringMap[static_cast<size_t>(id)]
                                                                      : StringId{0};
+    }
+
+    // load()'s span rows: those `filter` keeps, appended to run.spans; rows on unknown lanes
+    // counted in `orphans`.
+    Status readSpans(Run& run, const RowFilter& filter, RowStopCheck& stopRequested, int64_t& orphans) const
+    {
+        Stmt st;
+        int rc;
+        if ((rc = st.prepare(db, "SELECT count(*) FROM spans")) == SQLITE_OK
+            && sqlite3_step(st.get()) == SQLITE_ROW)
+            run.spans.reserve(static_cast<size_t>(std::max<int64_t>(0, sqlite3_column_int64(st.get(), 0))));
+        rc = st.prepare(db, ("SELECT " + schema::spanColumnList(true) + " FROM spans").c_str());
+        if (rc != SQLITE_OK)
+            return std::unexpected(error(rc, "reading spans"));
+        while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+            if (stopRequested())
+                return fail(ErrorCode::Cancelled, kCancelled);
+            SpanRow row = readSpanRow(st.get());
+            uint32_t lane = 0;
+            if (!filter.lookupLane(row.lane, &lane)) {
+                ++orphans;
+                continue;
+            }
+            if (!filter.keep(lane, row.span.step))
+                continue;
+            row.span.lane = LaneId{lane};
+            row.span.name = mapString(row.name);
+            run.spans.push_back(row.span);
+        }
+        if (rc != SQLITE_DONE)
+            return std::unexpected(error(rc, "reading spans"));
+        return {};
+    }
+
+    // load()'s instant rows, as readSpans().
+    Status readInstants(Run& run, const RowFilter& filter, RowStopCheck& stopRequested, int64_t& orphans) const
+    {
+        Stmt st;
+        int rc = st.prepare(db, "SELECT lane, kind, name, ts_ns, step, bucket FROM instants");
+        if (rc != SQLITE_OK)
+            return std::unexpected(error(rc, "reading instants"));
+        while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
+            if (stopRequested())
+                return fail(ErrorCode::Cancelled, kCancelled);
+            sqlite3_stmt* s = st.get();
+            Instant in;
+            uint32_t lane = 0;
+            if (!filter.lookupLane(sqlite3_column_int64(s, 0), &lane)) {
+                ++orphans;
+                continue;
+            }
+            in.step = sqlite3_column_int(s, 4);
+            if (!filter.keep(lane, in.step))
+                continue;
+            in.lane = LaneId{lane};
+            in.kind = sqlite3_column_int(s, 1) == 1 ? InstantKind::Marker : InstantKind::GradReady;
+            in.name = mapString(sqlite3_column_int64(s, 2));
+            in.ts = sqlite3_column_int64(s, 3);
+            in.bucket = sqlite3_column_int(s, 5);
+            run.instants.push_back(in);
+        }
+        if (rc != SQLITE_DONE)
+            return std::unexpected(error(rc, "reading instants"));
+        return {};
     }
 };
 
@@ -1346,147 +1535,20 @@ Result<Run> RunReader::load(const LoadOptions& options)
         return std::unexpected(s.error());
     run.strings = d.strings;
 
-    // Lanes renumbered densely (lanes[i].id.v == i); files we write are dense already.
-    std::unordered_map<int64_t, uint32_t> laneIndex;
-    std::vector<int32_t> laneRank;
-    for (Lane& l : *lanes) {
-        laneIndex.emplace(l.id.v, static_cast<uint32_t>(run.lanes.size()));
-        l.id = LaneId{static_cast<uint32_t>(run.lanes.size())};
-        laneRank.push_back(l.rank);
-        run.lanes.push_back(std::move(l));
-    }
-    const bool denseLanes = std::all_of(laneIndex.begin(), laneIndex.end(),
-                                        [](const auto& kv) { return kv.first == kv.second; });
-
-    std::unordered_set<int64_t> committed;
-    committed.reserve(run.steps.size() * 2);
-    for (const Step& s : run.steps)
-        committed.insert(stepKey(s.rank, s.step));
-    // The per-span test is the hot loop of load(): a bitmap per lane over step numbers answers
-    // it without hashing; the hash set remains for step numbers too large for a bitmap.
-    constexpr int32_t kBitmapSteps = 1 << 20;
-    std::unordered_map<int32_t, std::vector<bool>> rankSteps;
-    for (const Step& s : run.steps) {
-        if (s.step < 0 || s.step >= kBitmapSteps)
-            continue;
-        auto& bits = rankSteps[s.rank];
-        if (bits.size() <= static_cast<size_t>(s.step))
-            bits.resize(static_cast<size_t>(s.step) + 1, false);
-        bits[static_cast<size_t>(s.step)] = true;
-    }
-    static const std::vector<bool> kNone;
-    std::vector<const std::vector<bool>*> laneSteps(run.lanes.size(), &kNone);
-    for (size_t l = 0; l < run.lanes.size(); ++l) {
-        if (auto it = rankSteps.find(laneRank[l]); it != rankSteps.end())
-            laneSteps[l] = &it->second;
-    }
-    const auto keep = [&](uint32_t lane, int32_t step) {
-        if (step == kNoStep)
-            return true;
-        if (step >= 0 && step < kBitmapSteps) {
-            const auto& bits = *laneSteps[lane];
-            return static_cast<size_t>(step) < bits.size() && bits[static_cast<size_t>(step)];
-        }
-        return committed.contains(stepKey(laneRank[lane], step));
-    };
-    const auto lookupLane = [&](int64_t fileLane, uint32_t* out) {
-        if (denseLanes) {
-            if (fileLane < 0 || static_cast<size_t>(fileLane) >= run.lanes.size())
-                return false;
-            *out = static_cast<uint32_t>(fileLane);
-            return true;
-        }
-        auto it = laneIndex.find(fileLane);
-        if (it == laneIndex.end())
-            return false;
-        *out = it->second;
-        return true;
-    };
-
-    Stmt st;
-    if ((rc = st.prepare(d.db, "SELECT count(*) FROM spans")) == SQLITE_OK
-        && sqlite3_step(st.get()) == SQLITE_ROW)
-        run.spans.reserve(static_cast<size_t>(std::max<int64_t>(0, sqlite3_column_int64(st.get(), 0))));
-    rc = st.prepare(d.db, ("SELECT " + schema::spanColumnList(true) + " FROM spans").c_str());
-    if (rc != SQLITE_OK)
-        return std::unexpected(d.error(rc, "reading spans"));
+    // Lanes renumbered densely; spans and instants kept when their step is committed.
+    const RowFilter filter(run, *lanes);
     int64_t orphans = 0;
-    // Checked every 65,536 rows: a few ms of reading, a negligible cost per row.
-    uint32_t rows = 0;
-    const auto stopRequested = [&] { return (++rows & 0xFFFF) == 0 && options.stop.stop_requested(); };
-    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-        if (stopRequested())
-            return fail(ErrorCode::Cancelled, kCancelled);
-        SpanRow row = readSpanRow(st.get());
-        uint32_t lane = 0;
-        if (!lookupLane(row.lane, &lane)) {
-            ++orphans;
-            continue;
-        }
-        if (!keep(lane, row.span.step))
-            continue;
-        row.span.lane = LaneId{lane};
-        row.span.name = d.mapString(row.name);
-        run.spans.push_back(row.span);
-    }
-    if (rc != SQLITE_DONE)
-        return std::unexpected(d.error(rc, "reading spans"));
-    rc = st.prepare(d.db, "SELECT lane, kind, name, ts_ns, step, bucket FROM instants");
-    if (rc != SQLITE_OK)
-        return std::unexpected(d.error(rc, "reading instants"));
-    while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-        if (stopRequested())
-            return fail(ErrorCode::Cancelled, kCancelled);
-        sqlite3_stmt* s = st.get();
-        Instant in;
-        uint32_t lane = 0;
-        if (!lookupLane(sqlite3_column_int64(s, 0), &lane)) {
-            ++orphans;
-            continue;
-        }
-        in.step = sqlite3_column_int(s, 4);
-        if (!keep(lane, in.step))
-            continue;
-        in.lane = LaneId{lane};
-        in.kind = sqlite3_column_int(s, 1) == 1 ? InstantKind::Marker : InstantKind::GradReady;
-        in.name = d.mapString(sqlite3_column_int64(s, 2));
-        in.ts = sqlite3_column_int64(s, 3);
-        in.bucket = sqlite3_column_int(s, 5);
-        run.instants.push_back(in);
-    }
-    if (rc != SQLITE_DONE)
-        return std::unexpected(d.error(rc, "reading instants"));
+    RowStopCheck stopRequested{options.stop};
+    if (auto s = d.readSpans(run, filter, stopRequested, orphans); !s)
+        return std::unexpected(s.error());
+    if (auto s = d.readInstants(run, filter, stopRequested, orphans); !s)
+        return std::unexpected(s.error());
     if (orphans > 0)
         run.diagnostics.push_back(makeDiagnostic(DiagnosticKind::EventOnUnknownLane, orphans));
 
     if (options.correctClocks)
         correctRunClocks(run, d.version >= schema::kBootIdVersion);
-    // The scan follows the table's key (lane, start_ns, seq), so spans arrive sorted by lane and
-    // start already (clock correction is monotonic within a lane); only runs of equal starts
-    // need ordering by end. That is O(n) where normalize() would sort 10 M spans again (~1.5 s).
-    // Anything else (a file from elsewhere, an odd correction) takes the full normalize().
-    const auto byLaneStart = [](const Span& a, const Span& b) {
-        return a.lane.v != b.lane.v ? a.lane.v < b.lane.v : a.start < b.start;
-    };
-    if (std::is_sorted(run.spans.begin(), run.spans.end(), byLaneStart)) {
-        for (size_t i = 0; i < run.spans.size();) {
-            size_t j = i + 1;
-            while (j < run.spans.size() && run.spans[j].lane == run.spans[i].lane
-                   && run.spans[j].start == run.spans[i].start)
-                ++j;
-            if (j - i > 1)
-                std::stable_sort(run.spans.begin() + static_cast<ptrdiff_t>(i),
-                                 run.spans.begin() + static_cast<ptrdiff_t>(j),
-                                 [](const Span& a, const Span& b) { return a.end < b.end; });
-            i = j;
-        }
-        std::vector<Span> spans = std::move(run.spans);
-        run.spans.clear();
-        run.normalize(); // the rest: instants, steps, buckets, ranks (small or nearly sorted)
-        run.spans = std::move(spans);
-    } else {
-        run.normalize();
-    }
+    normalizeLoaded(run);
     return run;
 }
 

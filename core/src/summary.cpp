@@ -52,29 +52,9 @@ struct PartSums {
 // rank that launched nothing in a step has none: it says nothing about that step's time).
 bool counts(const StepBreakdown& b) { return b.steady && b.window != StepWindow::NoDeviceWork; }
 
-} // namespace
-
-Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
+// The run's identity and sizes, copied from its configuration and counted.
+void summarizeConfig(RunSummary& s, const Run& run, const RunAnalysis& a)
 {
-    // Checked between the analyses: each is a linear pass (a few hundred ms on 10 M spans), so a
-    // superseded analysis ends within one of them.
-    RunAnalysis a;
-    a.steady = steadySteps(run);
-    a.steps = detail::stepBreakdownWith(run, a.steady);
-    if (stop.stop_requested())
-        return fail(ErrorCode::Cancelled, kCancelled);
-    // One index for the bucket statistics and the buckets' share of exposed communication below.
-    std::optional<RunIndex> index;
-    if (detail::worldSizeOf(run) > 1)
-        index.emplace(run);
-    a.buckets = detail::bucketStatsWith(run, index ? &*index : nullptr);
-    if (stop.stop_requested())
-        return fail(ErrorCode::Cancelled, kCancelled);
-    a.stragglers = detail::stragglersWith(run, a.buckets, a.steps, a.steady);
-    if (stop.stop_requested())
-        return fail(ErrorCode::Cancelled, kCancelled);
-
-    RunSummary& s = a.summary;
     const RunConfig& c = run.config;
     s.config = c;
     s.name = c.name;
@@ -94,19 +74,29 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
     s.multiRank = s.worldSize > 1;
     s.steady = a.steady;
     s.steadySteps = static_cast<int32_t>(a.steady.steps.size());
+}
 
-    std::map<int32_t, int32_t> stepsPerRank;
+// Steps recorded per rank, and samples per steady step over all ranks.
+struct StepCounts {
+    std::map<int32_t, int32_t> perRank;
     std::map<int32_t, int64_t> samplesPerStep; // steady step -> samples over all ranks
-    for (const Step& st : run.steps) {
-        stepsPerRank[st.rank]++;
-        if (a.steady.contains(st.step))
-            samplesPerStep[st.step] += st.samples > 0 ? st.samples : c.batchPerRank;
-    }
-    for (const auto& [rank, n] : stepsPerRank)
-        s.steps = std::max(s.steps, n);
+};
 
+StepCounts countSteps(const Run& run, const SteadySteps& steady)
+{
+    StepCounts n;
+    for (const Step& st : run.steps) {
+        n.perRank[st.rank]++;
+        if (steady.contains(st.step))
+            n.samplesPerStep[st.step] += st.samples > 0 ? st.samples : run.config.batchPerRank;
+    }
+    return n;
+}
+
+// The means over the counted (rank, step) rows, over all ranks and per rank, and the step window.
+void summarizeBreakdown(RunSummary& s, const RunAnalysis& a, std::map<int32_t, PartSums>& perRank)
+{
     PartSums all;
-    std::map<int32_t, PartSums> perRank;
     bool host = false, device = false;
     for (const StepBreakdown& b : a.steps) {
         host |= b.window == StepWindow::Host;
@@ -127,64 +117,71 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
     s.memoryOnlyMs = all.mean(all.memoryOnly);
     s.idleMs = all.mean(all.idle);
     s.overlapRatio = all.overlapRatio(s.multiRank);
-    // The buckets' share of it, over the same (rank, step) rows: each bucket's own time clipped
-    // to the window (a bucket crossing a step's end counts in both steps, as the step's exposed
-    // communication does). A rank's own times are disjoint and in launch order, its windows in
-    // step order: one merge-like pass per rank.
-    s.bucketExposedMs = kNaN;
-    if (s.multiRank && index) {
-        std::map<int32_t, std::vector<const BucketStat*>> owned;
-        for (const BucketStat& st : a.buckets)
-            if (st.exposed > 0 && st.ownStart >= 0 && st.completion > st.ownStart)
-                owned[st.rank].push_back(&st);
-        for (auto& [rank, v] : owned)
-            std::sort(v.begin(), v.end(), [](const BucketStat* x, const BucketStat* y) { return x->ownStart < y->ownStart; });
-        double sum = 0;
-        int rows = 0;
-        for (const StepBreakdown& b : a.steps) {
-            if (!counts(b))
-                continue;
-            ++rows;
-            auto it = owned.find(b.rank);
-            if (it == owned.end())
-                continue;
-            const std::vector<const BucketStat*>& v = it->second;
-            // The first own time ending after the window starts.
-            auto k = std::partition_point(v.begin(), v.end(), [&](const BucketStat* st) { return st->completion <= b.start; });
-            for (; k != v.end() && (*k)->ownStart < b.end; ++k) {
-                const TimeNs lo = std::max((*k)->ownStart, b.start), hi = std::min((*k)->completion, b.end);
-                if (hi > lo) {
-                    const RankUnions u = index->unions(b.rank, lo, hi);
-                    sum += static_cast<double>(totalLength(subtractIntervals(u.comm, u.compute)));
-                }
+}
+
+// The buckets' share of the exposed communication, over the same (rank, step) rows: each bucket's
+// own time clipped to the window (a bucket crossing a step's end counts in both steps, as the
+// step's exposed communication does). A rank's own times are disjoint and in launch order, its
+// windows in step order: one merge-like pass per rank.
+double meanBucketExposedMs(const RunAnalysis& a, const RunIndex& index)
+{
+    std::map<int32_t, std::vector<const BucketStat*>> owned;
+    for (const BucketStat& st : a.buckets)
+        if (st.exposed > 0 && st.ownStart >= 0 && st.completion > st.ownStart)
+            owned[st.rank].push_back(&st);
+    for (auto& [rank, v] : owned)
+        std::sort(v.begin(), v.end(), [](const BucketStat* x, const BucketStat* y) { return x->ownStart < y->ownStart; });
+    double sum = 0;
+    int rows = 0;
+    for (const StepBreakdown& b : a.steps) {
+        if (!counts(b))
+            continue;
+        ++rows;
+        auto it = owned.find(b.rank);
+        if (it == owned.end())
+            continue;
+        const std::vector<const BucketStat*>& v = it->second;
+        // The first own time ending after the window starts.
+        auto k = std::partition_point(v.begin(), v.end(), [&](const BucketStat* st) { return st->completion <= b.start; });
+        for (; k != v.end() && (*k)->ownStart < b.end; ++k) {
+            const TimeNs lo = std::max((*k)->ownStart, b.start), hi = std::min((*k)->completion, b.end);
+            if (hi > lo) {
+                const RankUnions u = index.unions(b.rank, lo, hi);
+                sum += static_cast<double>(totalLength(subtractIntervals(u.comm, u.compute)));
             }
         }
-        s.bucketExposedMs = rows > 0 ? sum / rows * kToMs : 0.0;
     }
-    // Unknown (NaN), never 0, when no step says how many samples it took (an imported trace).
-    s.throughput = kNaN;
-    if (!samplesPerStep.empty() && s.stepTimeMs > 0) {
-        double samples = 0;
-        for (const auto& [step, v] : samplesPerStep)
-            samples += static_cast<double>(v);
-        samples /= static_cast<double>(samplesPerStep.size());
-        if (samples > 0)
-            s.throughput = samples / (s.stepTimeMs * 1e-3);
-    }
+    return rows > 0 ? sum / rows * kToMs : 0.0;
+}
+
+// Unknown (NaN), never 0, when no step says how many samples it took (an imported trace).
+double throughputOf(const std::map<int32_t, int64_t>& samplesPerStep, double stepTimeMs)
+{
+    if (samplesPerStep.empty() || !(stepTimeMs > 0))
+        return kNaN;
+    double samples = 0;
+    for (const auto& [step, v] : samplesPerStep)
+        samples += static_cast<double>(v);
+    samples /= static_cast<double>(samplesPerStep.size());
+    return samples > 0 ? samples / (stepTimeMs * 1e-3) : kNaN;
+}
+
+// Device work on a GPU stream that belongs to no step.
+int64_t countDeviceSpansWithoutStep(const Run& run)
+{
+    int64_t n = 0;
     for (const Span& sp : run.spans)
         if (isDeviceKind(sp.kind) && sp.step == kNoStep && sp.lane.v < run.lanes.size()
             && run.lanes[sp.lane.v].kind == LaneKind::GpuStream)
-            ++s.deviceSpansWithoutStep;
+            ++n;
+    return n;
+}
 
-    const StragglerReport& rep = a.stragglers;
-    s.straggler = rep.evidence;
-    s.stragglers = rep.stragglers;
-    for (int32_t rank : rep.stragglers)
-        for (const RankStraggle& rs : rep.perRank)
-            if (rs.rank == rank)
-                s.stragglerWaitMs.push_back(rs.meanWaitNs * kToMs);
-
-    // Per rank.
+// Per rank: every rank with steps or with straggler statistics, in rank order.
+std::vector<RankSummary> rankSummaries(const RunSummary& s, const StragglerReport& rep,
+                                       std::map<int32_t, int32_t>& stepsPerRank, std::map<int32_t, PartSums>& perRank)
+{
+    std::vector<RankSummary> out;
     std::map<int32_t, const RankStraggle*> straggle;
     for (const RankStraggle& rs : rep.perRank)
         straggle[rs.rank] = &rs;
@@ -213,29 +210,34 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         r.meanWaitCausedMs = !s.multiRank ? kNaN : it != straggle.end() ? it->second->meanWaitNs * kToMs : 0.0;
         r.cpuMs = p.schedMean(p.cpu);
         r.runqMs = p.schedMean(p.runq);
-        a.ranks.push_back(r);
+        out.push_back(r);
     }
+    return out;
+}
 
-    const double busFactor = detail::busBandwidthFactor(s.worldSize);
-    // Per bucket: the table's buckets in index order, plus any bucket only seen in spans.
-    struct Acc {
-        int64_t bytes = 0;
-        std::vector<std::string> params;
-        double r2l = 0, dur = 0, skew = 0, wait = 0;
-        int nR2l = 0, nStat = 0, nSkew = 0, nExposed = 0;
-        double exposed = 0, hidden = 0;
-        std::map<int32_t, int> late;
-    };
-    std::map<int32_t, Acc> acc;
+// One bucket's sums over the steady steps.
+struct BucketAcc {
+    int64_t bytes = 0;
+    std::vector<std::string> params;
+    double r2l = 0, dur = 0, skew = 0, wait = 0;
+    int nR2l = 0, nStat = 0, nSkew = 0, nExposed = 0;
+    double exposed = 0, hidden = 0;
+    std::map<int32_t, int> late;
+};
+
+// The table's buckets in index order, plus any bucket only seen in spans.
+std::map<int32_t, BucketAcc> accumulateBuckets(const Run& run, const RunAnalysis& a)
+{
+    std::map<int32_t, BucketAcc> acc;
     for (const Bucket& b : run.buckets) {
-        Acc& x = acc[b.index];
+        BucketAcc& x = acc[b.index];
         x.bytes = b.bytes;
         x.params = b.params;
     }
     for (const BucketStat& st : a.buckets) {
         if (!a.steady.contains(st.step))
             continue;
-        Acc& x = acc[st.bucket];
+        BucketAcc& x = acc[st.bucket];
         if (x.bytes == 0)
             x.bytes = st.bytes;
         if (st.readyToLaunch >= 0 && st.ready >= 0) {
@@ -250,16 +252,24 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
             ++x.nExposed;
         }
     }
-    for (const BucketSkew& sk : rep.skews) {
+    for (const BucketSkew& sk : a.stragglers.skews) {
         if (!a.steady.contains(sk.step))
             continue;
-        Acc& x = acc[sk.bucket];
+        BucketAcc& x = acc[sk.bucket];
         x.skew += static_cast<double>(sk.skew);
         x.wait += static_cast<double>(sk.waitCaused);
         ++x.nSkew;
         if (sk.ranks > 1 && sk.skew > 0)
             ++x.late[sk.lateRank];
     }
+    return acc;
+}
+
+// Per bucket: the means over the steady steps.
+void summarizeBuckets(RunSummary& s, const Run& run, const RunAnalysis& a)
+{
+    const double busFactor = detail::busBandwidthFactor(s.worldSize);
+    std::map<int32_t, BucketAcc> acc = accumulateBuckets(run, a);
     for (auto& [index, x] : acc) {
         BucketSummary b;
         b.bucket = index;
@@ -287,6 +297,51 @@ Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
         }
         s.buckets.push_back(std::move(b));
     }
+}
+
+} // namespace
+
+Result<RunAnalysis> analyze(const Run& run, std::stop_token stop)
+{
+    // Checked between the analyses: each is a linear pass (a few hundred ms on 10 M spans), so a
+    // superseded analysis ends within one of them.
+    RunAnalysis a;
+    a.steady = steadySteps(run);
+    a.steps = detail::stepBreakdownWith(run, a.steady);
+    if (stop.stop_requested())
+        return fail(ErrorCode::Cancelled, kCancelled);
+    // One index for the bucket statistics and the buckets' share of exposed communication below.
+    std::optional<RunIndex> index;
+    if (detail::worldSizeOf(run) > 1)
+        index.emplace(run);
+    a.buckets = detail::bucketStatsWith(run, index ? &*index : nullptr);
+    if (stop.stop_requested())
+        return fail(ErrorCode::Cancelled, kCancelled);
+    a.stragglers = detail::stragglersWith(run, a.buckets, a.steps, a.steady);
+    if (stop.stop_requested())
+        return fail(ErrorCode::Cancelled, kCancelled);
+
+    RunSummary& s = a.summary;
+    summarizeConfig(s, run, a);
+    StepCounts counted = countSteps(run, a.steady);
+    for (const auto& [rank, n] : counted.perRank)
+        s.steps = std::max(s.steps, n);
+    std::map<int32_t, PartSums> perRank;
+    summarizeBreakdown(s, a, perRank);
+    s.bucketExposedMs = s.multiRank && index ? meanBucketExposedMs(a, *index) : kNaN;
+    s.throughput = throughputOf(counted.samplesPerStep, s.stepTimeMs);
+    s.deviceSpansWithoutStep = countDeviceSpansWithoutStep(run);
+
+    const StragglerReport& rep = a.stragglers;
+    s.straggler = rep.evidence;
+    s.stragglers = rep.stragglers;
+    for (int32_t rank : rep.stragglers)
+        for (const RankStraggle& rs : rep.perRank)
+            if (rs.rank == rank)
+                s.stragglerWaitMs.push_back(rs.meanWaitNs * kToMs);
+
+    a.ranks = rankSummaries(s, rep, counted.perRank, perRank);
+    summarizeBuckets(s, run, a);
     return a;
 }
 

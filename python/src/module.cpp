@@ -291,16 +291,11 @@ core::Run loadOrRaise(const std::string& path, bool correctClocks)
     return std::move(*run);
 }
 
-} // namespace
-} // namespace lockstep::record
+namespace pb = pybind11;
 
-PYBIND11_MODULE(_core, m)
+// Clocks: now, the boot id, the best of a clock exchange.
+void bindClock(pb::module_& m)
 {
-    using namespace lockstep;
-    using namespace lockstep::record;
-    namespace pb = pybind11;
-    m.doc() = "Lockstep's native core for the PyTorch DDP recorder: run database writes and reads";
-
     m.def("now_ns", &lockstep::record::nowNs, "CLOCK_REALTIME in nanoseconds (the clock of every Lockstep timestamp)");
     m.def("boot_id", &core::readBootId, "this machine's kernel boot id ('' when unreadable; clock_sync.h)");
     m.def(
@@ -322,6 +317,11 @@ PYBIND11_MODULE(_core, m)
         pb::arg("exchanges"),
         "Of [(sent, remote, received)] ping-pongs, the one with the smallest round trip as "
         "{offset_ns, rtt_ns, uncertainty_ns, at_ns}; None when none is valid (core's bestClockExchange)");
+}
+
+// The schema version, the run config's fields and the link probe's constants.
+void bindConstants(pb::module_& m)
+{
     m.attr("SCHEMA_VERSION") = core::kSchemaVersion;
     // The run config dict's keys and value types ("str", "int", "float", "status"), from core's
     // field table (core/fields.h), in its order; "extra" (a dict of str) is beside them.
@@ -349,7 +349,11 @@ PYBIND11_MODULE(_core, m)
             return core::formatLinkProbe(out);
         },
         "config_extra[LINK_PROBE_KEY] text of [(bytes on the wire, ns)] (whatif.h, formatLinkProbe)");
+}
 
+// Event kinds, a step's pending events and the gradient hook.
+void bindEvents(pb::module_& m)
+{
     pb::enum_<Ev>(m, "Ev", "Kinds of recorder events (see python/src/shard_recorder.h)")
         .value("StepStart", Ev::StepStart)
         .value("ForwardBegin", Ev::ForwardBegin)
@@ -392,7 +396,11 @@ PYBIND11_MODULE(_core, m)
 
     pb::class_<GradHook>(m, "GradHook", "Post-hook of one parameter's gradient accumulator")
         .def("__call__", [](const GradHook& h, pb::args) { h.rec->grad(h.param); });
+}
 
+// ShardRecorder: one rank's shard.
+void bindRecorder(pb::module_& m)
+{
     pb::class_<Recorder, std::shared_ptr<Recorder>>(m, "ShardRecorder",
                                                     "One rank's shard: an event log and its writer thread")
         .def(pb::init([](const std::string& path, const pb::dict& config, const pb::dict& rank, const pb::dict& model,
@@ -487,7 +495,11 @@ PYBIND11_MODULE(_core, m)
             pb::arg("status"), pb::arg("cause") = "")
         .def_property_readonly("error_step", [](const Recorder& r) { return r.errorStep; },
                                "after finish: the step whose writing failed first (-1: none)");
+}
 
+// Reading a run back: as dicts, and core's summary.
+void bindRuns(pb::module_& m)
+{
     m.def(
         "load_run", [](const std::string& path, bool correctClocks) { return runToDict(loadOrRaise(path, correctClocks)); },
         pb::arg("path"), pb::arg("correct_clocks") = true,
@@ -500,6 +512,10 @@ PYBIND11_MODULE(_core, m)
             return core::summaryJson(core::summarize(run));
         },
         pb::arg("path"), "core's run summary (the analyses behind `lockstep report --json`) as JSON text");
+}
+
+void bindJob(pb::module_& m)
+{
     // The job contract (lockstep::job), so that Python speaks it exactly as the runtime does.
     // Paths are bytes (any byte but NUL): given as bytes (os.fsencode), returned as bytes (os.fsdecode).
     m.def(
@@ -519,4 +535,18 @@ PYBIND11_MODULE(_core, m)
         },
         pb::arg("rank"), pb::arg("name"), "the protocol line of a rank entering a phase before its first step");
     m.def("failed_line", &job::failedLine, pb::arg("rank"), pb::arg("cause"), pb::arg("step") = -1);
+}
+
+} // namespace
+} // namespace lockstep::record
+
+PYBIND11_MODULE(_core, m)
+{
+    m.doc() = "Lockstep's native core for the PyTorch DDP recorder: run database writes and reads";
+    lockstep::record::bindClock(m);
+    lockstep::record::bindConstants(m);
+    lockstep::record::bindEvents(m);
+    lockstep::record::bindRecorder(m);
+    lockstep::record::bindRuns(m);
+    lockstep::record::bindJob(m);
 }

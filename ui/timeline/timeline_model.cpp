@@ -41,6 +41,113 @@ void appendPieces(std::vector<core::Span>& out, const std::vector<Interval>& pie
         out.push_back(s);
     }
 }
+
+// Core's breakdown is sorted by (rank, step), its rank summaries by rank.
+const core::StepBreakdown* breakdownOf(const core::RunAnalysis& a, int32_t rank, int32_t step)
+{
+    auto it = std::lower_bound(a.steps.begin(), a.steps.end(), std::pair{rank, step},
+                               [](const core::StepBreakdown& b, std::pair<int32_t, int32_t> k) {
+                                   return std::pair{b.rank, b.step} < k;
+                               });
+    return it != a.steps.end() && it->rank == rank && it->step == step ? &*it : nullptr;
+}
+
+const core::RankSummary* summaryOf(const core::RunAnalysis& a, int32_t rank)
+{
+    auto it = std::lower_bound(a.ranks.begin(), a.ranks.end(), rank,
+                               [](const core::RankSummary& x, int32_t v) { return x.rank < v; });
+    return it != a.ranks.end() && it->rank == rank ? &*it : nullptr;
+}
+
+using LaneWork = std::unordered_map<uint32_t, std::pair<bool, TimeNs>>; // lane -> (has communication, busy time)
+
+LaneWork laneWork(const Run& r, const std::vector<const core::Lane*>& lanes)
+{
+    LaneWork work;
+    for (const core::Lane* l : lanes) {
+        auto [first, last] = r.laneSpanRange(l->id);
+        auto& [comm, busy] = work[l->id.v];
+        for (size_t i = first; i < last; ++i) {
+            comm = comm || core::isCommunication(r.spans[i].kind);
+            busy += r.spans[i].duration();
+        }
+    }
+    return work;
+}
+
+// What the eye needs first: the training thread, the communication, then the host threads that
+// launch or run collectives (gloo's worker threads on an imported trace), the GPU streams
+// busiest first (a trace's dozens of nearly idle streams sink to the bottom), then the other
+// host threads.
+void orderLanes(std::vector<const core::Lane*>& lanes, LaneWork& work)
+{
+    const auto group = [&](const core::Lane& l) {
+        switch (l.kind) {
+        case LaneKind::Compute: return 0;
+        case LaneKind::Comm: return 1;
+        case LaneKind::HostThread: return work[l.id.v].first ? 2 : 4;
+        case LaneKind::GpuStream: return 3;
+        }
+        return 5;
+    };
+    std::stable_sort(lanes.begin(), lanes.end(), [&](const core::Lane* x, const core::Lane* y) {
+        const int gx = group(*x), gy = group(*y);
+        if (gx != gy)
+            return gx < gy;
+        if (gx == 3 && work[x->id.v].second != work[y->id.v].second)
+            return work[x->id.v].second > work[y->id.v].second;
+        return std::tuple{laneOrder(*x), x->device, x->stream} < std::tuple{laneOrder(*y), y->device, y->stream};
+    });
+}
+
+// The strip goes under the communication lane (or the first lane that communicates); a rank
+// without one carries it on its last lane.
+void placeStrip(TimelineRunModel::RankLanes& rl, const std::vector<const core::Lane*>& lanes, LaneWork& work)
+{
+    auto comm = std::find_if(lanes.begin(), lanes.end(), [](const core::Lane* l) { return l->kind == LaneKind::Comm; });
+    if (comm == lanes.end())
+        comm = std::find_if(lanes.begin(), lanes.end(), [&](const core::Lane* l) { return work[l->id.v].first; });
+    if (comm != lanes.end())
+        rl.stripLane = (*comm)->id;
+    else if (!lanes.empty())
+        rl.stripLane = lanes.back()->id;
+}
+
+// Nearly idle GPU streams fold into one row (timeline_model.h): below kQuietStreamShare of the
+// busiest stream's busy time, no communication, not the strip's lane.
+void foldQuietStreams(const Run& r, TimelineRunModel::RankLanes& rl, const std::vector<const core::Lane*>& lanes,
+                      LaneWork& work)
+{
+    TimeNs busiest = 0;
+    for (const core::Lane* l : lanes)
+        if (l->kind == LaneKind::GpuStream)
+            busiest = std::max(busiest, work[l->id.v].second);
+    std::vector<core::LaneId> quiet;
+    for (const core::Lane* l : lanes)
+        if (l->kind == LaneKind::GpuStream && !work[l->id.v].first && l->id != rl.stripLane
+            && double(work[l->id.v].second) < TimelineRunModel::kQuietStreamShare * double(busiest))
+            quiet.push_back(l->id);
+    if (quiet.size() < 2)
+        return;
+    std::vector<Interval> pieces;
+    for (core::LaneId id : quiet) {
+        const auto [first, last] = r.laneSpanRange(id);
+        for (size_t i = first; i < last; ++i)
+            pieces.push_back(Interval{r.spans[i].start, r.spans[i].end});
+    }
+    core::mergeInPlace(pieces);
+    for (const Interval& iv : pieces) {
+        core::Span s;
+        s.start = iv.start;
+        s.end = iv.end;
+        s.lane = quiet.front();
+        s.kind = core::SpanKind::Other;
+        rl.quietUnion.push_back(s);
+    }
+    rl.quietBusyNs = core::totalLength(pieces);
+    rl.quietLod = core::LaneLod(std::span<const core::Span>(rl.quietUnion));
+    rl.quietLanes = std::move(quiet);
+}
 } // namespace
 
 const char* RankStepMatrix::metricName(Metric m)
@@ -80,22 +187,10 @@ std::shared_ptr<const TimelineRunModel> TimelineRunModel::build(std::shared_ptr<
     return build(std::move(run), nullptr);
 }
 
-bool TimelineRunModel::construct(std::stop_token stop)
+void TimelineRunModel::computeExtent()
 {
     const Run& r = *m_run;
-    const core::RunAnalysis& a = *m_analysis;
-    m_lod = core::RunLod(r);
-    if (stop.stop_requested())
-        return false;
-    std::vector<TimeNs> laneMax(r.lanes.size(), 0);
-    for (size_t i = 0; i < r.lanes.size() && i < m_lod.laneCount(); ++i)
-        laneMax[i] = m_lod.lane(LaneId{static_cast<uint32_t>(i)}).maxDuration();
-    m_index = std::make_unique<core::RunIndex>(r, std::move(laneMax));
     const std::vector<TimeNs>& maxDuration = m_index->laneMaxDurations();
-    m_alignStep = core::alignStep(r);
-    m_origin = core::alignmentOrigin(r);
-
-    // Extent of the run.
     m_begin = std::numeric_limits<TimeNs>::max();
     m_end = std::numeric_limits<TimeNs>::min();
     for (const core::Lane& lane : r.lanes) {
@@ -116,8 +211,12 @@ bool TimelineRunModel::construct(std::stop_token stop)
         m_begin = m_origin;
         m_end = m_origin + 1;
     }
+}
 
-    // Instants per lane (sorted by lane, ts).
+// Instants per lane (sorted by lane, ts).
+void TimelineRunModel::indexInstants()
+{
+    const Run& r = *m_run;
     m_laneInstants.assign(r.lanes.size(), {0, 0});
     for (size_t i = 0; i < r.lanes.size(); ++i) {
         const LaneId id{static_cast<uint32_t>(i)};
@@ -127,165 +226,61 @@ bool TimelineRunModel::construct(std::stop_token stop)
                                    [](LaneId l, const core::Instant& x) { return l < x.lane; });
         m_laneInstants[i] = {static_cast<size_t>(lo - r.instants.begin()), static_cast<size_t>(hi - r.instants.begin())};
     }
+}
 
-    // Lanes and steps by rank, in one pass each (a 1024-rank run has 2048 lanes and 20 000
-    // steps: a pass per rank would be quadratic).
-    std::map<int32_t, std::vector<const core::Lane*>> lanesByRank;
-    for (size_t i = 0; i < r.lanes.size(); ++i) {
-        const core::Lane& l = r.lanes[i];
-        // A lane whose id breaks the invariant (lanes[i].id.v == i) has no LOD to draw from:
-        // leave it out rather than index past the end.
-        if (l.id.v == i && i < m_lod.laneCount())
-            lanesByRank[l.rank].push_back(&l);
+// One rank's rows: its lanes in display order, the strip's lane, folded quiet streams, steps,
+// overlap strips and the numbers ranks are ordered by.
+std::unique_ptr<TimelineRunModel::RankLanes> TimelineRunModel::buildRank(int32_t rank, std::vector<const core::Lane*> lanes,
+                                                                         const std::vector<const core::Step*>& steps)
+{
+    const Run& r = *m_run;
+    auto rl = std::make_unique<RankLanes>();
+    rl->rank = rank;
+    LaneWork work = laneWork(r, lanes);
+    orderLanes(lanes, work);
+    for (const core::Lane* l : lanes)
+        rl->lanes.push_back(l->id);
+    placeStrip(*rl, lanes, work);
+    foldQuietStreams(r, *rl, lanes, work);
+    if (!rl->quietLanes.empty() && m_quietLane.size() < r.lanes.size())
+        m_quietLane.assign(r.lanes.size(), 0);
+    for (core::LaneId id : rl->quietLanes)
+        m_quietLane[id.v] = 1;
+    for (const core::Step* s : steps)
+        rl->steps.push_back(StepSpan{s->step, s->start, s->end});
+    // Overlap strips: per step, C ∩ M (overlapped) and M \ C (exposed) of what core counts
+    // for that step (on GPU ranks the device work the step launched), as pieces; the
+    // zoomed-out strip takes core's per-step totals.
+    for (const StepSpan& st : rl->steps) {
+        const core::StepBreakdown* b = breakdownOf(*m_analysis, rank, st.step);
+        rl->stepOverlap.emplace_back(b ? b->overlapped : 0, b ? b->exposed : 0);
+        if (lanes.empty())
+            continue;
+        const core::RankUnions u = m_index->stepUnions(rank, st.step);
+        appendPieces(rl->overlapped, core::intersectIntervals(u.compute, u.comm), rl->stripLane, st.step);
+        appendPieces(rl->exposed, core::subtractIntervals(u.comm, u.compute), rl->stripLane, st.step);
     }
-    std::map<int32_t, std::vector<const core::Step*>> stepsByRank;
-    for (const core::Step& s : r.steps)
-        stepsByRank[s.rank].push_back(&s);
-    std::set<int32_t> rankSet;
-    for (const auto& [rank, lanes] : lanesByRank)
-        rankSet.insert(rank);
-    for (const auto& [rank, steps] : stepsByRank)
-        rankSet.insert(rank);
-    // Core's breakdown is sorted by (rank, step), its rank summaries by rank.
-    auto breakdownOf = [&](int32_t rank, int32_t step) -> const core::StepBreakdown* {
-        auto it = std::lower_bound(a.steps.begin(), a.steps.end(), std::pair{rank, step},
-                                   [](const core::StepBreakdown& b, std::pair<int32_t, int32_t> k) {
-                                       return std::pair{b.rank, b.step} < k;
-                                   });
-        return it != a.steps.end() && it->rank == rank && it->step == step ? &*it : nullptr;
-    };
-    auto summaryOf = [&](int32_t rank) -> const core::RankSummary* {
-        auto it = std::lower_bound(a.ranks.begin(), a.ranks.end(), rank,
-                                   [](const core::RankSummary& x, int32_t v) { return x.rank < v; });
-        return it != a.ranks.end() && it->rank == rank ? &*it : nullptr;
-    };
-
-    std::map<int32_t, StepSpan> stepUnion;
-    for (int32_t rank : rankSet) {
-        if (stop.stop_requested())
-            return false;
-        auto rl = std::make_unique<RankLanes>();
-        rl->rank = rank;
-        std::vector<const core::Lane*> lanes = lanesByRank[rank];
-        // What the eye needs first: the training thread, the communication, then the host
-        // threads that launch or run collectives (gloo's worker threads on an imported trace),
-        // the GPU streams busiest first (a trace's dozens of nearly idle streams sink to the
-        // bottom), then the other host threads.
-        std::unordered_map<uint32_t, std::pair<bool, TimeNs>> work; // lane -> (has communication, busy time)
-        for (const core::Lane* l : lanes) {
-            auto [first, last] = r.laneSpanRange(l->id);
-            auto& [comm, busy] = work[l->id.v];
-            for (size_t i = first; i < last; ++i) {
-                comm = comm || core::isCommunication(r.spans[i].kind);
-                busy += r.spans[i].duration();
-            }
-        }
-        const auto group = [&](const core::Lane& l) {
-            switch (l.kind) {
-            case LaneKind::Compute: return 0;
-            case LaneKind::Comm: return 1;
-            case LaneKind::HostThread: return work[l.id.v].first ? 2 : 4;
-            case LaneKind::GpuStream: return 3;
-            }
-            return 5;
-        };
-        std::stable_sort(lanes.begin(), lanes.end(), [&](const core::Lane* x, const core::Lane* y) {
-            const int gx = group(*x), gy = group(*y);
-            if (gx != gy)
-                return gx < gy;
-            if (gx == 3 && work[x->id.v].second != work[y->id.v].second)
-                return work[x->id.v].second > work[y->id.v].second;
-            return std::tuple{laneOrder(*x), x->device, x->stream} < std::tuple{laneOrder(*y), y->device, y->stream};
-        });
-        for (const core::Lane* l : lanes)
-            rl->lanes.push_back(l->id);
-        // The strip goes under the communication lane (or the first lane that communicates); a
-        // rank without one carries it on its last lane.
-        auto comm = std::find_if(lanes.begin(), lanes.end(), [](const core::Lane* l) { return l->kind == LaneKind::Comm; });
-        if (comm == lanes.end())
-            comm = std::find_if(lanes.begin(), lanes.end(), [&](const core::Lane* l) { return work[l->id.v].first; });
-        if (comm != lanes.end())
-            rl->stripLane = (*comm)->id;
-        else if (!lanes.empty())
-            rl->stripLane = lanes.back()->id;
-        // Nearly idle GPU streams fold into one row (timeline_model.h): below kQuietStreamShare
-        // of the busiest stream's busy time, no communication, not the strip's lane.
-        {
-            TimeNs busiest = 0;
-            for (const core::Lane* l : lanes)
-                if (l->kind == LaneKind::GpuStream)
-                    busiest = std::max(busiest, work[l->id.v].second);
-            std::vector<core::LaneId> quiet;
-            for (const core::Lane* l : lanes)
-                if (l->kind == LaneKind::GpuStream && !work[l->id.v].first && l->id != rl->stripLane
-                    && double(work[l->id.v].second) < kQuietStreamShare * double(busiest))
-                    quiet.push_back(l->id);
-            if (quiet.size() >= 2) {
-                std::vector<Interval> pieces;
-                for (core::LaneId id : quiet) {
-                    const auto [first, last] = r.laneSpanRange(id);
-                    for (size_t i = first; i < last; ++i)
-                        pieces.push_back(Interval{r.spans[i].start, r.spans[i].end});
-                }
-                core::mergeInPlace(pieces);
-                for (const Interval& iv : pieces) {
-                    core::Span s;
-                    s.start = iv.start;
-                    s.end = iv.end;
-                    s.lane = quiet.front();
-                    s.kind = core::SpanKind::Other;
-                    rl->quietUnion.push_back(s);
-                }
-                rl->quietBusyNs = core::totalLength(pieces);
-                rl->quietLod = core::LaneLod(std::span<const core::Span>(rl->quietUnion));
-                if (m_quietLane.size() < r.lanes.size())
-                    m_quietLane.assign(r.lanes.size(), 0);
-                for (core::LaneId id : quiet)
-                    m_quietLane[id.v] = 1;
-                rl->quietLanes = std::move(quiet);
-            }
-        }
-        for (const core::Step* s : stepsByRank[rank]) {
-            rl->steps.push_back(StepSpan{s->step, s->start, s->end});
-            auto [it, inserted] = stepUnion.try_emplace(s->step, StepSpan{s->step, s->start, s->end});
-            if (!inserted) {
-                it->second.start = std::min(it->second.start, s->start);
-                it->second.end = std::max(it->second.end, s->end);
-            }
-        }
-        // Overlap strips: per step, C ∩ M (overlapped) and M \ C (exposed) of what core counts
-        // for that step (on GPU ranks the device work the step launched), as pieces; the
-        // zoomed-out strip takes core's per-step totals.
-        for (const StepSpan& st : rl->steps) {
-            const core::StepBreakdown* b = breakdownOf(rank, st.step);
-            rl->stepOverlap.emplace_back(b ? b->overlapped : 0, b ? b->exposed : 0);
-            if (lanes.empty())
-                continue;
-            const core::RankUnions u = m_index->stepUnions(rank, st.step);
-            appendPieces(rl->overlapped, core::intersectIntervals(u.compute, u.comm), rl->stripLane, st.step);
-            appendPieces(rl->exposed, core::subtractIntervals(u.comm, u.compute), rl->stripLane, st.step);
-        }
-        if (!rl->steps.empty()) {
-            TimeNs sum = 0;
-            for (const StepSpan& st : rl->steps)
-                sum += st.end - st.start;
-            rl->meanStepNs = sum / TimeNs(rl->steps.size());
-        }
-        const core::RankSummary* rs = summaryOf(rank);
-        rl->steadyStepNs = rs ? rs->stepTimeMs * 1e6 : std::numeric_limits<double>::quiet_NaN();
-        rl->meanWaitCausedNs = rs ? rs->meanWaitCausedMs * 1e6 : std::numeric_limits<double>::quiet_NaN();
-        auto byStart = [](const core::Span& x, const core::Span& y) { return x.start < y.start; };
-        std::sort(rl->overlapped.begin(), rl->overlapped.end(), byStart);
-        std::sort(rl->exposed.begin(), rl->exposed.end(), byStart);
-        rl->overlappedLod = core::LaneLod(std::span<const core::Span>(rl->overlapped));
-        rl->exposedLod = core::LaneLod(std::span<const core::Span>(rl->exposed));
-        m_ranks.push_back(std::move(rl));
+    if (!rl->steps.empty()) {
+        TimeNs sum = 0;
+        for (const StepSpan& st : rl->steps)
+            sum += st.end - st.start;
+        rl->meanStepNs = sum / TimeNs(rl->steps.size());
     }
-    for (const auto& [step, span] : stepUnion)
-        m_steps.push_back(span);
+    const core::RankSummary* rs = summaryOf(*m_analysis, rank);
+    rl->steadyStepNs = rs ? rs->stepTimeMs * 1e6 : std::numeric_limits<double>::quiet_NaN();
+    rl->meanWaitCausedNs = rs ? rs->meanWaitCausedMs * 1e6 : std::numeric_limits<double>::quiet_NaN();
+    auto byStart = [](const core::Span& x, const core::Span& y) { return x.start < y.start; };
+    std::sort(rl->overlapped.begin(), rl->overlapped.end(), byStart);
+    std::sort(rl->exposed.begin(), rl->exposed.end(), byStart);
+    rl->overlappedLod = core::LaneLod(std::span<const core::Span>(rl->overlapped));
+    rl->exposedLod = core::LaneLod(std::span<const core::Span>(rl->exposed));
+    return rl;
+}
 
-    // The heatmap's matrix: core's numbers, laid out rank by step.
-    m_matrix.ranks.assign(rankSet.begin(), rankSet.end());
+// The heatmap's matrix over m_matrix.ranks: core's numbers, laid out rank by step.
+void TimelineRunModel::buildMatrix()
+{
+    const core::RunAnalysis& a = *m_analysis;
     std::set<int32_t> stepSet;
     for (const core::StepBreakdown& b : a.steps)
         stepSet.insert(b.step);
@@ -316,6 +311,61 @@ bool TimelineRunModel::construct(std::stop_token stop)
     for (const core::RankStepWait& w : a.stragglers.perRankStep)
         if (auto c = cell(w.rank, w.step))
             m_matrix.values[RankStepMatrix::WaitCaused][*c] = float(double(w.waitCaused) / 1e6);
+}
+
+bool TimelineRunModel::construct(std::stop_token stop)
+{
+    const Run& r = *m_run;
+    m_lod = core::RunLod(r);
+    if (stop.stop_requested())
+        return false;
+    std::vector<TimeNs> laneMax(r.lanes.size(), 0);
+    for (size_t i = 0; i < r.lanes.size() && i < m_lod.laneCount(); ++i)
+        laneMax[i] = m_lod.lane(LaneId{static_cast<uint32_t>(i)}).maxDuration();
+    m_index = std::make_unique<core::RunIndex>(r, std::move(laneMax));
+    m_alignStep = core::alignStep(r);
+    m_origin = core::alignmentOrigin(r);
+    computeExtent();
+    indexInstants();
+
+    // Lanes and steps by rank, in one pass each (a 1024-rank run has 2048 lanes and 20 000
+    // steps: a pass per rank would be quadratic).
+    std::map<int32_t, std::vector<const core::Lane*>> lanesByRank;
+    for (size_t i = 0; i < r.lanes.size(); ++i) {
+        const core::Lane& l = r.lanes[i];
+        // A lane whose id breaks the invariant (lanes[i].id.v == i) has no LOD to draw from:
+        // leave it out rather than index past the end.
+        if (l.id.v == i && i < m_lod.laneCount())
+            lanesByRank[l.rank].push_back(&l);
+    }
+    std::map<int32_t, std::vector<const core::Step*>> stepsByRank;
+    for (const core::Step& s : r.steps)
+        stepsByRank[s.rank].push_back(&s);
+    std::set<int32_t> rankSet;
+    for (const auto& [rank, lanes] : lanesByRank)
+        rankSet.insert(rank);
+    for (const auto& [rank, steps] : stepsByRank)
+        rankSet.insert(rank);
+
+    std::map<int32_t, StepSpan> stepUnion;
+    for (int32_t rank : rankSet) {
+        if (stop.stop_requested())
+            return false;
+        std::unique_ptr<RankLanes> rl = buildRank(rank, lanesByRank[rank], stepsByRank[rank]);
+        for (const StepSpan& s : rl->steps) {
+            auto [it, inserted] = stepUnion.try_emplace(s.step, s);
+            if (!inserted) {
+                it->second.start = std::min(it->second.start, s.start);
+                it->second.end = std::max(it->second.end, s.end);
+            }
+        }
+        m_ranks.push_back(std::move(rl));
+    }
+    for (const auto& [step, span] : stepUnion)
+        m_steps.push_back(span);
+
+    m_matrix.ranks.assign(rankSet.begin(), rankSet.end());
+    buildMatrix();
     return !stop.stop_requested();
 }
 

@@ -122,6 +122,11 @@ public:
 private:
     TimelineRunModel(std::shared_ptr<const core::Run> run, std::shared_ptr<const core::RunAnalysis> analysis);
     bool construct(std::stop_token stop);
+    void computeExtent();
+    void indexInstants();
+    std::unique_ptr<RankLanes> buildRank(int32_t rank, std::vector<const core::Lane*> lanes,
+                                         const std::vector<const core::Step*>& steps);
+    void buildMatrix();
 
     std::shared_ptr<const core::Run> m_run;
     std::shared_ptr<const core::RunAnalysis> m_analysis;

@@ -313,7 +313,17 @@ private:
     Status finish();
     void onTopValue(std::string_view key, std::string_view text);
     void onEvent(const char* p, size_t n);
+    bool readEvent(od::object& obj, Event& e);
     void addEvent(const Event& e);
+    void onMetadata(const Event& e);
+    bool eventTime(const Event& e, int64_t* ts);
+    bool isSpanPhase(char ph);
+    EventClass classify(const Event& e, SpanKind* gpuKind);
+    void beginSpan(uint32_t lane, TimeNs ts, const Event& e);
+    void endSpan(uint32_t lane, TimeNs ts, EventClass cls, SpanKind gpuKind);
+    void completeSpan(uint32_t lane, TimeNs ts, EventClass cls, SpanKind gpuKind, const Event& e);
+    void addDeviceSpan(uint32_t lane, TimeNs start, TimeNs end, std::string_view name, SpanKind gpuKind,
+                       const Event& e);
     uint32_t laneFor(EventClass cls, const Event& e);
     size_t addSpan(uint32_t lane, TimeNs start, TimeNs end, StringId name, SpanKind kind, int64_t bytes);
     void addHostSpan(uint32_t lane, TimeNs start, TimeNs end, std::string_view name, const Event& e);
@@ -667,30 +677,81 @@ void KinetoParser::onTopValue(std::string_view key, std::string_view text)
     }
 }
 
-void KinetoParser::onEvent(const char* p, size_t n)
+// An event's args: the ones we use, into `e`. False when the object is malformed; args of
+// another type than an object are nothing we use.
+bool readArgs(od::value& v, Event& e)
 {
-    ++m_out.events;
-    size_t capacity = static_cast<size_t>(m_data + m_capacity - p);
-    if (capacity < n + kPadding) {
-        // The last bytes of a mapping: simdjson may read up to kPadding past the event.
-        m_scratch = simdjson::padded_string(p, n);
-        p = m_scratch.data();
-        capacity = n + kPadding;
+    od::object args;
+    if (v.get_object().get(args))
+        return true;
+    for (auto argResult : args) {
+        od::field arg;
+        if (std::move(argResult).get(arg))
+            return false;
+        od::raw_json_string ak = arg.key();
+        auto intArg = [&](int64_t* out) {
+            od::value av = arg.value();
+            if (parseInteger(trimToken(av.raw_json_token()), out) != NumberParse::Ok)
+                *out = -1;
+        };
+        if (ak == "External id")
+            intArg(&e.extId);
+        else if (ak == "correlation")
+            intArg(&e.correlation);
+        else if (ak == "step")
+            intArg(&e.argStep);
+        else if (ak == "bucket")
+            intArg(&e.argBucket);
+        else if (ak == "samples")
+            intArg(&e.argSamples);
+        else if (ak == "cpu_ns")
+            intArg(&e.argCpuNs);
+        else if (ak == "runq_ns")
+            intArg(&e.argRunqNs);
+        else if (ak == "kind") {
+            if (arg.value().get_string().get(e.argKind))
+                e.argKind = {};
+        }
+        else if (ak == "device")
+            intArg(&e.device);
+        else if (ak == "stream")
+            intArg(&e.stream);
+        else if (ak == "bytes")
+            intArg(&e.bytes);
+        else if (ak == "In msg nelems" || ak == "In msg size")
+            intArg(&e.inNelems);
+        else if (ak == "Out msg nelems" || ak == "Out msg size")
+            intArg(&e.outNelems);
+        else if (ak == "Collective name") {
+            e.hasCommMeta = true;
+            if (arg.value().get_string().get(e.collective))
+                e.collective = {};
+        } else if (ak == "dtype") {
+            if (arg.value().get_string().get(e.dtype))
+                e.dtype = {};
+        } else if (ak == "Process Group Name") {
+            e.hasCommMeta = true;
+            od::value av = arg.value();
+            std::string_view tok = trimToken(av.raw_json_token());
+            if (tok.size() >= 2 && tok.front() == '"' && tok.back() == '"')
+                tok = tok.substr(1, tok.size() - 2);
+            e.group = tok;
+        } else if (ak == "Process Group Ranks" || ak == "Group size") {
+            e.hasCommMeta = true;
+        } else if (ak == "name") {
+            if (arg.value().get_string().get(e.argName))
+                e.argName = {};
+        }
     }
-    od::document doc;
-    od::object obj;
-    if (m_parser.iterate(p, n, capacity).get(doc) || doc.get_object().get(obj)) {
-        diag(DiagnosticKind::MalformedEvent);
-        return;
-    }
-    Event e;
-    bool bad = false;
+    return true;
+}
+
+bool KinetoParser::readEvent(od::object& obj, Event& e)
+{
     for (auto fieldResult : obj) {
         od::field field;
-        if (std::move(fieldResult).get(field)) {
-            bad = true;
-            break;
-        }
+        if (std::move(fieldResult).get(field))
+            return false;
         od::raw_json_string key = field.key();
         od::value v = field.value();
         if (key == "ph") {
@@ -716,75 +777,31 @@ void KinetoParser::onEvent(const char* p, size_t n)
         } else if (key == "id") {
             e.id = v.raw_json_token();
         } else if (key == "args") {
-            od::object args;
-            if (v.get_object().get(args))
-                continue; // args of another type: nothing we use
-            for (auto argResult : args) {
-                od::field arg;
-                if (std::move(argResult).get(arg)) {
-                    bad = true;
-                    break;
-                }
-                od::raw_json_string ak = arg.key();
-                auto intArg = [&](int64_t* out) {
-                    od::value av = arg.value();
-                    if (parseInteger(trimToken(av.raw_json_token()), out) != NumberParse::Ok)
-                        *out = -1;
-                };
-                if (ak == "External id")
-                    intArg(&e.extId);
-                else if (ak == "correlation")
-                    intArg(&e.correlation);
-                else if (ak == "step")
-                    intArg(&e.argStep);
-                else if (ak == "bucket")
-                    intArg(&e.argBucket);
-                else if (ak == "samples")
-                    intArg(&e.argSamples);
-                else if (ak == "cpu_ns")
-                    intArg(&e.argCpuNs);
-                else if (ak == "runq_ns")
-                    intArg(&e.argRunqNs);
-                else if (ak == "kind") {
-                    if (arg.value().get_string().get(e.argKind))
-                        e.argKind = {};
-                }
-                else if (ak == "device")
-                    intArg(&e.device);
-                else if (ak == "stream")
-                    intArg(&e.stream);
-                else if (ak == "bytes")
-                    intArg(&e.bytes);
-                else if (ak == "In msg nelems" || ak == "In msg size")
-                    intArg(&e.inNelems);
-                else if (ak == "Out msg nelems" || ak == "Out msg size")
-                    intArg(&e.outNelems);
-                else if (ak == "Collective name") {
-                    e.hasCommMeta = true;
-                    if (arg.value().get_string().get(e.collective))
-                        e.collective = {};
-                } else if (ak == "dtype") {
-                    if (arg.value().get_string().get(e.dtype))
-                        e.dtype = {};
-                } else if (ak == "Process Group Name") {
-                    e.hasCommMeta = true;
-                    od::value av = arg.value();
-                    std::string_view tok = trimToken(av.raw_json_token());
-                    if (tok.size() >= 2 && tok.front() == '"' && tok.back() == '"')
-                        tok = tok.substr(1, tok.size() - 2);
-                    e.group = tok;
-                } else if (ak == "Process Group Ranks" || ak == "Group size") {
-                    e.hasCommMeta = true;
-                } else if (ak == "name") {
-                    if (arg.value().get_string().get(e.argName))
-                        e.argName = {};
-                }
-            }
+            if (!readArgs(v, e))
+                return false;
         }
-        if (bad)
-            break;
     }
-    if (bad) {
+    return true;
+}
+
+void KinetoParser::onEvent(const char* p, size_t n)
+{
+    ++m_out.events;
+    size_t capacity = static_cast<size_t>(m_data + m_capacity - p);
+    if (capacity < n + kPadding) {
+        // The last bytes of a mapping: simdjson may read up to kPadding past the event.
+        m_scratch = simdjson::padded_string(p, n);
+        p = m_scratch.data();
+        capacity = n + kPadding;
+    }
+    od::document doc;
+    od::object obj;
+    if (m_parser.iterate(p, n, capacity).get(doc) || doc.get_object().get(obj)) {
+        diag(DiagnosticKind::MalformedEvent);
+        return;
+    }
+    Event e;
+    if (!readEvent(obj, e)) {
         diag(DiagnosticKind::MalformedEvent);
         return;
     }
@@ -913,118 +930,111 @@ void KinetoParser::addHostSpan(uint32_t lane, TimeNs start, TimeNs end, std::str
     }
 }
 
-void KinetoParser::addEvent(const Event& e)
+void KinetoParser::onMetadata(const Event& e)
 {
-    if (e.ph.empty()) {
-        diag(DiagnosticKind::MissingPhase);
+    if (e.argName.empty())
         return;
-    }
-    const char ph = e.ph.size() == 1 ? e.ph[0] : '?';
-    if (ph == 'M') {
-        if (e.argName.empty())
-            return;
-        if (e.name == "thread_name")
-            m_threadNames[std::string(trimToken(e.pid)) + '\x1f' + std::string(trimToken(e.tid))] = std::string(e.argName);
-        else if (e.name == "process_name")
-            m_processNames[std::string(trimToken(e.pid))] = std::string(e.argName);
-        return;
-    }
-    auto timestamp = [&](int64_t* ts) {
-        if (e.ts.empty()) {
-            diag(DiagnosticKind::MissingTimestamp);
-            return false;
-        }
-        switch (parseMicrosToNs(e.ts, ts)) {
-        case NumberParse::Ok: return true;
-        case NumberParse::NotNumber: diag(DiagnosticKind::WrongType); return false;
-        case NumberParse::OutOfRange: diag(DiagnosticKind::TimestampOutOfRange); return false;
-        }
+    if (e.name == "thread_name")
+        m_threadNames[std::string(trimToken(e.pid)) + '\x1f' + std::string(trimToken(e.tid))] = std::string(e.argName);
+    else if (e.name == "process_name")
+        m_processNames[std::string(trimToken(e.pid))] = std::string(e.argName);
+}
+
+bool KinetoParser::eventTime(const Event& e, int64_t* ts)
+{
+    if (e.ts.empty()) {
+        diag(DiagnosticKind::MissingTimestamp);
         return false;
-    };
-    if (m_out.lockstep) {
-        int64_t ts = 0;
-        if (timestamp(&ts))
-            addLockstepEvent(ph, e, ts);
-        return;
     }
-    if (ph == 's' && iequals(e.cat, "ac2g")) {
-        // The start of a CPU -> GPU flow: at the launching runtime call, id = the correlation id.
-        int64_t ts = 0, id = 0;
-        if (timestamp(&ts) && parseInteger(trimToken(e.id), &id) == NumberParse::Ok)
-            m_flowStartById.emplace(id, ts);
-        return;
+    switch (parseMicrosToNs(e.ts, ts)) {
+    case NumberParse::Ok: return true;
+    case NumberParse::NotNumber: diag(DiagnosticKind::WrongType); return false;
+    case NumberParse::OutOfRange: diag(DiagnosticKind::TimestampOutOfRange); return false;
     }
+    return false;
+}
+
+bool KinetoParser::isSpanPhase(char ph)
+{
     switch (ph) {
     case 'X':
     case 'B':
-    case 'E': break;
+    case 'E': return true;
     case 's': case 'f': case 't':
     case 'i': case 'I': case 'C': case 'b': case 'e': case 'n': case 'P': case 'O': case 'N': case 'D':
     case 'R': case 'c':
         m_out.diagnostics.add(DiagnosticKind::IgnoredPhase);
-        return;
+        return false;
     default:
         diag(DiagnosticKind::UnknownPhase);
+        return false;
+    }
+}
+
+EventClass KinetoParser::classify(const Event& e, SpanKind* gpuKind)
+{
+    *gpuKind = SpanKind::Kernel;
+    if (e.cat.empty())
+        return EventClass::Host;
+    if (iequals(e.cat, "kernel"))
+        return EventClass::Gpu;
+    if (iequals(e.cat, "gpu_memcpy") || iequals(e.cat, "memcpy")) {
+        *gpuKind = SpanKind::Memcpy;
+        return EventClass::Gpu;
+    }
+    if (iequals(e.cat, "gpu_memset") || iequals(e.cat, "memset")) {
+        *gpuKind = SpanKind::Memset;
+        return EventClass::Gpu;
+    }
+    if (iequals(e.cat, "gpu_user_annotation") || iequals(e.cat, "cuda_sync")) {
+        // A range annotation drawn on the device, or a stream waiting on an event or the
+        // host ("Stream Sync", "Event Sync", "Context Sync"): shown on its stream, never
+        // work (newer HTA: neither compute nor communication).
+        *gpuKind = SpanKind::Other;
+        return EventClass::Gpu;
+    }
+    if (iequals(e.cat, "python_function") && !m_options.includePythonFunctions) {
+        m_out.diagnostics.add(DiagnosticKind::PythonFunctionsSkipped);
+        return EventClass::Skip;
+    }
+    return EventClass::Host;
+}
+
+void KinetoParser::beginSpan(uint32_t lane, TimeNs ts, const Event& e)
+{
+    m_open[lane].push_back(Open{ts, std::string(e.hasName ? e.name : "?"), {}});
+    auto& o = m_open[lane].back();
+    o.e.hasCommMeta = e.hasCommMeta;
+    o.e.inNelems = e.inNelems;
+    o.e.outNelems = e.outNelems;
+    o.e.extId = e.extId;
+    o.e.cat = iequals(e.cat, "Trace") ? "Trace" : "";
+}
+
+void KinetoParser::endSpan(uint32_t lane, TimeNs ts, EventClass cls, SpanKind gpuKind)
+{
+    auto it = m_open.find(lane);
+    if (it == m_open.end() || it->second.empty()) {
+        diag(DiagnosticKind::UnmatchedBeginEnd);
         return;
     }
-    // Which lane family.
-    EventClass cls = EventClass::Host;
-    SpanKind gpuKind = SpanKind::Kernel;
-    if (!e.cat.empty()) {
-        if (iequals(e.cat, "kernel")) {
-            cls = EventClass::Gpu;
-        } else if (iequals(e.cat, "gpu_memcpy") || iequals(e.cat, "memcpy")) {
-            cls = EventClass::Gpu;
-            gpuKind = SpanKind::Memcpy;
-        } else if (iequals(e.cat, "gpu_memset") || iequals(e.cat, "memset")) {
-            cls = EventClass::Gpu;
-            gpuKind = SpanKind::Memset;
-        } else if (iequals(e.cat, "gpu_user_annotation") || iequals(e.cat, "cuda_sync")) {
-            // A range annotation drawn on the device, or a stream waiting on an event or the
-            // host ("Stream Sync", "Event Sync", "Context Sync"): shown on its stream, never
-            // work (newer HTA: neither compute nor communication).
-            cls = EventClass::Gpu;
-            gpuKind = SpanKind::Other;
-        } else if (iequals(e.cat, "python_function") && !m_options.includePythonFunctions) {
-            m_out.diagnostics.add(DiagnosticKind::PythonFunctionsSkipped);
-            return;
-        }
-    }
-    int64_t ts = 0;
-    if (!timestamp(&ts))
-        return;
-    const uint32_t lane = laneFor(cls, e);
-    if (ph == 'B') {
-        m_open[lane].push_back(Open{ts, std::string(e.hasName ? e.name : "?"), {}});
-        auto& o = m_open[lane].back();
-        o.e.hasCommMeta = e.hasCommMeta;
-        o.e.inNelems = e.inNelems;
-        o.e.outNelems = e.outNelems;
-        o.e.extId = e.extId;
-        o.e.cat = iequals(e.cat, "Trace") ? "Trace" : "";
+    Open o = std::move(it->second.back());
+    it->second.pop_back();
+    if (ts < o.start) {
+        diag(DiagnosticKind::NegativeDuration);
         return;
     }
-    if (ph == 'E') {
-        auto it = m_open.find(lane);
-        if (it == m_open.end() || it->second.empty()) {
-            diag(DiagnosticKind::UnmatchedBeginEnd);
-            return;
-        }
-        Open o = std::move(it->second.back());
-        it->second.pop_back();
-        if (ts < o.start) {
-            diag(DiagnosticKind::NegativeDuration);
-            return;
-        }
-        if (cls == EventClass::Gpu) {
-            const size_t index = addSpan(lane, o.start, ts, m_strings.intern(o.name), gpuKind, 0);
-            if (isDeviceKind(gpuKind))
-                m_deviceLinks.push_back({index, -1, -1}); // B/E pairs carry no correlation
-        } else
-            addHostSpan(lane, o.start, ts, o.name, o.e);
-        return;
-    }
-    // 'X'
+    if (cls == EventClass::Gpu) {
+        const size_t index = addSpan(lane, o.start, ts, m_strings.intern(o.name), gpuKind, 0);
+        if (isDeviceKind(gpuKind))
+            m_deviceLinks.push_back({index, -1, -1}); // B/E pairs carry no correlation
+    } else
+        addHostSpan(lane, o.start, ts, o.name, o.e);
+}
+
+// An 'X' event.
+void KinetoParser::completeSpan(uint32_t lane, TimeNs ts, EventClass cls, SpanKind gpuKind, const Event& e)
+{
     if (e.dur.empty()) {
         diag(DiagnosticKind::MissingDuration);
         return;
@@ -1047,10 +1057,15 @@ void KinetoParser::addEvent(const Event& e)
     if (!e.hasName)
         diag(DiagnosticKind::MissingName);
     const std::string_view name = e.hasName ? e.name : std::string_view("?");
-    if (cls == EventClass::Host) {
+    if (cls == EventClass::Host)
         addHostSpan(lane, ts, end, name, e);
-        return;
-    }
+    else
+        addDeviceSpan(lane, ts, end, name, gpuKind, e);
+}
+
+void KinetoParser::addDeviceSpan(uint32_t lane, TimeNs start, TimeNs end, std::string_view name, SpanKind gpuKind,
+                                 const Event& e)
+{
     SpanKind kind = gpuKind;
     int64_t bytes = gpuKind == SpanKind::Memcpy || gpuKind == SpanKind::Memset ? e.bytes : 0;
     bool comm = false;
@@ -1062,7 +1077,7 @@ void KinetoParser::addEvent(const Event& e)
         kind = SpanKind::CommKernel;
         bytes = commBytes(e);
     }
-    const size_t index = addSpan(lane, ts, end, m_strings.intern(name), kind, bytes);
+    const size_t index = addSpan(lane, start, end, m_strings.intern(name), kind, bytes);
     if (comm) {
         const StringId collective =
             m_strings.intern(normaliseCollective(e.collective.empty() ? name : e.collective));
@@ -1072,6 +1087,49 @@ void KinetoParser::addEvent(const Event& e)
     }
     if (isDeviceKind(kind))
         m_deviceLinks.push_back({index, e.correlation, e.extId});
+}
+
+void KinetoParser::addEvent(const Event& e)
+{
+    if (e.ph.empty()) {
+        diag(DiagnosticKind::MissingPhase);
+        return;
+    }
+    const char ph = e.ph.size() == 1 ? e.ph[0] : '?';
+    if (ph == 'M') {
+        onMetadata(e);
+        return;
+    }
+    if (m_out.lockstep) {
+        int64_t ts = 0;
+        if (eventTime(e, &ts))
+            addLockstepEvent(ph, e, ts);
+        return;
+    }
+    if (ph == 's' && iequals(e.cat, "ac2g")) {
+        // The start of a CPU -> GPU flow: at the launching runtime call, id = the correlation id.
+        int64_t ts = 0, id = 0;
+        if (eventTime(e, &ts) && parseInteger(trimToken(e.id), &id) == NumberParse::Ok)
+            m_flowStartById.emplace(id, ts);
+        return;
+    }
+    if (!isSpanPhase(ph))
+        return;
+    // Which lane family.
+    SpanKind gpuKind = SpanKind::Kernel;
+    const EventClass cls = classify(e, &gpuKind);
+    if (cls == EventClass::Skip)
+        return;
+    int64_t ts = 0;
+    if (!eventTime(e, &ts))
+        return;
+    const uint32_t lane = laneFor(cls, e);
+    if (ph == 'B')
+        beginSpan(lane, ts, e);
+    else if (ph == 'E')
+        endSpan(lane, ts, cls, gpuKind);
+    else
+        completeSpan(lane, ts, cls, gpuKind, e);
 }
 
 // Each device span's launch: the runtime call with the same correlation id, else the start of
