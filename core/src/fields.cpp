@@ -1,23 +1,17 @@
 // The run's field table (fields.h): lookups and the one text form of a value.
 #include "lockstep/core/fields.h"
 
-#include <cstdio>
-#include <cstdlib>
+#include <charconv>
 
 namespace lockstep::core {
 
-// Shortest text that reads back as the same double (link speeds like 1 and 0.5).
+// Shortest text that reads back as the same double (link speeds like 1 and 0.5): std::to_chars'
+// shortest round-trip form.
 std::string shortestNumberText(double v)
 {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    for (int precision = 1; precision <= 17; ++precision) {
-        char shortBuf[32];
-        std::snprintf(shortBuf, sizeof shortBuf, "%.*g", precision, v);
-        if (std::strtod(shortBuf, nullptr) == v)
-            return shortBuf;
-    }
-    return buf;
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, r.ptr);
 }
 
 const RunConfigField* findRunConfigField(std::string_view name)

@@ -571,22 +571,15 @@ Result<std::unique_ptr<RunWriter>> RunWriter::openExisting(const std::string& pa
     return std::unique_ptr<RunWriter>(new RunWriter(std::move(impl)));
 }
 
-// The run row's UPDATE: one "column=?n" per field of kRunConfigFields (fields.h), in its order.
-static std::string runUpdateSql()
-{
-    std::string sql = "UPDATE run SET ";
-    for (size_t i = 0; i < kRunConfigFields.size(); ++i)
-        sql += std::string(i ? ", " : "") + kRunConfigFields[i].name + "=?" + std::to_string(i + 1);
-    return sql + " WHERE id = 1";
-}
-
 Status RunWriter::setConfig(const RunConfig& c)
 {
     auto& d = *m_impl;
     if (auto s = d.begin(); !s)
         return s;
     Stmt st;
-    static const std::string update = runUpdateSql();
+    // The run row: every field of kRunConfigFields (fields.h), one row-value assignment.
+    static const std::string update =
+        "UPDATE run SET (" + fieldColumns(kRunConfigFields) + ") = (" + fieldSlots(kRunConfigFields) + ") WHERE id = 1";
     int rc = st.prepare(d.db, update.c_str());
     if (rc != SQLITE_OK)
         return d.error(rc, "storing the configuration");

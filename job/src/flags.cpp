@@ -1,6 +1,7 @@
 // The training flags table (see flags.h) and its checks.
 #include "lockstep/job/flags.h"
 
+#include "lockstep/core/fields.h"
 #include "lockstep/core/whatif_settings.h"
 
 #include <array>
@@ -286,12 +287,7 @@ std::string human(double v)
 
 } // namespace
 
-std::string formatNumber(double value)
-{
-    char buf[64];
-    const auto r = std::to_chars(buf, buf + sizeof buf, value);
-    return std::string(buf, r.ptr);
-}
+std::string formatNumber(double value) { return core::shortestNumberText(value); }
 
 core::Result<int64_t> parseInteger(std::string_view flag, std::string_view text, int64_t min, int64_t max)
 {
