@@ -43,6 +43,7 @@ struct RecordCommand {
     bool keepShards = false;
     bool quiet = false;
     double hangTimeoutS = 600;
+    double startupTimeoutS = 600;
     double graceS = 3;
     std::string progress = "auto";
     std::vector<std::string> script; // the script and its arguments
@@ -146,6 +147,7 @@ int recordMain(const RecordCommand& cmd)
     o.keepShards = cmd.keepShards;
     o.runName = cmd.runName.empty() ? fs::path(script).stem().string() : cmd.runName;
     o.hangTimeoutS = cmd.hangTimeoutS;
+    o.startupTimeoutS = cmd.startupTimeoutS;
     o.graceS = cmd.graceS;
     o.progress = progressStyle(cmd.progress);
     o.echoWorkerOutput = !cmd.quiet;
@@ -231,9 +233,12 @@ void registerRecordCommand(CLI::App& app)
     rec->add_flag("--keep-shards", cmd->keepShards, "keep the per-rank shards and logs (next to the run file)");
     rec->add_flag("-q,--quiet", cmd->quiet, "do not show the script's output (it is kept in the rank logs)");
     rec->add_option("--hang-timeout-s", cmd->hangTimeoutS,
-                    "stop the job when no rank reports a step for this long, counted from the start for the "
-                    "first step (default 600: a script may prepare for minutes; 0 = never). A hung job exits 1 "
-                    "and names the rank that hung")
+                    "stop the job when no rank reports a step for this long (default 600; 0 = never). A hung "
+                    "job exits 1 and names the rank that hung")
+        ->check(numberCheck(0, 1e9));
+    rec->add_option("--startup-timeout-s", cmd->startupTimeoutS,
+                    "how long the script may prepare before any rank's first step, when longer than "
+                    "--hang-timeout-s (default 600: importing a framework and loading data take minutes)")
         ->check(numberCheck(0, 1e9));
     rec->add_option("--grace-s", cmd->graceS,
                     "after a rank fails, seconds the others get to exit on their own (default 3)")

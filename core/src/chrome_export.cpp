@@ -25,6 +25,8 @@
 #include "lockstep/core/fields.h"
 #include "lockstep/core/output_file.h"
 
+#include "field_json.h"
+
 #include <rapidjson/ostreamwrapper.h>
 #include <rapidjson/writer.h>
 
@@ -96,23 +98,29 @@ void flowEvent(JsonWriter& w, char ph, const char* cat, const std::string& name,
     w.EndObject();
 }
 
-// A field of a table (fields.h) as its JSON value.
-template <class Record>
-void writeValue(JsonWriter& w, const Field<Record>& f, const Record& record)
+// The fields of a record that go to the export (all but kFieldLocal, kFieldInEvent and unknown
+// values of kFieldNullable ones), each under its key, into the open object.
+template <class Record, size_t N>
+void writeFields(JsonWriter& w, const std::array<Field<Record>, N>& fields, const Record& record)
 {
-    visitField(f, record, [&](const auto& v) {
-        using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::string>)
-            str(w, v);
-        else if constexpr (std::is_same_v<T, RunStatus>)
-            w.String(runStatusName(v));
-        else if constexpr (std::is_same_v<T, double>)
-            w.Double(v);
-        else if constexpr (std::is_same_v<T, int32_t>)
-            w.Int(v);
-        else
-            w.Int64(v);
-    });
+    for (const Field<Record>& f : fields)
+        if (!f.has(kFieldLocal) && !f.has(kFieldInEvent) && !fieldIsNull(f, record)) {
+            key(w, f.key());
+            writeFieldJson(w, f, record);
+        }
+}
+
+// An array of records, an object each.
+template <class Record, size_t N>
+void writeRecords(JsonWriter& w, const std::array<Field<Record>, N>& fields, const std::vector<Record>& records)
+{
+    w.StartArray();
+    for (const Record& r : records) {
+        w.StartObject();
+        writeFields(w, fields, r);
+        w.EndObject();
+    }
+    w.EndArray();
 }
 
 void writeHeader(JsonWriter& w, const Run& run)
@@ -125,11 +133,7 @@ void writeHeader(JsonWriter& w, const Run& run)
     w.StartObject();
     // Every field of the run's table (fields.h) under its name, but the run's times (an import
     // is a run of its own); the importer reads them back.
-    for (const RunConfigField& f : kRunConfigFields)
-        if (!f.has(kFieldLocal)) {
-            key(w, f.name);
-            writeValue(w, f, c);
-        }
+    writeFields(w, kRunConfigFields, c);
     key(w, "extra");
     w.StartObject();
     for (const auto& [k, v] : c.extra) {
@@ -140,44 +144,11 @@ void writeHeader(JsonWriter& w, const Run& run)
     w.EndObject();
     // Times in the events are clock-corrected already: no offsets to carry.
     key(w, "ranks");
-    w.StartArray();
-    for (const RankInfo& r : run.ranks) {
-        w.StartObject();
-        for (const RankField& f : kRankFields)
-            if (!f.has(kFieldLocal)) {
-                key(w, f.name);
-                writeValue(w, f, r);
-            }
-        w.EndObject();
-    }
-    w.EndArray();
+    writeRecords(w, kRankFields, run.ranks);
     key(w, "lanes");
-    w.StartArray();
-    for (const Lane& l : run.lanes) {
-        w.StartObject();
-        key(w, "id"); w.Uint(l.id.v);
-        key(w, "rank"); w.Int(l.rank);
-        key(w, "kind"); w.String(laneKindName(l.kind));
-        key(w, "device"); w.Int(l.device);
-        key(w, "stream"); w.Int64(l.stream);
-        key(w, "name"); str(w, l.name);
-        w.EndObject();
-    }
-    w.EndArray();
+    writeRecords(w, kLaneFields, run.lanes);
     key(w, "buckets");
-    w.StartArray();
-    for (const Bucket& b : run.buckets) {
-        w.StartObject();
-        key(w, "index"); w.Int(b.index);
-        key(w, "bytes"); w.Int64(b.bytes);
-        key(w, "params");
-        w.StartArray();
-        for (const std::string& p : b.params)
-            str(w, p);
-        w.EndArray();
-        w.EndObject();
-    }
-    w.EndArray();
+    writeRecords(w, kBucketFields, run.buckets);
     w.EndObject();
 }
 
@@ -275,14 +246,7 @@ void writeStepEvents(JsonWriter& w, const Run& run, std::map<int32_t, int64_t>& 
         key(w, "dur"); writeMicros(w, st.end - st.start);
         key(w, "args");
         w.StartObject();
-        key(w, "step"); w.Int(st.step);
-        key(w, "samples"); w.Int64(st.samples);
-        if (st.cpuNs >= 0) {
-            key(w, "cpu_ns"); w.Int64(st.cpuNs);
-        }
-        if (st.runqNs >= 0) {
-            key(w, "runq_ns"); w.Int64(st.runqNs);
-        }
+        writeFields(w, kStepFields, st); // step, loss, samples, CPU times: all but pid, ts, dur
         w.EndObject();
         w.EndObject();
     }

@@ -30,4 +30,26 @@ const RankField* findRankField(std::string_view name)
     return nullptr;
 }
 
+std::string joinTextList(const std::vector<std::string>& items)
+{
+    std::string out;
+    for (size_t i = 0; i < items.size(); ++i)
+        (out += i ? "\n" : "") += items[i];
+    return out;
+}
+
+std::vector<std::string> splitTextList(std::string_view text)
+{
+    std::vector<std::string> out;
+    if (text.empty())
+        return out;
+    for (size_t pos = 0;;) {
+        const size_t nl = text.find('\n', pos);
+        out.emplace_back(text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos));
+        if (nl == std::string_view::npos)
+            return out;
+        pos = nl + 1;
+    }
+}
+
 } // namespace lockstep::core

@@ -8,6 +8,8 @@
 #include "lockstep/core/fields.h"
 #include "lockstep/core/step_stats.h"
 
+#include "field_json.h"
+
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -175,17 +177,7 @@ void writeConfig(JsonWriter& w, const RunConfig& c)
         if (!f.has(kFieldSetting | kFieldCircumstance | kFieldInReport))
             continue;
         w.Key(f.name);
-        visitField(f, c, [&](const auto& v) {
-            using T = std::decay_t<decltype(v)>;
-            if constexpr (std::is_same_v<T, std::string>)
-                string(w, v);
-            else if constexpr (std::is_same_v<T, RunStatus>)
-                w.String(runStatusName(v));
-            else if constexpr (std::is_same_v<T, double>)
-                number(w, v);
-            else
-                w.Int64(v);
-        });
+        writeFieldJson(w, f, c);
     }
     w.EndObject();
 }

@@ -116,33 +116,6 @@ std::string columnText(sqlite3_stmt* st, int i)
     return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(st, i))) : std::string();
 }
 
-std::string joinLines(const std::vector<std::string>& v)
-{
-    std::string out;
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (i)
-            out += '\n';
-        out += v[i];
-    }
-    return out;
-}
-
-std::vector<std::string> splitLines(const std::string& s)
-{
-    std::vector<std::string> out;
-    if (s.empty())
-        return out;
-    size_t pos = 0;
-    while (true) {
-        const size_t nl = s.find('\n', pos);
-        out.push_back(s.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos));
-        if (nl == std::string::npos)
-            break;
-        pos = nl + 1;
-    }
-    return out;
-}
-
 int64_t stepKey(int32_t rank, int32_t step)
 {
     return (static_cast<int64_t>(rank) << 32) | static_cast<uint32_t>(step);
@@ -244,19 +217,28 @@ void bindFields(Stmt& st, const std::array<Field<Record>, N>& fields, const Reco
 {
     for (size_t i = 0; i < N; ++i) {
         const int slot = static_cast<int>(i + 1);
+        if (fieldIsNull(fields[i], record)) {
+            sqlite3_bind_null(st.get(), slot);
+            continue;
+        }
         visitField(fields[i], record, [&](const auto& v) {
             using T = std::decay_t<decltype(v)>;
             if constexpr (std::is_same_v<T, std::string>)
                 st.bind(slot, std::string_view(v));
-            else if constexpr (std::is_same_v<T, RunStatus>)
-                st.bind(slot, std::string_view(runStatusName(v)));
+            else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+                st.bind(slot, std::string_view(joinTextList(v)));
+            else if constexpr (std::is_enum_v<T>)
+                st.bind(slot, std::string_view(enumName(v)));
+            else if constexpr (std::is_same_v<T, uint32_t>)
+                st.bind(slot, static_cast<int64_t>(v));
             else
                 st.bind(slot, v);
         });
     }
 }
 
-// A field whose column is newer than the file keeps the record's default.
+// A field whose column is newer than the file keeps the record's default; NULL in a nullable
+// column reads as the field's "unknown".
 template <class Record, size_t N>
 void readFields(sqlite3_stmt* s, const std::array<Field<Record>, N>& fields, int version, Record& record)
 {
@@ -265,27 +247,44 @@ void readFields(sqlite3_stmt* s, const std::array<Field<Record>, N>& fields, int
         if (f.sinceSchema > version)
             continue;
         const int i = col++;
+        if (f.has(kFieldNullable) && sqlite3_column_type(s, i) == SQLITE_NULL) {
+            setFieldNull(f, record);
+            continue;
+        }
         visitField(f, record, [&](auto& v) {
             using T = std::decay_t<decltype(v)>;
             if constexpr (std::is_same_v<T, std::string>)
                 v = columnText(s, i);
-            else if constexpr (std::is_same_v<T, RunStatus>) {
-                if (!runStatusFromName(columnText(s, i), &v))
-                    v = RunStatus::Running;
-            } else if constexpr (std::is_same_v<T, double>)
+            else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+                v = splitTextList(columnText(s, i));
+            else if constexpr (std::is_enum_v<T>)
+                enumFromName(columnText(s, i), &v);
+            else if constexpr (std::is_same_v<T, double>)
                 v = sqlite3_column_double(s, i);
             else if constexpr (std::is_same_v<T, int32_t>)
                 v = sqlite3_column_int(s, i);
             else
-                v = sqlite3_column_int64(s, i);
+                v = static_cast<T>(sqlite3_column_int64(s, i));
         });
     }
 }
 
-// A rank's row: every field of kRankFields (fields.h).
+// The rows of a rank, a step, a bucket: every field of its table (fields.h). A lane's row also
+// sets max_dur_ns, which the writer keeps (0 until the lane's first span).
 const std::string kInsertRank =
     "INSERT OR REPLACE INTO ranks (" + fieldColumns(kRankFields) + ") VALUES (" + fieldSlots(kRankFields) + ")";
+const std::string kInsertStep =
+    "INSERT OR REPLACE INTO steps (" + fieldColumns(kStepFields) + ") VALUES (" + fieldSlots(kStepFields) + ")";
+const std::string kInsertBucket =
+    "INSERT OR REPLACE INTO buckets (" + fieldColumns(kBucketFields) + ") VALUES (" + fieldSlots(kBucketFields) + ")";
+// A diagnostic of a kind already stored adds its count (and gives a message if it had none).
+const std::string kInsertDiagnostic = "INSERT INTO diagnostics (" + fieldColumns(kDiagnosticFields) + ") VALUES ("
+    + fieldSlots(kDiagnosticFields) + ") ON CONFLICT (kind) DO UPDATE SET count = count + excluded.count, "
+    "message = CASE WHEN message = '' THEN excluded.message ELSE message END";
+const std::string kInsertLane =
+    "INSERT INTO lanes (" + fieldColumns(kLaneFields) + ", max_dur_ns) VALUES (" + fieldSlots(kLaneFields) + ", 0)";
 
+// A rank's row: every field of kRankFields (fields.h).
 } // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -348,15 +347,11 @@ struct RunWriter::Impl {
             {&insInstant, "INSERT INTO instants (lane, kind, name, ts_ns, step, bucket) "
                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
             {&insString, "INSERT OR REPLACE INTO strings (id, text) VALUES (?1, ?2)"},
-            {&insStep, "INSERT OR REPLACE INTO steps (rank, step, start_ns, end_ns, loss, samples, cpu_ns, runq_ns) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
+            {&insStep, kInsertStep.c_str()},
             {&insRank, kInsertRank.c_str()},
-            {&insLane, "INSERT INTO lanes (id, rank, kind, device, stream, name, max_dur_ns) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0)"},
-            {&insBucket, "INSERT OR REPLACE INTO buckets (idx, bytes, params) VALUES (?1, ?2, ?3)"},
-            {&insDiag, "INSERT INTO diagnostics (kind, severity, count, message) VALUES (?1, ?2, ?3, ?4) "
-                       "ON CONFLICT (kind) DO UPDATE SET count = count + excluded.count, "
-                       "message = CASE WHEN message = '' THEN excluded.message ELSE message END"},
+            {&insLane, kInsertLane.c_str()},
+            {&insBucket, kInsertBucket.c_str()},
+            {&insDiag, kInsertDiagnostic.c_str()},
             {&updLane, "UPDATE lanes SET max_dur_ns = ?2 WHERE id = ?1"},
         };
         for (const P& p : ps) {
@@ -636,14 +631,10 @@ Result<LaneId> RunWriter::addLane(const Lane& lane)
     if (auto s = d.begin(); !s)
         return std::unexpected(s.error());
     const LaneId id{static_cast<uint32_t>(d.laneMaxDur.size())};
-    auto& st = d.insLane;
-    st.bind(1, static_cast<int64_t>(id.v));
-    st.bind(2, lane.rank);
-    st.bind(3, std::string_view(laneKindName(lane.kind)));
-    st.bind(4, lane.device);
-    st.bind(5, lane.stream);
-    st.bind(6, std::string_view(lane.name));
-    const int rc = st.run();
+    Lane row = lane;
+    row.id = id;
+    bindFields(d.insLane, kLaneFields, row);
+    const int rc = d.insLane.run();
     if (rc != SQLITE_DONE)
         return std::unexpected(d.error(rc, "storing a lane").error());
     d.laneMaxDur.push_back(0);
@@ -658,11 +649,8 @@ Status RunWriter::addBucket(const Bucket& b)
     auto& d = *m_impl;
     if (auto s = d.begin(); !s)
         return s;
-    auto& st = d.insBucket;
-    st.bind(1, b.index);
-    st.bind(2, b.bytes);
-    st.bind(3, std::string_view(joinLines(b.params)));
-    const int rc = st.run();
+    bindFields(d.insBucket, kBucketFields, b);
+    const int rc = d.insBucket.run();
     if (rc != SQLITE_DONE)
         return d.error(rc, "storing a bucket");
     return {};
@@ -673,20 +661,8 @@ Status RunWriter::addStep(const Step& s)
     auto& d = *m_impl;
     if (auto b = d.begin(); !b)
         return b;
-    auto& st = d.insStep;
-    st.bind(1, s.rank);
-    st.bind(2, s.step);
-    st.bind(3, s.start);
-    st.bind(4, s.end);
-    st.bind(5, s.loss);
-    st.bind(6, s.samples);
-    // -1 (not measured) is stored as NULL.
-    for (const auto& [i, v] : {std::pair{7, s.cpuNs}, std::pair{8, s.runqNs}})
-        if (v < 0)
-            sqlite3_bind_null(st.get(), i);
-        else
-            st.bind(i, v);
-    const int rc = st.run();
+    bindFields(d.insStep, kStepFields, s); // "unknown" (NaN loss, -1 CPU times) as NULL
+    const int rc = d.insStep.run();
     if (rc != SQLITE_DONE)
         return d.error(rc, "storing a step");
     return {};
@@ -844,12 +820,10 @@ Status RunWriter::addDiagnostic(const Diagnostic& g)
     auto& d = *m_impl;
     if (auto s = d.begin(); !s)
         return s;
-    auto& st = d.insDiag;
-    st.bind(1, std::string_view(g.kind));
-    st.bind(2, std::string_view(severityName(diagnosticInfo(*kind).severity)));
-    st.bind(3, g.count);
-    st.bind(4, std::string_view(g.message));
-    const int rc = st.run();
+    Diagnostic row = g;
+    row.severity = diagnosticInfo(*kind).severity;
+    bindFields(d.insDiag, kDiagnosticFields, row);
+    const int rc = d.insDiag.run();
     if (rc != SQLITE_DONE)
         return d.error(rc, "storing a diagnostic");
     return {};
@@ -1124,6 +1098,19 @@ struct RunReader::Impl {
         return out;
     }
 
+    // The rows of a table of fields.h (the columns the file has), in `order`.
+    template <class Record, size_t N>
+    Result<std::vector<Record>> readFieldRows(const std::array<Field<Record>, N>& fields, const char* table,
+                                              const char* order, const char* what) const
+    {
+        const std::string sql = "SELECT " + fieldColumns(fields, version) + " FROM " + table + " ORDER BY " + order;
+        return readRows<Record>(sql.c_str(), what, [&](sqlite3_stmt* s) {
+            Record r;
+            readFields(s, fields, version, r);
+            return r;
+        });
+    }
+
     // Reads strings the table has gained since the last call (a live writer keeps interning).
     Status refreshStrings()
     {
@@ -1326,72 +1313,22 @@ Result<std::vector<RankInfo>> RunReader::ranks()
 
 Result<std::vector<Lane>> RunReader::lanes()
 {
-    return m_impl->readRows<Lane>(
-        "SELECT id, rank, kind, device, stream, name FROM lanes ORDER BY id", "reading lanes",
-        [](sqlite3_stmt* s) {
-            Lane l;
-            l.id = LaneId{static_cast<uint32_t>(sqlite3_column_int64(s, 0))};
-            l.rank = sqlite3_column_int(s, 1);
-            if (!laneKindFromName(columnText(s, 2), &l.kind))
-                l.kind = LaneKind::HostThread;
-            l.device = sqlite3_column_int(s, 3);
-            l.stream = sqlite3_column_int64(s, 4);
-            l.name = columnText(s, 5);
-            return l;
-        });
+    return m_impl->readFieldRows(kLaneFields, "lanes", "id", "reading lanes");
 }
 
 Result<std::vector<Step>> RunReader::steps()
 {
-    const bool cpu = m_impl->version >= schema::kStepCpuVersion;
-    return m_impl->readRows<Step>(
-        cpu ? "SELECT rank, step, start_ns, end_ns, loss, samples, cpu_ns, runq_ns FROM steps ORDER BY rank, step"
-            : "SELECT rank, step, start_ns, end_ns, loss, samples FROM steps ORDER BY rank, step",
-        "reading steps", [cpu](sqlite3_stmt* s) {
-            Step x;
-            x.rank = sqlite3_column_int(s, 0);
-            x.step = sqlite3_column_int(s, 1);
-            x.start = sqlite3_column_int64(s, 2);
-            x.end = sqlite3_column_int64(s, 3);
-            x.loss = sqlite3_column_type(s, 4) == SQLITE_NULL ? std::numeric_limits<double>::quiet_NaN()
-                                                              : sqlite3_column_double(s, 4);
-            x.samples = sqlite3_column_int64(s, 5);
-            if (cpu) {
-                const auto optional = [s](int i) {
-                    return sqlite3_column_type(s, i) == SQLITE_NULL ? int64_t{-1} : sqlite3_column_int64(s, i);
-                };
-                x.cpuNs = optional(6);
-                x.runqNs = optional(7);
-            }
-            return x;
-        });
+    return m_impl->readFieldRows(kStepFields, "steps", "rank, step", "reading steps");
 }
 
 Result<std::vector<Bucket>> RunReader::buckets()
 {
-    return m_impl->readRows<Bucket>(
-        "SELECT idx, bytes, params FROM buckets ORDER BY idx", "reading buckets", [](sqlite3_stmt* s) {
-            Bucket b;
-            b.index = sqlite3_column_int(s, 0);
-            b.bytes = sqlite3_column_int64(s, 1);
-            b.params = splitLines(columnText(s, 2));
-            return b;
-        });
+    return m_impl->readFieldRows(kBucketFields, "buckets", "idx", "reading buckets");
 }
 
 Result<std::vector<Diagnostic>> RunReader::diagnostics()
 {
-    return m_impl->readRows<Diagnostic>(
-        "SELECT kind, severity, count, message FROM diagnostics ORDER BY kind", "reading diagnostics",
-        [](sqlite3_stmt* s) {
-            Diagnostic g;
-            g.kind = columnText(s, 0);
-            const std::string sev = columnText(s, 1);
-            g.severity = sev == "info" ? Severity::Info : sev == "error" ? Severity::Error : Severity::Warning;
-            g.count = sqlite3_column_int64(s, 2);
-            g.message = columnText(s, 3);
-            return g;
-        });
+    return m_impl->readFieldRows(kDiagnosticFields, "diagnostics", "kind", "reading diagnostics");
 }
 
 Result<int64_t> RunReader::spanCount()

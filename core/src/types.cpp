@@ -62,6 +62,7 @@ bool laneKindFromName(std::string_view n, LaneKind* out) { return fromName(kLane
 const char* runStatusName(RunStatus s) { return toName(kRunStatusNames, static_cast<size_t>(s)); }
 bool runStatusFromName(std::string_view n, RunStatus* out) { return fromName(kRunStatusNames, n, out); }
 const char* severityName(Severity s) { return toName(kSeverityNames, static_cast<size_t>(s)); }
+bool severityFromName(std::string_view n, Severity* out) { return fromName(kSeverityNames, n, out); }
 
 // Linear interpolation of the offset between the start and end measurements models constant
 // drift between the two clocks; before the first or after the last sample the nearer holds.

@@ -178,6 +178,7 @@ private:
     std::vector<Rank> m_ranks;
     Clock::time_point m_start;
     Clock::time_point m_lastProgress;
+    bool m_anyStep = false; // a rank has reported a step: start-up is over (startupTimeoutS)
     FailureLog m_failures;
     bool m_interrupted = false;
     int m_signal = 0;
@@ -357,6 +358,7 @@ void Job::handleLine(Rank& r, const std::string& line, bool isOut)
     switch (p.kind) {
     case ProgressLine::Kind::Step: {
         m_lastProgress = Clock::now();
+        m_anyStep = true;
         r.lastStep = std::max(r.lastStep, p.step);
         StepAgg& agg = m_steps[p.step];
         agg.ranks += 1;
@@ -558,7 +560,9 @@ void Job::loop()
             m_killSent = true;
         }
         // Hang watchdog: no progress line from any rank for too long.
-        if (m_failures.empty() && m_opt.hangTimeoutS > 0 && secondsSince(m_lastProgress) > m_opt.hangTimeoutS) {
+        // Until the first step, start-up's own limit (if longer).
+        const double hangLimitS = m_anyStep ? m_opt.hangTimeoutS : std::max(m_opt.hangTimeoutS, m_opt.startupTimeoutS);
+        if (m_failures.empty() && m_opt.hangTimeoutS > 0 && secondsSince(m_lastProgress) > hangLimitS) {
             // The rank that hung: the one furthest behind, and among those one that did not reach
             // the next step's all-reduce (the others wait there for it).
             const auto behind = [](const Rank& r) { return std::pair{r.lastStep, r.waitingStep > r.lastStep ? 1 : 0}; };
@@ -566,7 +570,8 @@ void Job::loop()
             for (const Rank& r : m_ranks)
                 if (!r.exited && (slowest < 0 || behind(r) < behind(m_ranks[size_t(slowest)])))
                     slowest = r.rank;
-            std::string cause = "hung: no progress from any rank for " + formatNumber(m_opt.hangTimeoutS) + " s";
+            std::string cause = m_anyStep ? "hung: no progress from any rank for " + formatNumber(hangLimitS) + " s"
+                                          : "hung: no rank reported a step in the first " + formatNumber(hangLimitS) + " s";
             if (slowest >= 0) {
                 const int stuckAt = m_ranks[size_t(slowest)].lastStep + 1;
                 cause += " (rank " + std::to_string(slowest) + " stuck at step " + std::to_string(stuckAt);
@@ -837,8 +842,8 @@ core::Status checkLaunchOptionsOnce(const LaunchOptions& o)
     if (o.nproc < 1 || o.nproc > kMaxLocalRanks)
         return core::fail(core::ErrorCode::Usage, "--nproc: " + std::to_string(o.nproc) + " is out of range (1 to " + std::to_string(kMaxLocalRanks)
                           + ")");
-    for (const auto& [name, value] : {std::pair{"--hang-timeout-s", o.hangTimeoutS}, std::pair{"--grace-s", o.graceS},
-                                      std::pair{"termS", o.termS}})
+    for (const auto& [name, value] : {std::pair{"--hang-timeout-s", o.hangTimeoutS}, std::pair{"--startup-timeout-s", o.startupTimeoutS},
+                                      std::pair{"--grace-s", o.graceS}, std::pair{"termS", o.termS}})
         if (!std::isfinite(value) || value < 0)
             return core::fail(core::ErrorCode::Usage, std::string(name) + ": expected a finite number >= 0");
     if (o.hosts != 0) {

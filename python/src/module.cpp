@@ -62,64 +62,78 @@ core::RunStatus statusFromName(const std::string& name)
     return s;
 }
 
-// A run config dict has a key per row of the run's field table (core/fields.h), plus "extra".
-core::RunConfig configFromDict(const pybind11::dict& d)
+// A record from a dict with keys of its field table (core/fields.h); a key it lacks keeps the
+// record's default, one it does not know is an error (besides those in `also`).
+template <class Record, size_t N>
+Record recordFromDict(const std::array<core::Field<Record>, N>& fields, const pybind11::dict& d, const char* what,
+                      std::initializer_list<std::string_view> also = {})
 {
     for (const auto& item : d) {
-        const std::string k = item.first.cast<std::string>();
-        if (k != "extra" && !core::findRunConfigField(k))
-            throw pybind11::key_error("unknown run config field '" + k + "'");
+        const std::string k = item.first.template cast<std::string>();
+        if (!core::findFieldByKey(fields, k) && std::find(also.begin(), also.end(), k) == also.end())
+            throw pybind11::key_error("unknown " + std::string(what) + " field '" + k + "'");
     }
-    core::RunConfig c;
-    for (const core::RunConfigField& f : core::kRunConfigFields) {
-        if (!d.contains(f.name))
+    Record r;
+    for (const core::Field<Record>& f : fields) {
+        if (!d.contains(f.key()))
             continue;
-        core::visitField(f, c, [&](auto& v) {
+        core::visitField(f, r, [&](auto& v) {
             using T = std::decay_t<decltype(v)>;
             if constexpr (std::is_same_v<T, core::RunStatus>)
-                v = statusFromName(d[f.name].cast<std::string>());
-            else
-                v = d[f.name].cast<T>();
+                v = statusFromName(d[f.key()].template cast<std::string>());
+            else if constexpr (std::is_enum_v<T>) {
+                const auto name = d[f.key()].template cast<std::string>();
+                if (!core::enumFromName(name, &v))
+                    throw pybind11::value_error("unknown " + std::string(f.label) + " '" + name + "'");
+            } else
+                v = d[f.key()].template cast<T>();
         });
     }
+    return r;
+}
+
+// A run config dict has a key per row of the run's field table, plus "extra".
+core::RunConfig configFromDict(const pybind11::dict& d)
+{
+    core::RunConfig c = recordFromDict(core::kRunConfigFields, d, "run config", {"extra"});
     take(d, "extra", c.extra);
     return c;
 }
 
-pybind11::dict configToDict(const core::RunConfig& c)
+// A rank dict has a key per row of the ranks' field table.
+core::RankInfo rankFromDict(const pybind11::dict& d)
+{
+    return recordFromDict(core::kRankFields, d, "rank");
+}
+
+// A record as a dict: a key per row of its field table (core/fields.h), enums by name.
+template <class Record, size_t N>
+pybind11::dict recordToDict(const std::array<core::Field<Record>, N>& fields, const Record& record)
 {
     pybind11::dict d;
-    for (const core::RunConfigField& f : core::kRunConfigFields)
-        core::visitField(f, c, [&](const auto& v) {
-            if constexpr (std::is_same_v<std::decay_t<decltype(v)>, core::RunStatus>)
-                d[f.name] = core::runStatusName(v);
+    for (const core::Field<Record>& f : fields)
+        core::visitField(f, record, [&](const auto& v) {
+            if constexpr (std::is_enum_v<std::decay_t<decltype(v)>>)
+                d[f.key()] = core::enumName(v);
             else
-                d[f.name] = v;
+                d[f.key()] = v;
         });
-    d["extra"] = c.extra;
     return d;
 }
 
-// A rank dict has a key per row of the ranks' field table (core/fields.h).
-core::RankInfo rankFromDict(const pybind11::dict& d)
+template <class Record, size_t N>
+pybind11::list recordsToList(const std::array<core::Field<Record>, N>& fields, const std::vector<Record>& records)
 {
-    for (const auto& item : d) {
-        const std::string k = item.first.cast<std::string>();
-        if (!core::findRankField(k))
-            throw pybind11::key_error("unknown rank field '" + k + "'");
-    }
-    core::RankInfo r;
-    for (const core::RankField& f : core::kRankFields)
-        if (d.contains(f.name))
-            core::visitField(f, r, [&](auto& v) { v = d[f.name].cast<std::decay_t<decltype(v)>>(); });
-    return r;
+    pybind11::list out;
+    for (const Record& r : records)
+        out.append(recordToDict(fields, r));
+    return out;
 }
 
-pybind11::dict rankToDict(const core::RankInfo& r)
+pybind11::dict configToDict(const core::RunConfig& c)
 {
-    pybind11::dict d;
-    for (const core::RankField& f : core::kRankFields)
-        core::visitField(f, r, [&](const auto& v) { d[f.name] = v; });
+    pybind11::dict d = recordToDict(core::kRunConfigFields, c);
+    d["extra"] = c.extra;
     return d;
 }
 
@@ -240,21 +254,7 @@ pybind11::dict runToDict(const core::Run& run)
 {
     pybind11::dict d;
     d["config"] = configToDict(run.config);
-    pybind11::list ranks, lanes, steps, buckets, spans, instants, diagnostics;
-    for (const auto& r : run.ranks)
-        ranks.append(rankToDict(r));
-    for (const auto& l : run.lanes)
-        lanes.append(pybind11::dict(pybind11::arg("id") = l.id.v, pybind11::arg("rank") = l.rank,
-                                    pybind11::arg("kind") = core::laneKindName(l.kind), pybind11::arg("device") = l.device,
-                                    pybind11::arg("stream") = l.stream, pybind11::arg("name") = l.name));
-    for (const auto& s : run.steps)
-        steps.append(pybind11::dict(pybind11::arg("rank") = s.rank, pybind11::arg("step") = s.step,
-                                    pybind11::arg("start") = s.start, pybind11::arg("end") = s.end,
-                                    pybind11::arg("loss") = s.loss, pybind11::arg("samples") = s.samples, pybind11::arg("cpu_ns") = s.cpuNs,
-                                    pybind11::arg("runq_ns") = s.runqNs));
-    for (const auto& b : run.buckets)
-        buckets.append(pybind11::dict(pybind11::arg("index") = b.index, pybind11::arg("bytes") = b.bytes,
-                                      pybind11::arg("params") = b.params));
+    pybind11::list spans, instants;
     for (const auto& s : run.spans)
         spans.append(pybind11::dict(pybind11::arg("lane") = s.lane.v, pybind11::arg("kind") = core::spanKindName(s.kind),
                                     pybind11::arg("name") = run.strings.text(s.name), pybind11::arg("start") = s.start,
@@ -264,17 +264,15 @@ pybind11::dict runToDict(const core::Run& run)
         instants.append(pybind11::dict(pybind11::arg("lane") = i.lane.v, pybind11::arg("name") = run.strings.text(i.name),
                                        pybind11::arg("ts") = i.ts, pybind11::arg("step") = i.step,
                                        pybind11::arg("bucket") = i.bucket));
-    for (const auto& g : run.diagnostics)
-        diagnostics.append(pybind11::dict(pybind11::arg("kind") = g.kind,
-                                          pybind11::arg("severity") = core::severityName(g.severity),
-                                          pybind11::arg("count") = g.count, pybind11::arg("message") = g.message));
-    d["ranks"] = ranks;
-    d["lanes"] = lanes;
-    d["steps"] = steps;
-    d["buckets"] = buckets;
+    // The records of fields.h under their tables' keys; spans and instants (the hot records,
+    // whose storage is their own) as they were first published.
+    d["ranks"] = recordsToList(core::kRankFields, run.ranks);
+    d["lanes"] = recordsToList(core::kLaneFields, run.lanes);
+    d["steps"] = recordsToList(core::kStepFields, run.steps);
+    d["buckets"] = recordsToList(core::kBucketFields, run.buckets);
     d["spans"] = spans;
     d["instants"] = instants;
-    d["diagnostics"] = diagnostics;
+    d["diagnostics"] = recordsToList(core::kDiagnosticFields, run.diagnostics);
     d["clocks_corrected"] = run.clocksCorrected;
     return d;
 }
@@ -330,7 +328,7 @@ void bindConstants(pb::module_& m)
         for (const core::RunConfigField& f : core::kRunConfigFields) {
             const char* type = f.type == core::FieldType::Text ? "str"
                 : f.type == core::FieldType::Real             ? "float"
-                : f.type == core::FieldType::Status           ? "status"
+                : f.status != nullptr                         ? "status"
                                                               : "int";
             fields.append(pb::make_tuple(f.name, type));
         }

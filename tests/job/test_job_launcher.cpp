@@ -117,6 +117,7 @@ TEST(JobLauncher, TheHangWatchdogStopsAStuckJob)
     test::TempDir dir;
     auto o = options(dir.file("run.db"), 2, {"--steps", "50", "--hang", "1:1"});
     o.hangTimeoutS = 1;
+    o.startupTimeoutS = 600; // start-up on a loaded machine may take longer than the 1 s
     auto r = job::launchRun(o);
     ASSERT_TRUE(r) << r.error().message;
     EXPECT_FALSE(r->success);
@@ -124,6 +125,19 @@ TEST(JobLauncher, TheHangWatchdogStopsAStuckJob)
     auto run = core::loadRun(dir.file("run.db"));
     ASSERT_TRUE(run);
     EXPECT_EQ(run->config.status, core::RunStatus::Failed);
+}
+
+// Before the first step the watchdog waits for start-up's own limit, and says so.
+TEST(JobLauncher, AJobThatNeverStepsIsStoppedAfterTheStartupLimit)
+{
+    test::TempDir dir;
+    auto o = options(dir.file("run.db"), 2, {"--steps", "50", "--hang", "0:0", "--hang", "1:0"}); // neither steps
+    o.hangTimeoutS = 0.5;
+    o.startupTimeoutS = 3;
+    auto r = job::launchRun(o);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_FALSE(r->success);
+    EXPECT_TRUE(contains(r->cause, "hung: no rank reported a step in the first 3 s")) << r->cause;
 }
 
 TEST(JobLauncher, AWorkerWithoutProtocolLinesStillRuns)

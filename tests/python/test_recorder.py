@@ -536,7 +536,7 @@ class RecordCommand(unittest.TestCase):
         # waits for it in the step's all-reduce and was blamed before).
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "run.db")
-            p = self.record(out, *MODEL, "--hang", "1:3", extra=["-q", "--hang-timeout-s", "15"])  # start-up under load takes seconds
+            p = self.record(out, *MODEL, "--hang", "1:3", extra=["-q", "--hang-timeout-s", "15"])  # start-up has its own 600 s
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertIn("rank 1 stuck at step 3", p.stderr)
             self.assertIn("rank 0 waiting for it", p.stderr)

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -242,8 +243,8 @@ struct Event {
     std::string_view argKind;    // Lockstep export: args.kind (span kind name)
     int64_t extId = -1, device = -1, stream = -1, bytes = -1, inNelems = -1, outNelems = -1;
     int64_t correlation = -1;    // args.correlation: runtime call <-> device activity
-    int64_t argStep = kNoStep, argBucket = kNoBucket, argSamples = 0; // Lockstep export
-    int64_t argCpuNs = -1, argRunqNs = -1;                           // Lockstep export, steps
+    int64_t argStep = kNoStep, argBucket = kNoBucket; // Lockstep export
+    Step stepArgs;             // Lockstep export, a "lockstep.step" event's args (kStepFields)
     bool hasName = false, hasCommMeta = false;
 };
 
@@ -677,6 +678,35 @@ void KinetoParser::onTopValue(std::string_view key, std::string_view text)
     }
 }
 
+// A "lockstep.step" event's arg into its field of the step (a number; anything else, or a
+// field that is not a number, leaves the step's default).
+void stepArg(const StepField& f, od::value v, Step& st)
+{
+    const std::string_view tok = trimToken(v.raw_json_token());
+    visitField(f, st, [&](auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, double>) {
+            double d = 0;
+            const auto r = std::from_chars(tok.data(), tok.data() + tok.size(), d);
+            if (r.ec == std::errc{} && r.ptr == tok.data() + tok.size())
+                x = d;
+        } else if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
+            int64_t n = 0;
+            if (parseInteger(tok, &n) == NumberParse::Ok)
+                x = static_cast<T>(std::clamp<int64_t>(n, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+        }
+    });
+}
+
+// The step field whose key an arg has, or nullptr.
+const StepField* stepFieldOf(od::raw_json_string key)
+{
+    for (const StepField& f : kStepFields)
+        if (key == std::string_view(f.key()))
+            return &f;
+    return nullptr;
+}
+
 // An event's args: the ones we use, into `e`. False when the object is malformed; args of
 // another type than an object are nothing we use.
 bool readArgs(od::value& v, Event& e)
@@ -702,12 +732,8 @@ bool readArgs(od::value& v, Event& e)
             intArg(&e.argStep);
         else if (ak == "bucket")
             intArg(&e.argBucket);
-        else if (ak == "samples")
-            intArg(&e.argSamples);
-        else if (ak == "cpu_ns")
-            intArg(&e.argCpuNs);
-        else if (ak == "runq_ns")
-            intArg(&e.argRunqNs);
+        else if (const StepField* f = e.cat == "lockstep.step" ? stepFieldOf(ak) : nullptr)
+            stepArg(*f, arg.value(), e.stepArgs); // the exporter writes cat before args
         else if (ak == "kind") {
             if (arg.value().get_string().get(e.argKind))
                 e.argKind = {};
@@ -1273,27 +1299,37 @@ Status KinetoParser::finish()
 
 namespace {
 
-// A field of a table (fields.h) from the JSON object `e`, under its name; absent or of another
-// type: "" or 0 (unknown), a status "running".
+// A field of a table (fields.h) from the JSON object `e`, under its key. Absent: the record's
+// value stays (its default); of another type: "" or 0, an enum's "unknown" (enumFromName), a
+// nullable field's "unknown". Integers are clamped to their type; text is capped (capName).
 template <class Record>
 void readValue(const Field<Record>& f, simdjson::dom::element e, Record& record)
 {
+    simdjson::dom::element x;
+    if (e[f.key()].get(x))
+        return;
+    const bool nullable = f.has(kFieldNullable);
     visitField(f, record, [&](auto& v) {
         using T = std::decay_t<decltype(v)>;
-        if constexpr (std::is_same_v<T, std::string>) {
-            std::string_view s;
-            v = e[f.name].get_string().get(s) ? std::string() : std::string(capName(s));
-        } else if constexpr (std::is_same_v<T, RunStatus>) {
-            std::string_view s;
-            if (e[f.name].get_string().get(s) || !runStatusFromName(s, &v))
-                v = RunStatus::Running;
-        } else if constexpr (std::is_same_v<T, double>) {
+        std::string_view s;
+        if constexpr (std::is_same_v<T, std::string>)
+            v = x.get_string().get(s) ? std::string() : std::string(capName(s));
+        else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            v.clear();
+            simdjson::dom::array items;
+            if (!x.get(items))
+                for (simdjson::dom::element item : items)
+                    if (!item.get_string().get(s))
+                        v.emplace_back(capName(s));
+        } else if constexpr (std::is_enum_v<T>)
+            enumFromName(x.get_string().get(s) ? std::string_view() : s, &v);
+        else if constexpr (std::is_same_v<T, double>) {
             double d = 0;
-            v = e[f.name].get_double().get(d) ? 0.0 : d;
+            v = !x.get_double().get(d) ? d : nullable ? std::numeric_limits<double>::quiet_NaN() : 0.0;
         } else {
             int64_t n = 0;
-            if (e[f.name].get_int64().get(n))
-                n = 0;
+            if (x.get_int64().get(n))
+                n = nullable ? -1 : 0;
             v = static_cast<T>(std::clamp<int64_t>(n, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
         }
     });
@@ -1310,19 +1346,11 @@ void KinetoParser::onLockstepMeta(std::string_view text)
         return;
     }
     LockstepMeta meta;
-    auto str = [](simdjson::dom::element e, const char* key) {
-        std::string_view v;
-        return e[key].get_string().get(v) ? std::string() : std::string(capName(v));
-    };
-    auto num = [](simdjson::dom::element e, const char* key, int64_t fallback) {
-        int64_t v = 0;
-        return e[key].get_int64().get(v) ? fallback : v;
-    };
     simdjson::dom::element c;
     if (!root["config"].get(c) && c.is_object()) {
         RunConfig& rc = meta.config;
         // Every field of the run's table (fields.h) the export writes, under its name; one the
-        // header lacks (an older export) reads as unknown: "" or 0.
+        // header lacks (an older export) keeps RunConfig's default.
         for (const RunConfigField& f : kRunConfigFields)
             if (!f.has(kFieldLocal))
                 readValue(f, c, rc);
@@ -1351,27 +1379,18 @@ void KinetoParser::onLockstepMeta(std::string_view text)
     if (!root["lanes"].get(lanes))
         for (simdjson::dom::element l : lanes) {
             Lane lane;
-            lane.id = LaneId{static_cast<uint32_t>(std::clamp<int64_t>(num(l, "id", 0), 0, UINT32_MAX))};
-            lane.rank = static_cast<int32_t>(std::clamp<int64_t>(num(l, "rank", 0), 0, INT32_MAX));
-            if (!laneKindFromName(str(l, "kind"), &lane.kind))
-                lane.kind = LaneKind::HostThread;
-            lane.device = static_cast<int32_t>(std::clamp<int64_t>(num(l, "device", -1), -1, INT32_MAX));
-            lane.stream = num(l, "stream", -1);
-            lane.name = str(l, "name");
+            for (const LaneField& f : kLaneFields)
+                readValue(f, l, lane);
+            lane.rank = std::max(lane.rank, 0);
+            lane.device = std::max(lane.device, -1);
             meta.lanes.push_back(std::move(lane));
         }
     if (!root["buckets"].get(buckets))
         for (simdjson::dom::element b : buckets) {
             Bucket bucket;
-            bucket.index = static_cast<int32_t>(std::clamp<int64_t>(num(b, "index", 0), 0, INT32_MAX));
-            bucket.bytes = num(b, "bytes", 0);
-            simdjson::dom::array params;
-            if (!b["params"].get(params))
-                for (simdjson::dom::element pe : params) {
-                    std::string_view v;
-                    if (!pe.get_string().get(v))
-                        bucket.params.emplace_back(capName(v));
-                }
+            for (const BucketField& f : kBucketFields)
+                readValue(f, b, bucket);
+            bucket.index = std::max(bucket.index, 0);
             meta.buckets.push_back(std::move(bucket));
         }
     for (const Lane& lane : meta.lanes) {
@@ -1404,14 +1423,14 @@ void KinetoParser::addLockstepEvent(char ph, const Event& e, TimeNs ts)
         }
         const TimeNs end = dur;
         if (e.cat == "lockstep.step") {
-            Step st;
+            Step st = e.stepArgs; // the args; the event itself is rank, start and end
             st.rank = static_cast<int32_t>(pid);
             st.step = static_cast<int32_t>(std::clamp<int64_t>(e.argStep, INT32_MIN, INT32_MAX));
             st.start = ts;
             st.end = end;
-            st.samples = std::max<int64_t>(0, e.argSamples);
-            st.cpuNs = std::max<int64_t>(-1, e.argCpuNs);
-            st.runqNs = std::max<int64_t>(-1, e.argRunqNs);
+            st.samples = std::max<int64_t>(0, st.samples);
+            st.cpuNs = std::max<int64_t>(-1, st.cpuNs);
+            st.runqNs = std::max<int64_t>(-1, st.runqNs);
             m_out.steps.push_back(st);
             return;
         }

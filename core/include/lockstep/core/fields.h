@@ -25,17 +25,22 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 namespace lockstep::core {
 
 enum class FieldType : uint8_t {
-    Text,   // std::string; SQL TEXT
-    Int32,  // int32_t; SQL INTEGER
-    Int64,  // int64_t; SQL INTEGER
-    Real,   // double; SQL REAL
-    Status, // RunStatus; SQL TEXT, runStatusName
+    Text,     // std::string; SQL TEXT
+    Int32,    // int32_t; SQL INTEGER
+    Int64,    // int64_t; SQL INTEGER
+    Real,     // double; SQL REAL
+    Enum,     // RunStatus, LaneKind or Severity; SQL TEXT by its name (enumName), JSON a string
+    LaneRef,  // LaneId, visited as its uint32_t; SQL INTEGER
+    TextList, // std::vector<std::string>; SQL TEXT joined by '\n', JSON an array of strings
 };
 
 // What a field takes part in besides storage, export and the Python dicts (which take every one).
@@ -48,12 +53,16 @@ enum FieldFlag : uint32_t {
     kFieldTokens = 1u << 4,       // space-separated tokens whose order means nothing: compared sorted
     kFieldLocal = 1u << 5,        // not in the Chrome export: what its import sets anew (the run's
                                   // times) or no longer needs (a rank's clock alignment)
+    kFieldNullable = 1u << 6,     // its "unknown" (NaN for a real, -1 for an integer) is NULL in
+                                  // SQL and absent from JSON; everywhere else the value itself
+    kFieldInEvent = 1u << 7,      // a step's rank, start and end: in the Chrome export they are the
+                                  // "X" event's pid, ts and dur, not its args
 };
 
-// One field of a record (RunConfig, RankInfo): a row of its table.
+// One field of a record (RunConfig, RankInfo, Lane, Step, Bucket): a row of its table.
 template <class Record>
 struct Field {
-    const char* name;   // SQL column = JSON key = Python dict key
+    const char* name;   // SQL column, and the JSON and Python key unless `key` says otherwise
     const char* label;  // for people: the report, merge's messages
     const char* unit;   // "bytes", "ns", "Gbit/s", or "" (text, counts)
     FieldType type;
@@ -64,38 +73,59 @@ struct Field {
     int32_t Record::*i32 = nullptr;
     int64_t Record::*i64 = nullptr;
     double Record::*real = nullptr;
-    RunStatus Record::*status = nullptr;
+    RunStatus Record::*status = nullptr; // FieldType::Enum: one of these three
+    LaneKind Record::*laneKind = nullptr;
+    Severity Record::*severity = nullptr;
+    LaneId Record::*laneId = nullptr;
+    std::vector<std::string> Record::*list = nullptr;
+    // The JSON key (Chrome export header and args) and Python dict key where it is not the SQL
+    // column's name: a step's "start"/"end" (columns start_ns/end_ns), a bucket's "index" (column
+    // idx: INDEX is an SQL keyword). Kept as first published, so readers of either keep working.
+    const char* jsonKey = nullptr;
 
     constexpr bool has(uint32_t flag) const { return (flags & flag) != 0; }
+    constexpr const char* key() const { return jsonKey ? jsonKey : name; }
 };
 using RunConfigField = Field<RunConfig>;
 using RankField = Field<RankInfo>;
+using LaneField = Field<Lane>;
+using StepField = Field<Step>;
+using BucketField = Field<Bucket>;
+using DiagnosticField = Field<Diagnostic>;
 
 namespace field_detail {
-template <class R>
-constexpr Field<R> field(const char* n, const char* l, const char* u, int since, uint32_t f, std::string R::*m)
+template <class R, class M>
+constexpr Field<R> field(const char* n, const char* l, const char* u, int since, uint32_t f, M R::*m)
 {
-    return {n, l, u, FieldType::Text, since, f, m, nullptr, nullptr, nullptr, nullptr};
+    Field<R> x{n, l, u, FieldType::Text, since, f};
+    if constexpr (std::is_same_v<M, std::string>)
+        x.text = m;
+    else if constexpr (std::is_same_v<M, int32_t>)
+        x.type = FieldType::Int32, x.i32 = m;
+    else if constexpr (std::is_same_v<M, int64_t>)
+        x.type = FieldType::Int64, x.i64 = m;
+    else if constexpr (std::is_same_v<M, double>)
+        x.type = FieldType::Real, x.real = m;
+    else if constexpr (std::is_same_v<M, RunStatus>)
+        x.type = FieldType::Enum, x.status = m;
+    else if constexpr (std::is_same_v<M, LaneKind>)
+        x.type = FieldType::Enum, x.laneKind = m;
+    else if constexpr (std::is_same_v<M, Severity>)
+        x.type = FieldType::Enum, x.severity = m;
+    else if constexpr (std::is_same_v<M, LaneId>)
+        x.type = FieldType::LaneRef, x.laneId = m;
+    else {
+        static_assert(std::is_same_v<M, std::vector<std::string>>, "a field's member has a type fields.h knows");
+        x.type = FieldType::TextList, x.list = m;
+    }
+    return x;
 }
+// The same row under another JSON/Python key.
 template <class R>
-constexpr Field<R> field(const char* n, const char* l, const char* u, int since, uint32_t f, int32_t R::*m)
+constexpr Field<R> keyed(Field<R> x, const char* jsonKey)
 {
-    return {n, l, u, FieldType::Int32, since, f, nullptr, m, nullptr, nullptr, nullptr};
-}
-template <class R>
-constexpr Field<R> field(const char* n, const char* l, const char* u, int since, uint32_t f, int64_t R::*m)
-{
-    return {n, l, u, FieldType::Int64, since, f, nullptr, nullptr, m, nullptr, nullptr};
-}
-template <class R>
-constexpr Field<R> field(const char* n, const char* l, const char* u, int since, uint32_t f, double R::*m)
-{
-    return {n, l, u, FieldType::Real, since, f, nullptr, nullptr, nullptr, m, nullptr};
-}
-template <class R>
-constexpr Field<R> field(const char* n, const char* l, const char* u, int since, uint32_t f, RunStatus R::*m)
-{
-    return {n, l, u, FieldType::Status, since, f, nullptr, nullptr, nullptr, nullptr, m};
+    x.jsonKey = jsonKey;
+    return x;
 }
 } // namespace field_detail
 
@@ -151,11 +181,75 @@ inline constexpr auto kRankFields = [] {
     };
 }();
 
+// The `lanes` table's columns (schema.cpp) but max_dur_ns (the writer's, not a Lane field).
+inline constexpr auto kLaneFields = [] {
+    using field_detail::field;
+    return std::array{
+        field("id", "lane", "", 1, 0, &Lane::id),
+        field("rank", "rank", "", 1, 0, &Lane::rank),
+        field("kind", "kind", "", 1, 0, &Lane::kind),
+        field("device", "device", "", 1, 0, &Lane::device),
+        field("stream", "stream", "", 1, 0, &Lane::stream),
+        field("name", "name", "", 1, 0, &Lane::name),
+    };
+}();
+
+// The `steps` table's columns. In the Chrome export a step is an "X" event on its rank's steps
+// track: rank, start and end are the event's pid, ts and dur (kFieldInEvent), the rest its args.
+inline constexpr auto kStepFields = [] {
+    using field_detail::field;
+    using field_detail::keyed;
+    constexpr uint32_t E = kFieldInEvent, N = kFieldNullable;
+    return std::array{
+        field("rank", "rank", "", 1, E, &Step::rank),
+        field("step", "step", "", 1, 0, &Step::step),
+        keyed(field("start_ns", "start", "ns", 1, E, &Step::start), "start"),
+        keyed(field("end_ns", "end", "ns", 1, E, &Step::end), "end"),
+        field("loss", "loss", "", 1, N, &Step::loss),
+        field("samples", "samples", "", 1, 0, &Step::samples),
+        field("cpu_ns", "CPU time", "ns", 3, N, &Step::cpuNs),
+        field("runq_ns", "run-queue wait", "ns", 3, N, &Step::runqNs),
+    };
+}();
+
+// The `buckets` table's columns.
+inline constexpr auto kBucketFields = [] {
+    using field_detail::field;
+    using field_detail::keyed;
+    return std::array{
+        keyed(field("idx", "bucket", "", 1, 0, &Bucket::index), "index"),
+        field("bytes", "size", "bytes", 1, 0, &Bucket::bytes),
+        field("params", "parameters", "", 1, 0, &Bucket::params),
+    };
+}();
+
+// The `diagnostics` table's columns.
+inline constexpr auto kDiagnosticFields = [] {
+    using field_detail::field;
+    return std::array{
+        field("kind", "kind", "", 1, 0, &Diagnostic::kind),
+        field("severity", "severity", "", 1, 0, &Diagnostic::severity),
+        field("count", "count", "", 1, 0, &Diagnostic::count),
+        field("message", "message", "", 1, 0, &Diagnostic::message),
+    };
+}();
+
+// The row of `fields` whose JSON/Python key is `key`, or nullptr.
+template <class Record, size_t N>
+const Field<Record>* findFieldByKey(const std::array<Field<Record>, N>& fields, std::string_view key)
+{
+    for (const Field<Record>& f : fields)
+        if (key == f.key())
+            return &f;
+    return nullptr;
+}
+
 // The row named `name` (SQL column / JSON key), or nullptr.
 const RunConfigField* findRunConfigField(std::string_view name);
 const RankField* findRankField(std::string_view name);
 
-// Calls fn with the field's member (std::string&, int32_t&, int64_t&, double& or RunStatus&;
+// Calls fn with the field's member (std::string&, int32_t&, int64_t&, double&, an enum&
+// (RunStatus, LaneKind, Severity), uint32_t& (a LaneId's value) or std::vector<std::string>&;
 // const when `record` is).
 template <class Record, class R, class Fn>
 decltype(auto) visitField(const Field<Record>& f, R& record, Fn&& fn)
@@ -165,27 +259,91 @@ decltype(auto) visitField(const Field<Record>& f, R& record, Fn&& fn)
     case FieldType::Int32: return fn(record.*f.i32);
     case FieldType::Int64: return fn(record.*f.i64);
     case FieldType::Real: return fn(record.*f.real);
-    case FieldType::Status: break;
+    case FieldType::LaneRef: return fn((record.*f.laneId).v);
+    case FieldType::TextList: return fn(record.*f.list);
+    case FieldType::Enum: break;
     }
+    if (f.laneKind)
+        return fn(record.*f.laneKind);
+    if (f.severity)
+        return fn(record.*f.severity);
     return fn(record.*f.status);
 }
+
+// The enums of FieldType::Enum by name, one overload each (types.h's name functions). From a
+// name: false for one it does not know, which reads as the enum's "unknown": a run still running,
+// an imported host thread, a warning.
+inline const char* enumName(RunStatus v) { return runStatusName(v); }
+inline const char* enumName(LaneKind v) { return laneKindName(v); }
+inline const char* enumName(Severity v) { return severityName(v); }
+inline bool enumFromName(std::string_view n, RunStatus* v)
+{
+    return runStatusFromName(n, v) || (*v = RunStatus::Running, false);
+}
+inline bool enumFromName(std::string_view n, LaneKind* v)
+{
+    return laneKindFromName(n, v) || (*v = LaneKind::HostThread, false);
+}
+inline bool enumFromName(std::string_view n, Severity* v)
+{
+    return severityFromName(n, v) || (*v = Severity::Warning, false);
+}
+
+// Whether the value is its field's "unknown" (kFieldNullable: NaN, or a negative integer).
+template <class Record>
+bool fieldIsNull(const Field<Record>& f, const Record& record)
+{
+    if (!f.has(kFieldNullable))
+        return false;
+    return visitField(f, record, [](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, double>)
+            return v != v;
+        else if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>)
+            return v < 0;
+        else
+            return false;
+    });
+}
+
+// Sets a nullable field to its "unknown".
+template <class Record>
+void setFieldNull(const Field<Record>& f, Record& record)
+{
+    visitField(f, record, [](auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, double>)
+            v = std::numeric_limits<double>::quiet_NaN();
+        else if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>)
+            v = -1;
+    });
+}
+
+// A text list as one text (the SQL column): the items joined by '\n'; and back.
+std::string joinTextList(const std::vector<std::string>& items);
+std::vector<std::string> splitTextList(std::string_view text);
 
 // The shortest text that reads back as the same double ("0.5", "1").
 std::string shortestNumberText(double v);
 
 // The value as text, the same for every user: strings as they are, integers in decimal, reals in
-// the shortest form that reads back as the same double, a status by its name.
+// the shortest form that reads back as the same double, an enum by its name, a list joined by '\n'.
 template <class Record>
 std::string fieldText(const Field<Record>& f, const Record& record)
 {
-    switch (f.type) {
-    case FieldType::Text: return record.*f.text;
-    case FieldType::Int32: return std::to_string(record.*f.i32);
-    case FieldType::Int64: return std::to_string(record.*f.i64);
-    case FieldType::Real: return shortestNumberText(record.*f.real);
-    case FieldType::Status: break;
-    }
-    return runStatusName(record.*f.status);
+    return visitField(f, record, [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>)
+            return v;
+        else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+            return joinTextList(v);
+        else if constexpr (std::is_enum_v<T>)
+            return enumName(v);
+        else if constexpr (std::is_same_v<T, double>)
+            return shortestNumberText(v);
+        else
+            return std::to_string(v);
+    });
 }
 
 } // namespace lockstep::core

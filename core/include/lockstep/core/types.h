@@ -243,6 +243,7 @@ struct RunConfig {
 
 enum class Severity : uint8_t { Info = 0, Warning = 1, Error = 2 };
 const char* severityName(Severity s);
+bool severityFromName(std::string_view name, Severity* out);
 
 // Perfetto's habit: anomalies are counted per kind, never abort an import or a recording.
 struct Diagnostic {

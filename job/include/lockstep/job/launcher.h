@@ -28,7 +28,8 @@
 //                       lines are kept in rank-<r>.log (and shown with echoWorkerOutput)
 //   stderr              free text: kept in rank-<r>.log; its last lines explain a silent death
 // A worker that prints no protocol line still runs; it only shows no progress, and the hang
-// watchdog (hangTimeoutS) counts from the start: set it to 0 for such workers.
+// watchdog (hangTimeoutS, startupTimeoutS until the first step) counts from the start: set it to
+// 0 for such workers.
 //
 // At the end, the non-empty, readable shards are merged (core::mergeRunFiles) into `out`, written
 // whole or not at all; the launcher's verdict (success, or the ranked cause of the first failure,
@@ -82,6 +83,9 @@ struct LaunchOptions {
     WorkerCommand worker;           // what every rank runs
     int stepsPlanned = 0;           // for the progress display; 0 = unknown
     double hangTimeoutS = 60;       // no progress line from any rank for this long = hung (0 = never)
+    double startupTimeoutS = 0;     // before any rank's first step the watchdog waits
+                                    // max(hangTimeoutS, this): start-up (importing a framework,
+                                    // loading data) is not a step, and on a loaded machine it is slow
     double graceS = 3;              // after a failure, how long the others may exit on their own
     double termS = 2;               // after SIGTERM, how long before SIGKILL
     ProgressStyle progress = ProgressStyle::Auto;
