@@ -612,14 +612,20 @@ std::map<int32_t, int32_t> addLanes(Run& run, const RankTrace& t, int fileRank, 
 // The file's spans (moved out of it), steps and instants, onto the run's lanes from laneBase.
 void addSpansStepsInstants(Run& run, RankTrace& t, int fileRank, uint32_t laneBase, Merged& m)
 {
-    run.spans.reserve(run.spans.size() + t.spans.size());
-    for (Span s : t.spans) {
+    const size_t firstSpan = run.spans.size();
+    if (run.spans.empty()) {
+        run.spans = std::move(t.spans); // a file's own part: its spans as they are, not a copy
+    } else {
+        run.spans.insert(run.spans.end(), t.spans.begin(), t.spans.end());
+        std::vector<Span>().swap(t.spans);
+    }
+    for (size_t i = firstSpan; i < run.spans.size(); ++i) {
+        Span& s = run.spans[i];
         s.lane = LaneId{laneBase + s.lane.v};
         m.anyCommKernel |= s.kind == SpanKind::CommKernel;
         m.anyGloo |= s.kind == SpanKind::Comm && run.strings.text(s.name).starts_with("gloo:");
-        run.spans.push_back(s);
     }
-    std::vector<Span>().swap(t.spans);
+    t.spans.clear();
     for (Step st : t.steps) {
         if (!t.lockstep)
             st.rank = fileRank;
