@@ -1,7 +1,8 @@
 // Many files in parallel (issue 31 item 3): an import over several threads writes exactly the
 // run the one-thread import writes (lanes, strings, spans, steps, buckets, ranks, diagnostics,
 // configuration), on committed real traces and on generated ones whose ranks come in reverse
-// file order; errors are the same whatever the number of threads; progress counts every file.
+// file order; errors are the same whatever the number of threads; progress counts every file;
+// `lockstep import` interrupted while its threads parse leaves its whole output or nothing.
 #include "trace_writer.h"
 #include "test_support.h"
 
@@ -10,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -22,6 +24,7 @@ namespace core = lockstep::core;
 
 namespace {
 
+using lockstep::test::Child;
 using lockstep::test::TempDir;
 
 const std::string kData = std::string(LOCKSTEP_SOURCE_DIR) + "/tests/data/";
@@ -236,4 +239,34 @@ TEST(ParallelImport, ErrorsAndProgressDoNotDependOnTheThreads)
         EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator{}),
                   static_cast<long>(files.size()) + 1 + (jobs == 1 ? 1 : 2));
     }
+}
+
+TEST(ParallelImport, InterruptedWhileParsingLeavesNothing)
+{
+    // 48 files on 2 threads; SIGINT once the first file is in (its progress line): exit 130 and
+    // nothing in the folder but the traces (or, had it finished first, exit 0 and the whole run).
+    TempDir dir;
+    std::vector<std::string> args{"import"};
+    for (int i = 0; i < 48; ++i) {
+        args.push_back(dir.file("r" + std::to_string(i) + ".json"));
+        writeFile(args.back(), rankTrace(i, 48, 150));
+    }
+    const std::string out = dir.file("run.db");
+    for (const char* a : {"--out", out.c_str(), "--jobs", "2"})
+        args.push_back(a);
+    Child c;
+    ASSERT_TRUE(c.start(std::string(LOCKSTEP_BINARY_DIR) + "/app/lockstep", args)) << c.err();
+    while (c.err().find("importing:") == std::string::npos && c.pump(100)) {
+    }
+    c.kill(SIGINT);
+    ASSERT_TRUE(c.wait(120'000));
+    if (c.exitCode() == 0) {
+        auto run = loadRun(out);
+        ASSERT_TRUE(run.has_value()) << run.error().message;
+        EXPECT_EQ(run->ranks.size(), 48u);
+        return;
+    }
+    EXPECT_EQ(c.exitCode(), 130) << c.all();
+    EXPECT_FALSE(std::filesystem::exists(out));
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator{}), 48);
 }
