@@ -1,6 +1,8 @@
-// The importer API: detects each file's format from its content, parses it into a RankTrace,
-// assembles the ranks into one Run (global lanes, steps, bucket numbering, diagnostics) and
-// saves it through core's writer.
+// The importer API: detects each file's format from its content, parses it into a RankTrace and
+// makes it a part of its own (its lanes, strings, steps, buckets), on worker threads
+// (PartPipeline); the calling thread adds the parts in file order into one Run or, through
+// core's writer, into the run file as they come, and decides what needs every file last (ranks,
+// world size, configuration, buckets, diagnostics).
 #include "import_internal.h"
 #include "lockstep/core/output_file.h"
 #include "lockstep/core/run_db.h"
