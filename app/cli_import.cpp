@@ -29,6 +29,7 @@ struct ImportArgs {
     bool quiet = false;
     bool pythonFunctions = false;
     int warmup = -1;
+    int jobs = 0;
     std::string name;
 };
 
@@ -66,32 +67,36 @@ int runImport(const ImportArgs& a)
     options.overwrite = a.force;
     options.runName = a.name;
     options.includePythonFunctions = a.pythonFunctions;
+    options.jobs = a.jobs;
 
-    // Progress on stderr: a bar redrawn in place on a terminal, a few lines otherwise.
+    // Progress on stderr: files added to the run, input parsed and its rate; a line redrawn in
+    // place on a terminal (a few times a second), a line per quarter otherwise.
     const bool tty = isatty(STDERR_FILENO) != 0;
-    int lastShown = -1;
-    auto progress = [&](double f) {
+    int lastQuarter = -1;
+    bool open = false; // a redrawn line without its newline yet
+    auto progress = [&](const core::ImportProgress& p) {
         if (a.quiet)
             return;
-        const int pct = static_cast<int>(f * 100.0);
-        if (pct == lastShown || (!tty && pct / 25 == lastShown / 25 && pct != 100))
-            return;
-        lastShown = pct;
+        const double mb = double(p.bytesDone) / double(1 << 20);
+        const double rate = p.seconds > 0 ? mb / p.seconds : 0.0;
+        const int pct = p.bytesTotal > 0 ? static_cast<int>(100.0 * double(p.bytesDone) / double(p.bytesTotal)) : 0;
         if (tty) {
-            const int width = 30;
-            const int filled = pct * width / 100;
-            std::fprintf(stderr, "\rimporting [%-*s] %3d%%", width, std::string(static_cast<size_t>(filled), '#').c_str(), pct);
-            if (pct >= 100)
-                std::fputc('\n', stderr);
+            std::fprintf(stderr, "\rimporting: %d/%d files, %.0f of %.0f MB (%3d%%), %.0f MB/s ", p.filesDone, p.files, mb,
+                         double(p.bytesTotal) / double(1 << 20), pct, rate);
+            open = true;
         } else {
-            std::fprintf(stderr, "importing: %d%%\n", pct);
+            const int quarter = p.files > 0 ? 4 * p.filesDone / p.files : 4;
+            if (quarter == lastQuarter)
+                return;
+            lastQuarter = quarter;
+            std::fprintf(stderr, "importing: %d/%d files, %.0f MB, %.0f MB/s\n", p.filesDone, p.files, mb, rate);
         }
         std::fflush(stderr);
     };
     auto stats = core::importTraces(a.files, a.out, options, progress);
+    if (open)
+        std::fputc('\n', stderr);
     if (!stats) {
-        if (tty && lastShown >= 0 && lastShown < 100)
-            std::fputc('\n', stderr);
         // --rank / --world-size that do not fit the traces: a usage error (exit 2), by its code.
         return reportError(me, stats.error());
     }
@@ -131,6 +136,10 @@ void registerImportCommands(CLI::App& app)
                       "N steps has no steady step: its report says so and uses every step. A trace written "
                       "by `lockstep export --chrome` keeps its own warm-up unless this is given")
         ->check(integerCheck(0, 1'000'000));
+    cmd->add_option("-j,--jobs", args->jobs,
+                    "files parsed at once, one thread each (default: one per hardware thread); the run is the same "
+                    "whatever it is: a single writer adds the files in order, and at most N + 2 parsed files wait in memory")
+        ->check(integerCheck(1, 4096));
     cmd->add_option("--name", args->name, "run name (default: the output file's stem)");
     cmd->add_flag("--python-functions", args->pythonFunctions, "also import python_function events");
     cmd->add_flag("-f,--force", args->force, "replace the output file if it exists");

@@ -4,6 +4,13 @@
 // database in a child process, and prints throughput and the child's peak RSS:
 //   file_mb: N MB   import_s: S s   import_mb_per_s: R MB/s   import_peak_rss_mb: P MB
 // Usage: bench_import [SIZE_MB=1024] [--gzip] [--keep]
+//
+// Many files in (issue 31): `--many [N=256]` generates N rank traces of `--file-mb M` (default 20)
+// MB each in /tmp (or `--dir D`, where files already there of the size are reused), imports
+// them into one run with `lockstep import`'s parallel path (`--jobs J`, default one per hardware
+// thread) in a child process, and prints import_many_files, import_many_mb, import_many_s,
+// import_many_mb_per_s, import_many_mb_per_s_per_core (per parsing thread),
+// import_many_mb_per_cpu_s (per second of CPU the import used) and import_many_peak_rss_mb.
 #include "lockstep/core/run_db.h"
 #include "lockstep/import/import.h"
 
@@ -13,6 +20,8 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
+#include <vector>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,13 +46,15 @@ struct Out {
 // Writes events until the file reaches `targetBytes`. Rough mix per step, like a DDP step of a
 // mid-size model on one GPU: ~40 % cpu_op, ~25 % cuda_runtime, ~25 % kernel, flows, a few
 // NCCL all-reduces with their record_param_comms, a memcpy.
-int64_t generate(Out& out, int64_t targetBytes)
+int64_t generate(Out& out, int64_t targetBytes, int rank = 0, int worldSize = 8)
 {
-    const char* head = "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [\n    {\"id\": 0, \"name\": \"NVIDIA H100\", "
-                       "\"totalGlobalMem\": 85000000000}\n  ],\n  \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 0, "
-                       "\"world_size\": 8},\n  \"traceEvents\": [\n";
-    out.write(head, std::strlen(head));
     char buf[4096];
+    const int headBytes = std::snprintf(buf, sizeof buf,
+                                        "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [\n    {\"id\": 0, \"name\": \"NVIDIA H100\", "
+                                        "\"totalGlobalMem\": 85000000000}\n  ],\n  \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": %d, "
+                                        "\"world_size\": %d},\n  \"traceEvents\": [\n",
+                                        rank, worldSize);
+    out.write(buf, static_cast<size_t>(headBytes));
     const int64_t base = 1'700'000'000'000'000; // µs since the epoch
     int64_t t = 0;                               // ns since base
     int64_t ext = 1, corr = 1;
@@ -161,20 +172,131 @@ int64_t peakRssKb()
     return kb;
 }
 
+// The import of `paths` in a child process (its peak RSS is the import's alone): "ok seconds
+// rssKb spans cpuSeconds" or "error message" on `fd`.
+void importInChild(int fd, const std::vector<std::string>& paths, const std::string& db, int jobs)
+{
+    std::filesystem::remove(db);
+    lockstep::core::ImportOptions options;
+    options.jobs = jobs;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto stats = lockstep::core::importTraces(paths, db, options);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    const double cpu = double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+                     + double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+    char msg[512];
+    int n = 0;
+    if (!stats)
+        n = std::snprintf(msg, sizeof msg, "error %s\n", stats.error().message.c_str());
+    else
+        n = std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %.4f\n", s, static_cast<long long>(peakRssKb()),
+                          static_cast<long long>(stats->spans), cpu);
+    if (write(fd, msg, static_cast<size_t>(n)) < 0)
+        _exit(3);
+    _exit(stats ? 0 : 2);
+}
+
+// Many files in: `files` rank traces of about `fileMb` MB each (rank i of a world of `files`),
+// imported into one run with `jobs` parsing threads (0: one per hardware thread).
+int manyFiles(int files, int64_t fileMb, int jobs, bool keep, const std::string& dirArg)
+{
+    const std::string dir = !dirArg.empty() ? dirArg : "/tmp/lockstep_bench_many_" + std::to_string(getpid());
+    std::filesystem::create_directories(dir);
+    std::vector<std::string> paths;
+    int64_t bytes = 0;
+    const auto g0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < files; ++r) {
+        paths.push_back(dir + "/rank-" + std::to_string(r) + ".json");
+        std::error_code ec;
+        if (std::filesystem::file_size(paths.back(), ec) >= static_cast<uintmax_t>(fileMb << 20) && !ec) {
+            bytes += static_cast<int64_t>(std::filesystem::file_size(paths.back()));
+            continue; // kept from an earlier run (--dir): the generator is deterministic
+        }
+        Out out;
+        out.f = std::fopen(paths.back().c_str(), "wb");
+        if (!out.f) {
+            std::fprintf(stderr, "cannot write %s\n", paths.back().c_str());
+            return 1;
+        }
+        generate(out, fileMb << 20, r, files);
+        std::fclose(out.f);
+        bytes += out.bytes;
+    }
+    const double genS = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
+    const double mb = static_cast<double>(bytes) / (1 << 20);
+    const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+    const int threads = std::min(files, jobs > 0 ? jobs : static_cast<int>(hardware));
+    std::printf("import_many_files: %d\n", files);
+    std::printf("import_many_mb: %.1f MB\n", mb);
+    std::printf("import_many_generate_s: %.2f s\n", genS);
+    std::printf("import_many_jobs: %d\n", threads);
+    std::fflush(stdout);
+    const std::string db = dir + "/imported.db";
+    int pipeFd[2];
+    if (pipe(pipeFd) != 0)
+        return 1;
+    const pid_t child = fork();
+    if (child == 0) {
+        close(pipeFd[0]);
+        importInChild(pipeFd[1], paths, db, jobs);
+    }
+    close(pipeFd[1]);
+    char msg[512] = {};
+    ssize_t got = 0, n = 0;
+    while ((n = read(pipeFd[0], msg + got, sizeof msg - 1 - static_cast<size_t>(got))) > 0)
+        got += n;
+    int status = 0;
+    waitpid(child, &status, 0);
+    const double dbMb = static_cast<double>(std::filesystem::exists(db) ? std::filesystem::file_size(db) : 0) / (1 << 20);
+    if (!keep)
+        std::filesystem::remove_all(dir);
+    double seconds = 0, cpu = 0;
+    long long rssKb = 0, spans = 0;
+    if (std::sscanf(msg, "ok %lf %lld %lld %lf", &seconds, &rssKb, &spans, &cpu) != 4) {
+        std::fprintf(stderr, "import failed: %s (status %d)\n", msg, status);
+        return 1;
+    }
+    std::printf("import_many_spans: %lld\n", spans);
+    std::printf("import_many_db_mb: %.1f MB\n", dbMb);
+    std::printf("import_many_s: %.2f s\n", seconds);
+    std::printf("import_many_cpu_s: %.2f s\n", cpu);
+    std::printf("import_many_mb_per_s: %.1f MB/s\n", mb / seconds);
+    std::printf("import_many_mb_per_s_per_core: %.1f MB/s\n", mb / seconds / threads);
+    std::printf("import_many_mb_per_cpu_s: %.1f MB/s\n", mb / cpu);
+    std::printf("import_many_peak_rss_mb: %.1f MB\n", rssKb / 1024.0);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
 {
     int64_t sizeMb = 1024;
     bool gzip = false, keep = false;
+    int many = 0, jobs = 0;
+    int64_t manyFileMb = 20;
+    std::string dir;
     for (int i = 1; i < argc; ++i) {
+        const bool hasValue = i + 1 < argc;
         if (std::strcmp(argv[i], "--gzip") == 0)
             gzip = true;
         else if (std::strcmp(argv[i], "--keep") == 0)
             keep = true;
+        else if (std::strcmp(argv[i], "--many") == 0)
+            many = hasValue && argv[i + 1][0] != '-' ? std::atoi(argv[++i]) : 256;
+        else if (std::strcmp(argv[i], "--file-mb") == 0 && hasValue)
+            manyFileMb = std::atoll(argv[++i]);
+        else if (std::strcmp(argv[i], "--jobs") == 0 && hasValue)
+            jobs = std::atoi(argv[++i]);
+        else if (std::strcmp(argv[i], "--dir") == 0 && hasValue)
+            dir = argv[++i];
         else
             sizeMb = std::atoll(argv[i]);
     }
+    if (many > 0)
+        return manyFiles(many, manyFileMb, jobs, keep, dir);
     const std::string trace = std::string("/tmp/lockstep_bench_trace_") + std::to_string(getpid()) + (gzip ? ".json.gz" : ".json");
     const std::string db = std::string("/tmp/lockstep_bench_import_") + std::to_string(getpid()) + ".db";
     Out out;

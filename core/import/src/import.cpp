@@ -1,17 +1,23 @@
-// The importer API: detects each file's format from its content, parses it into a RankTrace,
-// assembles the ranks into one Run (global lanes, steps, bucket numbering, diagnostics) and
-// saves it through core's writer.
+// The importer API: detects each file's format from its content, parses it into a RankTrace and
+// makes it a part of its own (its lanes, strings, steps, buckets), on worker threads
+// (PartPipeline); the calling thread adds the parts in file order into one Run or, through
+// core's writer, into the run file as they come, and decides what needs every file last (ranks,
+// world size, configuration, buckets, diagnostics).
 #include "import_internal.h"
 #include "lockstep/core/output_file.h"
 #include "lockstep/core/run_db.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 namespace lockstep::core {
 
@@ -491,70 +497,45 @@ void hostCollectiveStaging(Run& run, size_t firstSpan, uint32_t laneBase, const 
 // The run's warm-up threshold from "the first N steps of the trace": RunConfig::warmupSteps is
 // a step number (steps numbered below it are warm-up), so it becomes the number of the
 // (N+1)-th distinct step, or one past the last step when there are not more than N steps (the
-// report then says that no step is past the warm-up).
-int32_t warmupThreshold(const std::vector<Step>& steps, int firstN)
+// report then says that no step is past the warm-up). `numbers`: the distinct step numbers.
+int32_t warmupThreshold(const std::set<int32_t>& numbers, int firstN)
 {
-    std::vector<int32_t> numbers;
-    for (const Step& st : steps)
-        numbers.push_back(st.step);
-    std::sort(numbers.begin(), numbers.end());
-    numbers.erase(std::unique(numbers.begin(), numbers.end()), numbers.end());
     if (numbers.empty())
         return 0;
     const size_t n = static_cast<size_t>(std::max(0, firstN));
-    return n < numbers.size() ? numbers[n] : numbers.back() + 1;
+    return n < numbers.size() ? *std::next(numbers.begin(), static_cast<ptrdiff_t>(n)) : *numbers.rbegin() + 1;
 }
 
-// Which ranks each file holds, and which file holds each rank.
-struct FileRanks {
-    std::vector<std::vector<int>> ofFile; // per file
-    std::map<int, size_t> owner;          // rank -> file
-};
-
-// Ranks: a Lockstep export names its own (one file may hold every rank); other files are
-// one rank each: the option (first file's rank, then consecutive), else distributedInfo,
-// else the file's position.
-Result<FileRanks> assignRanks(const std::vector<RankTrace>& traces, const std::vector<std::string>& names,
-                              const ImportOptions& options)
+// The ranks one file holds: a Lockstep export names its own (one file may hold every rank);
+// other files are one rank each: the option (first file's rank, then consecutive), else
+// distributedInfo, else the file's position. Whether they collide with another file's is
+// decided in file order (Totals::account).
+Result<std::vector<int>> ranksOfFile(const RankTrace& trace, size_t index, const std::string& name,
+                                     const ImportOptions& options)
 {
-    FileRanks fr;
-    std::vector<std::vector<int>>& ranks = fr.ofFile;
-    ranks.resize(traces.size());
-    int nextOptionRank = options.rank.value_or(0);
-    for (size_t i = 0; i < traces.size(); ++i) {
-        if (traces[i].lockstep) {
-            if (options.rank)
-                return fail(ErrorCode::Usage, "--rank: " + names[i] + " was written by lockstep export and names its own ranks; "
-                            "leave --rank out");
-            std::set<int> own;
-            for (const RankInfo& r : traces[i].lockstep->ranks)
-                own.insert(r.rank);
-            for (const RawLane& l : traces[i].lanes)
-                own.insert(l.rank.value_or(0));
-            for (const Step& st : traces[i].steps)
-                own.insert(st.rank);
-            ranks[i].assign(own.begin(), own.end());
-        } else {
-            ranks[i].push_back(options.rank ? nextOptionRank++ : traces[i].rank.value_or(static_cast<int>(i)));
-        }
-        for (int r : ranks[i]) {
-            if (r < 0)
-                return fail("rank must not be negative (" + names[i] + ")");
-            auto [it, fresh] = fr.owner.emplace(r, i);
-            if (!fresh)
-                return fail(names[it->second] + " and " + names[i] + " are both rank " + std::to_string(r)
-                            + "; give the ranks with --rank (first file's rank, the next files follow)");
-        }
-    }
-    return fr;
+    if (!trace.lockstep)
+        // With --rank no Lockstep export may be among the files (refused below), so every file
+        // before this one took one rank.
+        return std::vector<int>{options.rank ? *options.rank + static_cast<int>(index)
+                                             : trace.rank.value_or(static_cast<int>(index))};
+    if (options.rank)
+        return fail(ErrorCode::Usage, "--rank: " + name + " was written by lockstep export and names its own ranks; "
+                    "leave --rank out");
+    std::set<int> own;
+    for (const RankInfo& r : trace.lockstep->ranks)
+        own.insert(r.rank);
+    for (const RawLane& l : trace.lanes)
+        own.insert(l.rank.value_or(0));
+    for (const Step& st : trace.steps)
+        own.insert(st.rank);
+    return std::vector<int>(own.begin(), own.end());
 }
 
 int highestRank(const std::map<int, size_t>& owner) { return owner.empty() ? 0 : owner.rbegin()->first; }
 
 // The world size: --world-size when given (it must hold every rank the traces hold), else the
-// largest the traces name, and at least one past the highest rank.
-Result<int> resolveWorldSize(const std::vector<RankTrace>& traces, const ImportOptions& options,
-                             const std::map<int, size_t>& owner)
+// largest the traces name (`named`), and at least one past the highest rank.
+Result<int> resolveWorldSize(int named, const ImportOptions& options, const std::map<int, size_t>& owner)
 {
     const int maxRank = highestRank(owner);
     int worldSize = static_cast<int>(owner.size());
@@ -565,19 +546,13 @@ Result<int> resolveWorldSize(const std::vector<RankTrace>& traces, const ImportO
                         + std::to_string(owner.size()) + " rank(s), up to rank " + std::to_string(maxRank)
                         + " (a world of at least " + std::to_string(std::max<int>(maxRank + 1, owner.size())) + ")");
     } else {
-        for (const auto& t : traces) {
-            if (t.worldSize)
-                worldSize = std::max(worldSize, *t.worldSize);
-            if (t.lockstep)
-                worldSize = std::max(worldSize, t.lockstep->config.worldSize);
-        }
-        worldSize = std::max(worldSize, maxRank + 1);
+        worldSize = std::max({worldSize, named, maxRank + 1});
     }
     return worldSize;
 }
 
-// What the files add up to beside the Run itself: the buckets, what the configuration is
-// guessed from, and the sizes read.
+// What the files add up to beside their spans: the buckets, what the configuration is guessed
+// from, and the sizes read. One per file (FilePart), added up in file order (Totals).
 struct Merged {
     std::map<int32_t, int64_t> bucketBytes;
     std::map<int32_t, Bucket> exportedBuckets;
@@ -585,7 +560,31 @@ struct Merged {
     std::string backend;
     std::string source;
     int64_t events = 0, bytes = 0;
-    const LockstepMeta* meta = nullptr;
+    std::optional<LockstepMeta> meta;
+
+    // `later`'s, as if its file had been added after this one's.
+    void add(Merged&& later)
+    {
+        for (const auto& [index, b] : later.bucketBytes) {
+            int64_t& mine = bucketBytes[index];
+            mine = std::max(mine, b);
+        }
+        for (auto& [index, bucket] : later.exportedBuckets)
+            exportedBuckets[index] = std::move(bucket);
+        anyGpu |= later.anyGpu;
+        anyCommKernel |= later.anyCommKernel;
+        anyGloo |= later.anyGloo;
+        if (backend.empty())
+            backend = later.backend;
+        if (source.empty())
+            source = later.source;
+        else if (source != later.source)
+            source = "mixed";
+        events += later.events;
+        bytes += later.bytes;
+        if (later.meta)
+            meta = std::move(later.meta);
+    }
 };
 
 // The file's lanes, appended to the run's with global ids. Returns rank -> lowest GPU index.
@@ -615,14 +614,20 @@ std::map<int32_t, int32_t> addLanes(Run& run, const RankTrace& t, int fileRank, 
 // The file's spans (moved out of it), steps and instants, onto the run's lanes from laneBase.
 void addSpansStepsInstants(Run& run, RankTrace& t, int fileRank, uint32_t laneBase, Merged& m)
 {
-    run.spans.reserve(run.spans.size() + t.spans.size());
-    for (Span s : t.spans) {
+    const size_t firstSpan = run.spans.size();
+    if (run.spans.empty()) {
+        run.spans = std::move(t.spans); // a file's own part: its spans as they are, not a copy
+    } else {
+        run.spans.insert(run.spans.end(), t.spans.begin(), t.spans.end());
+        std::vector<Span>().swap(t.spans);
+    }
+    for (size_t i = firstSpan; i < run.spans.size(); ++i) {
+        Span& s = run.spans[i];
         s.lane = LaneId{laneBase + s.lane.v};
         m.anyCommKernel |= s.kind == SpanKind::CommKernel;
         m.anyGloo |= s.kind == SpanKind::Comm && run.strings.text(s.name).starts_with("gloo:");
-        run.spans.push_back(s);
     }
-    std::vector<Span>().swap(t.spans);
+    t.spans.clear();
     for (Step st : t.steps) {
         if (!t.lockstep)
             st.rank = fileRank;
@@ -654,7 +659,7 @@ void addRankInfos(Run& run, const RankTrace& t, const std::vector<int>& fileRank
     }
 }
 
-// One file into the run: its lanes, events, steps and buckets, and its ranks.
+// One file into a run: its lanes, events, steps and buckets, and its ranks.
 void addTrace(Run& run, RankTrace& t, const std::vector<int>& fileRanks, StringId allreduce, Merged& m,
               DiagnosticCounter& diagnostics)
 {
@@ -666,7 +671,6 @@ void addTrace(Run& run, RankTrace& t, const std::vector<int>& fileRanks, StringI
     addSpansStepsInstants(run, t, fileRank, laneBase, m);
     if (t.lockstep) {
         // Spans and instants carry their own step and bucket: the run as it was exported.
-        m.meta = &*t.lockstep;
         for (const Bucket& bucket : t.lockstep->buckets)
             m.exportedBuckets[bucket.index] = bucket;
     } else {
@@ -684,29 +688,65 @@ void addTrace(Run& run, RankTrace& t, const std::vector<int>& fileRanks, StringI
     diagnostics.mergeFrom(t.diagnostics);
     m.events += t.events;
     m.bytes += t.bytes;
+    if (t.lockstep)
+        m.meta = std::move(t.lockstep);
 }
 
-// The run's buckets: an export's own, and the numbered ones with their bytes.
-void addBuckets(Run& run, Merged& m)
+// One file made whole on its own, by the thread that parsed it: a run of its lanes (numbered
+// from 0), strings, spans, steps, instants and ranks, sorted as Run::normalize sorts them.
+// Lanes of different files never mix, so the files' parts in file order are exactly the whole
+// run normalized; strings are the file's in the order the parse met them, so interning them in
+// file order gives the ids one interner over every file gives.
+struct FilePart {
+    Status parsed;                  // the parse's error: the import's answer (first in file order)
+    std::optional<Error> rankError; // --rank given with a Lockstep export
+    Run run;
+    size_t parsedStrings = 0;       // run.strings the parse made; later ones are only lookups
+    std::vector<int> ranks;
+    int namedWorldSize = 0;         // distributedInfo's, an export's
+    Merged merged;
+    DiagnosticCounter diagnostics;
+    int64_t truncatedNames = 0;
+};
+
+// The parsed trace into its part (after the parse filled part.run.strings).
+void finishPart(RankTrace& t, size_t index, const std::string& name, const ImportOptions& options, FilePart& p)
 {
-    for (const auto& [index, b] : m.bucketBytes) {
-        Bucket bucket;
-        bucket.index = index;
-        bucket.bytes = b;
-        m.exportedBuckets.emplace(index, bucket);
+    p.parsedStrings = p.run.strings.size();
+    p.namedWorldSize = std::max(t.worldSize.value_or(0), t.lockstep ? t.lockstep->config.worldSize : 0);
+    auto ranks = ranksOfFile(t, index, name, options);
+    if (!ranks) {
+        p.rankError = ranks.error();
+        return;
     }
-    for (auto& [index, bucket] : m.exportedBuckets)
-        run.buckets.push_back(std::move(bucket));
+    p.ranks = std::move(*ranks);
+    const StringId allreduce = p.run.strings.intern("allreduce");
+    addTrace(p.run, t, p.ranks, allreduce, p.merged, p.diagnostics);
+    p.run.normalize();
+}
+
+// A file into its part (a worker's whole job).
+void parsePart(const std::string& path, size_t index, const ImportOptions& options, const ProgressFn& progress,
+               FilePart& p)
+{
+    RankTrace trace;
+    Interner strings(p.run.strings);
+    if (auto s = parseFile(path, options, strings, trace, progress); !s) {
+        // A trace the parser gives up on is a bad input, whatever the parser's words.
+        const Error& e = s.error();
+        p.parsed = fail(e.code == ErrorCode::Failed ? ErrorCode::BadFile : e.code,
+                        e.message.starts_with(path) ? e.message : path + ": " + e.message);
+        return;
+    }
+    p.truncatedNames = strings.truncated();
+    finishPart(trace, index, path, options, p);
 }
 
 // The run's configuration: an export's own, else what the traces show.
-void configureRun(Run& run, const Merged& m, size_t fileCount, int worldSize, const ImportOptions& options,
-                  const std::vector<std::string>& names)
+void configureRun(RunConfig& c, const Merged& m, size_t fileCount, int worldSize, const ImportOptions& options,
+                  const std::vector<std::string>& names, const std::map<int32_t, int32_t>& stepsPerRank,
+                  const std::set<int32_t>& stepNumbers)
 {
-    RunConfig& c = run.config;
-    std::map<int32_t, int32_t> stepsPerRank;
-    for (const Step& st : run.steps)
-        ++stepsPerRank[st.rank];
     if (m.meta && fileCount == 1) {
         // A Lockstep export: its own configuration (warm-up, batch, caps: every metric needs it).
         c = m.meta->config;
@@ -714,7 +754,7 @@ void configureRun(Run& run, const Merged& m, size_t fileCount, int worldSize, co
         c.extra["exported_source"] = c.source;
         c.source = "lockstep-export";
         if (options.warmupSteps)
-            c.warmupSteps = warmupThreshold(run.steps, *options.warmupSteps);
+            c.warmupSteps = warmupThreshold(stepNumbers, *options.warmupSteps);
     } else {
         c.source = m.source.empty() ? "kineto" : m.source;
         c.model = "imported";
@@ -725,7 +765,7 @@ void configureRun(Run& run, const Merged& m, size_t fileCount, int worldSize, co
         c.firstBucketCapBytes = 0;
         for (const auto& [rank, n] : stepsPerRank)
             c.stepsPlanned = std::max(c.stepsPlanned, n);
-        c.warmupSteps = warmupThreshold(run.steps, options.warmupSteps.value_or(kDefaultImportWarmup));
+        c.warmupSteps = warmupThreshold(stepNumbers, options.warmupSteps.value_or(kDefaultImportWarmup));
     }
     c.status = RunStatus::Completed;
     c.createdNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -737,115 +777,329 @@ void configureRun(Run& run, const Merged& m, size_t fileCount, int worldSize, co
     c.extra["imported_from"] = joined;
 }
 
-void fillImportStats(ImportStats& stats, const Run& run, size_t files, size_t ranks, int worldSize, const Merged& m)
-{
-    stats.files = static_cast<int>(files);
-    stats.ranks = static_cast<int>(ranks);
-    stats.worldSize = worldSize;
-    stats.events = m.events;
-    stats.bytesRead = m.bytes;
-    stats.spans = static_cast<int64_t>(run.spans.size());
-    stats.commSpans = std::count_if(run.spans.begin(), run.spans.end(),
-                                    [](const Span& s) { return isCommunication(s.kind); });
-    stats.lanes = static_cast<int64_t>(run.lanes.size());
-    stats.steps = static_cast<int64_t>(run.steps.size());
-    stats.skipped = 0;
-    for (const auto& d : run.diagnostics)
-        if (d.severity != Severity::Info)
-            stats.skipped += d.count;
-    stats.diagnostics = run.diagnostics;
-}
+// What the files add up to, taken in file order: which file owns each rank, the world size the
+// traces name, the buckets and configuration (Merged), diagnostics, step numbers and counts.
+struct Totals {
+    std::map<int, size_t> owner; // rank -> file
+    std::optional<Error> rankError;
+    int namedWorldSize = 0;
+    Merged merged;
+    DiagnosticCounter diagnostics;
+    int64_t truncatedNames = 0;
+    std::map<int32_t, int32_t> stepsPerRank;
+    std::set<int32_t> stepNumbers;
+    int64_t spans = 0, commSpans = 0, lanes = 0, steps = 0;
 
-Result<Run> assemble(std::vector<RankTrace>& traces, const std::vector<std::string>& names,
-                     const ImportOptions& options, Run run, int64_t truncatedNames, ImportStats* stats)
+    // Takes the file's totals; false (the part is not to be added) after a rank error, which is
+    // the import's answer unless a later file fails to parse.
+    bool account(FilePart& p, size_t index, const std::vector<std::string>& names)
+    {
+        if (!rankError && p.rankError)
+            rankError = std::move(p.rankError);
+        for (size_t k = 0; k < p.ranks.size() && !rankError; ++k) {
+            const int r = p.ranks[k];
+            if (r < 0) {
+                rankError = Error{"rank must not be negative (" + names[index] + ")"};
+                break;
+            }
+            auto [it, fresh] = owner.emplace(r, index);
+            if (!fresh)
+                rankError = Error{names[it->second] + " and " + names[index] + " are both rank " + std::to_string(r)
+                                  + "; give the ranks with --rank (first file's rank, the next files follow)"};
+        }
+        if (rankError)
+            return false;
+        namedWorldSize = std::max(namedWorldSize, p.namedWorldSize);
+        merged.add(std::move(p.merged));
+        diagnostics.mergeFrom(p.diagnostics);
+        truncatedNames += p.truncatedNames;
+        for (const Step& st : p.run.steps) {
+            ++stepsPerRank[st.rank];
+            stepNumbers.insert(st.step);
+        }
+        spans += static_cast<int64_t>(p.run.spans.size());
+        commSpans += std::count_if(p.run.spans.begin(), p.run.spans.end(),
+                                   [](const Span& s) { return isCommunication(s.kind); });
+        lanes += static_cast<int64_t>(p.run.lanes.size());
+        steps += static_cast<int64_t>(p.run.steps.size());
+        return true;
+    }
+};
+
+// What is decided once every file is in: the world size, the configuration, the buckets and
+// the diagnostics; and the import's statistics.
+struct RunHeader {
+    RunConfig config;
+    std::vector<Bucket> buckets;
+    std::vector<Diagnostic> diagnostics;
+};
+
+Result<RunHeader> finishRun(Totals& t, const ImportOptions& options, const std::vector<std::string>& names,
+                            ImportStats* stats)
 {
-    Result<FileRanks> ranks = assignRanks(traces, names, options);
-    if (!ranks)
-        return std::unexpected(ranks.error());
-    const std::map<int, size_t>& owner = ranks->owner;
-    Result<int> world = resolveWorldSize(traces, options, owner);
+    if (t.rankError)
+        return std::unexpected(*t.rankError);
+    Result<int> world = resolveWorldSize(t.namedWorldSize, options, t.owner);
     if (!world)
         return std::unexpected(world.error());
     const int worldSize = *world;
-    DiagnosticCounter diagnostics;
-    if (worldSize < static_cast<int>(owner.size()) || worldSize <= highestRank(owner))
+    DiagnosticCounter& diagnostics = t.diagnostics;
+    if (worldSize < static_cast<int>(t.owner.size()) || worldSize <= highestRank(t.owner))
         diagnostics.add(DiagnosticKind::RankOutsideWorldSize);
-    if (truncatedNames > 0)
-        diagnostics.add(DiagnosticKind::NameTruncated, truncatedNames);
-
-    const StringId allreduce = run.strings.intern("allreduce");
-    Merged merged;
-    for (size_t f = 0; f < traces.size(); ++f)
-        addTrace(run, traces[f], ranks->ofFile[f], allreduce, merged, diagnostics);
-    addBuckets(run, merged);
-
-    configureRun(run, merged, traces.size(), worldSize, options, names);
-    if (run.steps.empty() && !run.spans.empty()) // no step on any rank
+    if (t.truncatedNames > 0)
+        diagnostics.add(DiagnosticKind::NameTruncated, t.truncatedNames);
+    if (t.steps == 0 && t.spans > 0) // no step on any rank
         diagnostics.add(DiagnosticKind::NoStepsFound);
-    run.diagnostics = diagnostics.list();
-    run.clocksCorrected = true; // a trace's ranks share one clock, or say so (relative timestamps)
-    run.normalize();
-
-    if (stats)
-        fillImportStats(*stats, run, traces.size(), owner.size(), worldSize, merged);
-    return run;
+    RunHeader h;
+    Merged& m = t.merged;
+    for (const auto& [index, b] : m.bucketBytes) {
+        Bucket bucket;
+        bucket.index = index;
+        bucket.bytes = b;
+        m.exportedBuckets.emplace(index, bucket);
+    }
+    for (auto& [index, bucket] : m.exportedBuckets)
+        h.buckets.push_back(std::move(bucket));
+    configureRun(h.config, m, names.size(), worldSize, options, names, t.stepsPerRank, t.stepNumbers);
+    h.diagnostics = diagnostics.list();
+    if (stats) {
+        stats->files = static_cast<int>(names.size());
+        stats->ranks = static_cast<int>(t.owner.size());
+        stats->worldSize = worldSize;
+        stats->events = m.events;
+        stats->bytesRead = m.bytes;
+        stats->spans = t.spans;
+        stats->commSpans = t.commSpans;
+        stats->lanes = t.lanes;
+        stats->steps = t.steps;
+        stats->skipped = 0;
+        for (const auto& d : h.diagnostics)
+            if (d.severity != Severity::Info)
+                stats->skipped += d.count;
+        stats->diagnostics = h.diagnostics;
+    }
+    return h;
 }
 
-} // namespace
-
-Result<Run> importTracesToRun(const std::vector<std::string>& files, const ImportOptions& options,
-                              std::function<void(double)> progress, ImportStats* stats)
+// A part's string ids in the run's table: its parsed strings interned in their order.
+template <class InternFn>
+std::vector<StringId> mapStrings(const FilePart& p, InternFn&& intern)
 {
-    if (files.empty())
-        return fail("no trace files to import");
-    int64_t total = 0;
-    std::vector<int64_t> sizes;
-    for (const auto& f : files) {
-        std::error_code ec;
-        const auto size = std::filesystem::file_size(f, ec);
-        sizes.push_back(ec ? 0 : static_cast<int64_t>(size));
-        total += sizes.back();
+    std::vector<StringId> ids(p.run.strings.size());
+    for (size_t i = 0; i < p.parsedStrings; ++i)
+        ids[i] = intern(p.run.strings.texts()[i]);
+    return ids;
+}
+
+// A part into an in-memory run (lanes after the run's, strings through its table).
+void appendPart(Run& run, FilePart& p)
+{
+    const auto laneBase = static_cast<uint32_t>(run.lanes.size());
+    for (Lane& lane : p.run.lanes) {
+        lane.id = LaneId{static_cast<uint32_t>(run.lanes.size())};
+        run.lanes.push_back(std::move(lane));
     }
-    Run run;
-    Interner strings(run.strings);
-    std::vector<RankTrace> traces(files.size());
-    int64_t done = 0;
-    for (size_t i = 0; i < files.size(); ++i) {
-        ProgressFn fileProgress;
-        if (progress)
-            fileProgress = [&, i](int64_t consumed) {
-                (void)i;
-                progress(total > 0 ? std::min(1.0, double(done + consumed) / double(total)) * 0.85 : 0.0);
-            };
-        if (auto s = parseFile(files[i], options, strings, traces[i], fileProgress); !s) {
-            // A trace the parser gives up on is a bad input, whatever the parser's words.
-            const Error& e = s.error();
-            return fail(e.code == ErrorCode::Failed ? ErrorCode::BadFile : e.code,
-                        e.message.starts_with(files[i]) ? e.message : files[i] + ": " + e.message);
+    const std::vector<StringId> ids = mapStrings(p, [&](std::string_view s) { return run.strings.intern(s); });
+    run.spans.reserve(run.spans.size() + p.run.spans.size());
+    for (Span s : p.run.spans) {
+        s.lane = LaneId{laneBase + s.lane.v};
+        s.name = ids[s.name.v];
+        run.spans.push_back(s);
+    }
+    for (Instant in : p.run.instants) {
+        in.lane = LaneId{laneBase + in.lane.v};
+        in.name = ids[in.name.v];
+        run.instants.push_back(in);
+    }
+    run.steps.insert(run.steps.end(), p.run.steps.begin(), p.run.steps.end());
+    run.ranks.insert(run.ranks.end(), p.run.ranks.begin(), p.run.ranks.end());
+}
+
+// A part into the run database: lanes, strings, steps, spans, instants, ranks, one commit.
+// Clocks: an import's times are in one clock already (writeRun stores zero offsets the same way).
+Status writePart(RunWriter& w, FilePart& p, uint32_t& laneBase)
+{
+    for (const Lane& lane : p.run.lanes) {
+        auto id = w.addLane(lane);
+        if (!id)
+            return std::unexpected(id.error());
+    }
+    const std::vector<StringId> ids = mapStrings(p, [&](std::string_view s) { return w.intern(s); });
+    for (const Step& st : p.run.steps)
+        if (auto s = w.addStep(st); !s)
+            return s;
+    constexpr size_t kChunk = 1 << 16;
+    std::vector<Span> chunk;
+    const std::vector<Span>& spans = p.run.spans;
+    for (size_t i = 0; i < spans.size(); i += kChunk) {
+        chunk.assign(spans.begin() + static_cast<ptrdiff_t>(i), spans.begin() + static_cast<ptrdiff_t>(std::min(spans.size(), i + kChunk)));
+        for (Span& s : chunk) {
+            s.lane = LaneId{laneBase + s.lane.v};
+            s.name = ids[s.name.v];
         }
-        done += sizes[i];
-        if (progress)
-            progress(total > 0 ? 0.85 * double(done) / double(total) : 0.85);
+        if (auto s = w.appendSpans(chunk); !s)
+            return s;
     }
-    return assemble(traces, files, options, std::move(run), strings.truncated(), stats);
+    std::vector<Instant> instants = p.run.instants;
+    for (Instant& in : instants) {
+        in.lane = LaneId{laneBase + in.lane.v};
+        in.name = ids[in.name.v];
+    }
+    if (auto s = w.appendInstants(instants); !s)
+        return s;
+    for (RankInfo r : p.run.ranks) {
+        r.clockOffsetNs = r.clockOffsetEndNs = 0;
+        r.clockSyncStartNs = r.clockSyncEndNs = 0;
+        if (auto s = w.addRank(r); !s)
+            return s;
+    }
+    laneBase += static_cast<uint32_t>(p.run.lanes.size());
+    return w.commit();
 }
 
-Result<ImportStats> importTraces(const std::vector<std::string>& files, const std::string& outDb,
-                                 const ImportOptions& options, std::function<void(double)> progress)
+// Parsing files on worker threads and taking their parts in file order on the calling thread,
+// with a bound on what is in flight: a file is started only while fewer than jobs + 2 files are
+// parsed and not yet taken and their input bytes stay within kImportInFlightBytes (a file alone
+// may exceed it: it is then parsed alone). Parts are freed as soon as they are taken.
+class PartPipeline {
+public:
+    PartPipeline(const std::vector<std::string>& files, const ImportOptions& options, const ImportProgressFn& progress)
+        : m_files(files), m_options(options), m_progress(progress), m_ready(files.size())
+    {
+        for (const auto& f : files) {
+            std::error_code ec;
+            const auto size = std::filesystem::file_size(f, ec);
+            int64_t weight = ec ? 0 : static_cast<int64_t>(size);
+            m_sizes.push_back(weight);
+            m_total += weight;
+            auto format = detectTraceFormat(f);
+            if (format && *format == TraceFormat::KinetoJsonGz)
+                weight *= kGzipInflation;
+            m_weights.push_back(weight);
+        }
+        const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+        const size_t jobs = options.jobs > 0 ? static_cast<size_t>(options.jobs) : hardware;
+        m_jobs = std::max<size_t>(1, std::min(jobs, files.size()));
+        m_window = m_jobs + 2;
+    }
+
+    // Calls take(part, index) for every file in order; the first parse error in file order, or
+    // take's first error, ends it (the workers stop after the file each is on).
+    template <class Take>
+    Status run(Take&& take)
+    {
+        m_start = std::chrono::steady_clock::now();
+        std::vector<std::thread> workers;
+        for (size_t k = 0; k < m_jobs; ++k)
+            workers.emplace_back([this] { work(); });
+        Status result;
+        for (size_t i = 0; i < m_files.size() && result; ++i) {
+            std::unique_ptr<FilePart> part = next(i);
+            if (!part->parsed)
+                result = std::move(part->parsed);
+            else
+                result = take(*part, i);
+            part.reset();
+            std::lock_guard lock(m_mutex);
+            m_inFlight -= m_weights[i];
+            ++m_taken;
+            m_wake.notify_all();
+        }
+        {
+            std::lock_guard lock(m_mutex);
+            m_stop = true;
+            m_wake.notify_all();
+        }
+        for (auto& w : workers)
+            w.join();
+        return result;
+    }
+
+    int64_t totalBytes() const { return m_total; }
+
+private:
+    // File i's part, waiting for it; reports progress while it waits and once it has it.
+    std::unique_ptr<FilePart> next(size_t i)
+    {
+        std::unique_lock lock(m_mutex);
+        while (!m_ready[i]) {
+            if (m_wake.wait_for(lock, std::chrono::milliseconds(250), [&] { return m_ready[i] != nullptr; }))
+                break;
+            lock.unlock();
+            report(i);
+            lock.lock();
+        }
+        std::unique_ptr<FilePart> part = std::move(m_ready[i]);
+        lock.unlock();
+        report(i + 1);
+        return part;
+    }
+
+    void report(size_t filesDone)
+    {
+        if (!m_progress)
+            return;
+        ImportProgress p;
+        p.filesDone = static_cast<int>(filesDone);
+        p.files = static_cast<int>(m_files.size());
+        p.bytesDone = std::min(m_total, m_parsedBytes.load());
+        p.bytesTotal = m_total;
+        p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_start).count();
+        m_progress(p);
+    }
+
+    void work()
+    {
+        for (;;) {
+            size_t i = 0;
+            {
+                std::unique_lock lock(m_mutex);
+                m_wake.wait(lock, [&] {
+                    if (m_stop || m_next >= m_files.size())
+                        return true;
+                    const bool alone = m_next == m_taken; // nothing else parsed or in parsing
+                    return alone || (m_next - m_taken < m_window && m_inFlight + m_weights[m_next] <= kImportInFlightBytes);
+                });
+                if (m_stop || m_next >= m_files.size())
+                    return;
+                i = m_next++;
+                m_inFlight += m_weights[i];
+            }
+            auto part = std::make_unique<FilePart>();
+            int64_t counted = 0;
+            const ProgressFn progress = [&](int64_t consumed) {
+                m_parsedBytes += consumed - counted;
+                counted = consumed;
+            };
+            parsePart(m_files[i], i, m_options, progress, *part);
+            m_parsedBytes += m_sizes[i] - counted;
+            std::lock_guard lock(m_mutex);
+            m_ready[i] = std::move(part);
+            m_wake.notify_all();
+        }
+    }
+
+    const std::vector<std::string>& m_files;
+    const ImportOptions& m_options;
+    const ImportProgressFn& m_progress;
+    std::vector<int64_t> m_sizes, m_weights;
+    int64_t m_total = 0;
+    size_t m_jobs = 1, m_window = 3;
+    std::chrono::steady_clock::time_point m_start;
+    std::atomic<int64_t> m_parsedBytes{0};
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    std::vector<std::unique_ptr<FilePart>> m_ready;
+    size_t m_next = 0, m_taken = 0;
+    int64_t m_inFlight = 0;
+    bool m_stop = false;
+};
+
+// A trace whose JSON broke or ended early was not imported whole: no run file is written
+// (outputs whole or absent). The in-memory import (importTraceBytes) keeps the part before.
+Status refuseDamaged(const std::vector<Diagnostic>& diagnostics)
 {
-    // The output is checked before the (possibly long) import: not an input, not a folder or a
-    // device, its folder there, not existing without overwrite.
-    if (auto s = refuseOutputIsInput(outDb, files); !s)
-        return std::unexpected(s.error());
-    if (auto s = checkOutputPath(outDb, options.overwrite); !s)
-        return std::unexpected(s.error());
-    ImportStats stats;
-    auto run = importTracesToRun(files, options, progress, &stats);
-    if (!run)
-        return std::unexpected(run.error());
-    // A trace whose JSON broke or ended early was not imported whole: no run file is written
-    // (outputs whole or absent). The in-memory import (importTraceBytes) keeps the part before.
-    for (const Diagnostic& d : stats.diagnostics)
+    for (const Diagnostic& d : diagnostics)
         if (const auto kind = diagnosticKindFromName(d.kind);
             kind == DiagnosticKind::MalformedJson || kind == DiagnosticKind::TruncatedInput) {
             // The message is the kind's description, then the detail in parentheses: the detail
@@ -859,34 +1113,170 @@ Result<ImportStats> importTraces(const std::vector<std::string>& files, const st
             return fail(ErrorCode::BadFile, "the trace is damaged: " + std::string(kind == DiagnosticKind::MalformedJson ? "malformed JSON" : "truncated input")
                         + (detail.empty() ? "" : ": " + detail) + "; nothing was written");
         }
-    run->config.name = !options.runName.empty() ? options.runName : std::filesystem::path(outDb).stem().string();
-    if (auto s = saveRun(*run, outDb, options.overwrite ? RunWriter::Mode::Overwrite : RunWriter::Mode::CreateNew); !s)
+    return {};
+}
+
+// The run assembled in memory from parts taken in file order.
+Result<Run> assembleRun(PartPipeline& pipeline, const std::vector<std::string>& names, const ImportOptions& options,
+                        ImportStats* stats)
+{
+    Run run;
+    Totals totals;
+    Status s = pipeline.run([&](FilePart& p, size_t i) -> Status {
+        if (totals.account(p, i, names))
+            appendPart(run, p);
+        return {};
+    });
+    if (!s)
+        return std::unexpected(s.error());
+    run.strings.intern("allreduce"); // where one interner over every file has it
+    auto header = finishRun(totals, options, names, stats);
+    if (!header)
+        return std::unexpected(header.error());
+    run.config = std::move(header->config);
+    run.buckets = std::move(header->buckets);
+    run.diagnostics = std::move(header->diagnostics);
+    run.clocksCorrected = true; // a trace's ranks share one clock, or say so (relative timestamps)
+    run.normalize();
+    return run;
+}
+
+// The run written file by file as the parts come (the run database's one writer), its header
+// last, into `output`'s private file; the caller commits it into place. The writer's errors say
+// which file could not be written; the traces' are returned as they are.
+Status writeImport(PartPipeline& pipeline, const std::vector<std::string>& names, const ImportOptions& options,
+                   const OutputFile& output, const std::string& runName, ImportStats& stats)
+{
+    const auto written = [&](Status st) -> Status {
+        if (st)
+            return st;
+        const Error e = output.explain(st.error());
+        return fail(e, "cannot write " + output.destination() + ": " + e.message);
+    };
+    RunConfig provisional;
+    provisional.name = runName;
+    auto writer = RunWriter::create(output.path(), provisional, RunWriter::Mode::CreateNew);
+    if (!writer)
+        return written(std::unexpected(writer.error()));
+    RunWriter& w = **writer;
+    Totals totals;
+    uint32_t laneBase = 0;
+    Status s = pipeline.run([&](FilePart& p, size_t i) -> Status {
+        if (!totals.account(p, i, names))
+            return {}; // a rank error: the answer once every file is parsed
+        return written(writePart(w, p, laneBase));
+    });
+    if (!s)
+        return s;
+    auto header = finishRun(totals, options, names, &stats);
+    if (!header)
+        return std::unexpected(header.error());
+    if (auto d = refuseDamaged(header->diagnostics); !d)
+        return d;
+    w.intern("allreduce"); // where one interner over every file has it
+    header->config.name = runName;
+    if (auto c = w.setConfig(header->config); !c)
+        return written(c);
+    for (const Bucket& b : header->buckets)
+        if (auto c = w.addBucket(b); !c)
+            return written(c);
+    for (const Diagnostic& g : header->diagnostics)
+        if (auto c = w.addDiagnostic(g); !c)
+            return written(c);
+    return written(w.close());
+}
+
+std::function<void(const ImportProgress&)> asFraction(std::function<void(double)> progress)
+{
+    if (!progress)
+        return {};
+    return [progress = std::move(progress)](const ImportProgress& p) {
+        progress(p.bytesTotal > 0 ? 0.95 * double(p.bytesDone) / double(p.bytesTotal) : 0.0);
+    };
+}
+
+} // namespace
+
+Result<Run> importTracesToRun(const std::vector<std::string>& files, const ImportOptions& options,
+                              std::function<void(double)> progress, ImportStats* stats)
+{
+    if (files.empty())
+        return fail("no trace files to import");
+    const ImportProgressFn fraction = asFraction(std::move(progress));
+    PartPipeline pipeline(files, options, fraction);
+    return assembleRun(pipeline, files, options, stats);
+}
+
+Result<ImportStats> importTraces(const std::vector<std::string>& files, const std::string& outDb,
+                                 const ImportOptions& options, const ImportProgressFn& progress)
+{
+    // The output is checked before the (possibly long) import: not an input, not a folder or a
+    // device, its folder there, not existing without overwrite.
+    if (auto s = refuseOutputIsInput(outDb, files); !s)
+        return std::unexpected(s.error());
+    if (auto s = checkOutputPath(outDb, options.overwrite); !s)
+        return std::unexpected(s.error());
+    if (files.empty())
+        return fail("no trace files to import");
+    // Written in a private folder beside the destination and moved into place once whole.
+    auto output = OutputFile::create(outDb, options.overwrite);
+    if (!output)
+        return std::unexpected(output.error());
+    const std::string runName = !options.runName.empty() ? options.runName : std::filesystem::path(outDb).stem().string();
+    ImportStats stats;
+    PartPipeline pipeline(files, options, progress);
+    if (auto s = writeImport(pipeline, files, options, *output, runName, stats); !s)
+        return std::unexpected(s.error());
+    if (auto s = output->commit(); !s)
         return fail(s.error(), "cannot write " + outDb + ": " + s.error().message);
-    if (progress)
+    return stats;
+}
+
+Result<ImportStats> importTraces(const std::vector<std::string>& files, const std::string& outDb,
+                                 const ImportOptions& options, std::function<void(double)> progress)
+{
+    auto stats = importTraces(files, outDb, options, asFraction(progress));
+    if (stats && progress)
         progress(1.0);
     return stats;
 }
 
 Result<Run> importTraceBytes(std::string_view bytes, const ImportOptions& options, ImportStats* stats)
 {
-    Run run;
-    Interner strings(run.strings);
-    std::vector<RankTrace> traces(1);
+    FilePart part;
+    RankTrace trace;
+    Interner strings(part.run.strings);
     const TraceFormat format = detectTraceFormat(bytes.substr(0, 4096));
     Status s;
     switch (format) {
     case TraceFormat::KinetoJson:
     case TraceFormat::KinetoJsonGz: {
         auto source = memorySource(bytes, format == TraceFormat::KinetoJsonGz);
-        s = parseKineto(*source, options, strings, traces[0], {});
+        s = parseKineto(*source, options, strings, trace, {});
         break;
     }
-    case TraceFormat::NsysSqlite: s = parseNsysImage(bytes, options, strings, traces[0]); break;
+    case TraceFormat::NsysSqlite: s = parseNsysImage(bytes, options, strings, trace); break;
     case TraceFormat::Unknown: return fail(ErrorCode::BadFile, unknownFormatMessage("the input"));
     }
     if (!s)
         return std::unexpected(s.error());
-    return assemble(traces, {"<memory>"}, options, std::move(run), strings.truncated(), stats);
+    part.truncatedNames = strings.truncated();
+    const std::vector<std::string> names{"<memory>"};
+    finishPart(trace, 0, names[0], options, part);
+    Run run;
+    Totals totals;
+    if (totals.account(part, 0, names))
+        appendPart(run, part);
+    run.strings.intern("allreduce");
+    auto header = finishRun(totals, options, names, stats);
+    if (!header)
+        return std::unexpected(header.error());
+    run.config = std::move(header->config);
+    run.buckets = std::move(header->buckets);
+    run.diagnostics = std::move(header->diagnostics);
+    run.clocksCorrected = true;
+    run.normalize();
+    return run;
 }
 
 } // namespace lockstep::core

@@ -64,7 +64,22 @@ struct ImportOptions {
     // When unset: kDefaultImportWarmup. A trace with no more than N steps has no steady step and
     // its reports say so. Ignored for a trace Lockstep exported (it carries its own) unless set.
     std::optional<int> warmupSteps;
+    // Files parsed at once, each on a thread of its own (CLI --jobs); 0: one per hardware
+    // thread (std::thread::hardware_concurrency), never more than there are files. The result
+    // does not depend on it: the parsed files are added to the run in file order, one at a time.
+    int jobs = 0;
 };
+
+// How far an import is, for a progress display: files added to the run out of all of them, and
+// input bytes parsed (compressed bytes for gzip) out of the files' sizes, after `seconds`.
+struct ImportProgress {
+    int filesDone = 0;
+    int files = 0;
+    int64_t bytesDone = 0;
+    int64_t bytesTotal = 0;
+    double seconds = 0;
+};
+using ImportProgressFn = std::function<void(const ImportProgress&)>;
 
 struct ImportStats {
     int files = 0;
@@ -80,11 +95,24 @@ struct ImportStats {
     std::vector<Diagnostic> diagnostics;
 };
 
-// Imports `files` (one per rank) into a new run database at `outDb` through core's writer.
+// Imports `files` (one per rank) into a new run database at `outDb` through core's writer,
+// whole or not at all. The files are parsed on options.jobs threads and written by the calling
+// thread in file order as they are parsed, each file's part freed once written: memory holds a
+// few files' parsed events at a time (at most jobs + 2 files and about
+// kImportInFlightBytes of input in flight), not the whole run.
 // `progress` is called with a fraction in [0, 1] from the calling thread; it may be empty.
 Result<ImportStats> importTraces(const std::vector<std::string>& files, const std::string& outDb,
                                  const ImportOptions& options = {},
                                  std::function<void(double)> progress = {});
+// The same, with files and bytes done (called from the calling thread a few times a second and
+// after each file).
+Result<ImportStats> importTraces(const std::vector<std::string>& files, const std::string& outDb,
+                                 const ImportOptions& options, const ImportProgressFn& progress);
+
+// Input bytes (a gzip file's counted as kGzipInflation times its size) that may be parsed and
+// not yet written at once; a file larger than that is parsed alone.
+inline constexpr int64_t kImportInFlightBytes = int64_t{1} << 30;
+inline constexpr int64_t kGzipInflation = 8;
 
 // The same, into memory only (the run is normalized; config.source is "kineto" or "nsys").
 Result<Run> importTracesToRun(const std::vector<std::string>& files, const ImportOptions& options = {},
