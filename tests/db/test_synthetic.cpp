@@ -1,5 +1,6 @@
 // The synthetic run generator's two outputs (core/synthetic.h, issue 31): writeSyntheticRun
-// streams into a real run file what makeSyntheticRun builds in memory, a seed gives one run, the
+// streams into a real run file, rank after rank or step after step, what makeSyntheticRun builds
+// in memory, a seed gives one run, the
 // counts are what was asked, every collective is aligned across ranks, every step is complete, and
 // `lockstep report` reads the file and names the generated straggler.
 #include "db_test_util.h"
@@ -105,10 +106,14 @@ TEST(Synthetic, StreamedFileHoldsTheRunMadeInMemory)
     const SyntheticParams p = smallParams();
     auto counts = writeSyntheticRun(p, dir.file("streamed.db"));
     ASSERT_TRUE(counts.has_value()) << counts.error().message;
+    ASSERT_TRUE(writeSyntheticRun(p, dir.file("by_step.db"), RunWriter::Mode::CreateNew, SyntheticOrder::StepMajor));
     ASSERT_TRUE(saveRun(makeSyntheticRun(p), dir.file("saved.db")).has_value());
     EXPECT_FALSE(exists(dir.file("streamed.db-wal"))); // closed whole
     const lockstep::core::Run streamed = load(dir.file("streamed.db"));
-    expectSameRun(streamed, load(dir.file("saved.db")));
+    const lockstep::core::Run saved = load(dir.file("saved.db"));
+    // Rank after rank (the default) and step after step write the same run.
+    expectSameRun(streamed, saved);
+    expectSameRun(load(dir.file("by_step.db")), saved);
     EXPECT_EQ(streamed.config.status, RunStatus::Completed);
     // The counts are the parameters' and the file's.
     const SyntheticCounts expected = syntheticCounts(p);

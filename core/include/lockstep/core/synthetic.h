@@ -57,13 +57,25 @@ SyntheticCounts syntheticCounts(const SyntheticParams& params);
 // noise and hiccups on 0.1 % of rank-steps. 100 ms steps.
 SyntheticParams bigRunParams(int64_t totalSpans, int32_t ranks, int32_t spansPerRankStep = 200, uint64_t seed = 1);
 
+// The order writeSyntheticRun hands spans to the writer in (the file's contents are the same).
+enum class SyntheticOrder {
+    // Rank after rank, one transaction per rank holding all its steps: how merge and the
+    // importers write (shard after shard), each lane's spans appended at its end of the table.
+    RankMajor,
+    // Step after step, one transaction per step holding every rank's spans of that step: how a
+    // writer that sees all ranks live would write; each transaction touches every lane.
+    StepMajor,
+};
+
 // Writes the run makeSyntheticRun(params) returns (the same spans, instants, steps, ranks, lanes,
-// buckets and configuration) into a new run file at `path`, one transaction per step holding
-// every rank's spans of that step, so only one step is ever in memory: a 100 M-span run is
-// written in bounded memory. The file is whole when this returns success (RunWriter::close).
-// A stop requested through `stop` ends it after the current step with ErrorCode::Cancelled.
+// buckets and configuration) into a new run file at `path`, in bounded memory: one step of every
+// rank (StepMajor), or one rank's steps plus 16 bytes per rank-step of what they need from the
+// others (RankMajor: the run is made twice, the first time keeping only that), never the run:
+// a 100 M-span run needs ~100 MB. The file is whole when this returns success
+// (RunWriter::close); until then its status says running. A stop requested through `stop` ends
+// it after the current step or rank with ErrorCode::Cancelled.
 Result<SyntheticCounts> writeSyntheticRun(const SyntheticParams& params, const std::string& path,
                                           RunWriter::Mode mode = RunWriter::Mode::CreateNew,
-                                          std::stop_token stop = {});
+                                          SyntheticOrder order = SyntheticOrder::RankMajor, std::stop_token stop = {});
 
 } // namespace lockstep::core
