@@ -1,23 +1,24 @@
 // bench_big: issue 31's targets, measured on generated big runs (1024 ranks, 8 to a host).
 //
-// For 10 M spans (and 100 M with --with-100m: ~3.4 GB of disk and minutes), it writes the run
-// with core's generator (writeSyntheticRun: one transaction per step across all ranks, bounded
-// memory) into a temporary folder, then runs the shipped programs on it as child processes, one
-// after another, each with a time limit and a memory limit:
+// For 10 M spans (and 100 M with --with-100m: ~7 GB of disk and many minutes), it writes the run
+// with core's generator (writeSyntheticRun: rank after rank, or step after step with
+// --step-major; bounded memory) into a temporary folder, then runs the shipped programs on it as
+// child processes, one after another, each with a time limit and a memory limit:
 //   big_<size>_write_spans_per_s, _write_s, _write_peak_rss_mb (the generator's child),
-//   big_<size>_file_bytes_per_span, _file_mb,
-//   big_<size>_report_s, _report_peak_rss_mb            (`lockstep report FILE`),
-//   big_<size>_report_json_s, _report_json_peak_rss_mb  (`lockstep report --json FILE`),
-//   big_<size>_ui_screenshot_s, _ui_peak_rss_mb         (`lockstep-ui --screenshot OUT.png
+//   big_<size>_write_cpu_spans_per_s (its CPU time: the rate a shared machine does not blur),
+//   big_<size>_file_bytes_per_span, _file_mb, and where the bytes are (spans, instants; dbstat),
+//   big_<size>_report_s, _report_cpu_s, _report_peak_rss_mb (`lockstep report FILE`),
+//   big_<size>_report_json_s, ... likewise                  (`lockstep report --json FILE`),
+//   big_<size>_ui_screenshot_s, _ui_cpu_s, _ui_peak_rss_mb  (`lockstep-ui --screenshot OUT.png
 //       --view timeline FILE`, offscreen), and big_<size>_ui_first_frame_s: from the fork to
 //       the first processed paint after the window is shown (the app prints that moment when
 //       LOCKSTEP_FIRST_FRAME_CLOCK is set; ui/screenshot.cpp).
-// Peak RSS is each child's own (wait4's rusage). A child that runs past --timeout is killed and
-// its line says "timed out after N s"; one that fails (past --mem-limit-mb it cannot allocate)
-// says how it ended. The load average is printed before and after: the machine is shared.
-// The files are removed unless --keep.
+// Peak RSS is each child's own (wait4's rusage). A child that runs past --timeout (300 s) is
+// killed and its line says "timed out after N s"; one that fails (past --mem-limit-mb, 12 GB of
+// address space, it cannot allocate) says how it ended. The load average is printed before and
+// after: the machine is shared. The files are removed unless --keep.
 //   bench_big [--with-100m] [--only-100m] [--spans N] [--ranks N] [--dir DIR] [--keep]
-//             [--timeout S] [--mem-limit-mb MB] [--no-ui] [--cli PATH] [--ui PATH]
+//             [--timeout S] [--mem-limit-mb MB] [--no-ui] [--step-major] [--cli PATH] [--ui PATH]
 #include "lockstep/core/synthetic.h"
 
 #include <sqlite3.h>
@@ -100,6 +101,7 @@ struct ChildResult {
     int status = 0;       // waitpid's
     double seconds = 0;   // fork to exit
     double maxRssMb = 0;  // the child's own peak RSS
+    double cpuS = 0;      // its user + system time
     Clock::time_point forkedAt;
     std::string err;      // its stderr (the last 64 KiB)
     bool ok() const { return started && !timedOut && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
@@ -169,6 +171,8 @@ ChildResult runChild(const std::vector<std::string>& argv, const std::vector<std
     }
     res.seconds = std::chrono::duration<double>(Clock::now() - res.forkedAt).count();
     res.maxRssMb = static_cast<double>(usage.ru_maxrss) / 1024.0; // kB on Linux
+    res.cpuS = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+        + static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
     close(errPipe[0]);
     return res;
 }
@@ -288,6 +292,7 @@ void measureReport(const std::string& prefix, const std::string& file, bool json
         printFailure(name + "_s", r, o.timeoutS);
     else
         std::printf("%s_s: %.2f s\n", name.c_str(), r.seconds);
+    std::printf("%s_cpu_s: %.2f s\n", name.c_str(), r.cpuS);
     std::printf("%s_peak_rss_mb: %.1f MB\n", name.c_str(), r.maxRssMb);
     std::fflush(stdout);
 }
@@ -317,6 +322,7 @@ void measureUi(const std::string& prefix, const std::string& file, const std::st
             std::printf("%s_ui_first_frame_s: %.2f s\n", prefix.c_str(), s);
         }
     }
+    std::printf("%s_ui_cpu_s: %.2f s\n", prefix.c_str(), r.cpuS);
     std::printf("%s_ui_peak_rss_mb: %.1f MB\n", prefix.c_str(), r.maxRssMb);
     std::fflush(stdout);
 }
