@@ -1,6 +1,6 @@
 // bench_big: issue 31's targets, measured on generated big runs (1024 ranks, 8 to a host).
 //
-// For 10 M spans (and 100 M with --with-100m: ~7 GB of disk and many minutes), it writes the run
+// For 10 M spans (and 100 M with --with-100m: ~7.5 GB of disk and ~20 minutes), it writes the run
 // with core's generator (writeSyntheticRun: rank after rank, or step after step with
 // --step-major; bounded memory) into a temporary folder, then runs the shipped programs on it as
 // child processes, one after another, each with a time limit and a memory limit:
