@@ -19,6 +19,9 @@
 #include <QSet>
 #include <QThread>
 
+#include <chrono>
+#include <cstdio>
+
 namespace lockstep::ui {
 
 QStringList screenshotViews()
@@ -43,6 +46,17 @@ bool imageHasContent(const QImage& image, int minColors)
 }
 
 namespace {
+// bench/big/bench_big.cpp's hook: with LOCKSTEP_FIRST_FRAME_CLOCK set, prints on stderr the moment
+// the shown window's first events (its first paint) have been processed, on the steady clock.
+void reportFirstFrame()
+{
+    if (!qEnvironmentVariableIsSet("LOCKSTEP_FIRST_FRAME_CLOCK"))
+        return;
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    std::fprintf(stderr, "first_frame_steady_ns: %lld\n",
+                 static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+}
+
 // A prediction takes milliseconds on the runs a screenshot shows; a minute means something hangs.
 constexpr int kWhatIfTimeoutMs = 60'000;
 
@@ -140,6 +154,8 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
     // the height their wrapped titles and legends leave a plot: a few rounds).
     for (int i = 0; i < 12; ++i) {
         QApplication::processEvents();
+        if (i == 0)
+            reportFirstFrame();
         QThread::msleep(10);
     }
     const QImage image = window.grab().toImage();
