@@ -1,6 +1,7 @@
 // The run database's writer and reader (schema in schema.cpp).
 //
-// Writer speed. Spans arrive by the million; appendSpans binds prepared multi-row INSERTs
+// Writer speed (first two rounds: one row per span, schema <= 5; the third round replaced it).
+// Spans arrive by the million; appendSpans binds prepared multi-row INSERTs
 // inside a transaction that stays open until commit() (the recorder commits once per step).
 // Layout and settings were chosen with bench_db (numbers in bench/db/bench_db.cpp's header):
 // spans is a WITHOUT ROWID table clustered on (lane, start_ns, seq), so a span is one b-tree
@@ -32,6 +33,28 @@
 // 0.24 ms; saveRun (spans already in lane order: every insert lands on the b-tree's right edge)
 // 2.0 M/s. What remains is SQLite itself (perf: VDBE 18%, the key seek 11%, page memmoves 4%,
 // kernel writes of WAL and checkpoint 16%, the writer's own code 2%).
+//
+// Third round: span blocks (schema 6, issue 31: >= 2 M spans/s and <= 20 bytes per span). A row
+// per span cost SQLite's per-row work (VDBE, key seek, cell) on every span and 34 bytes on disk,
+// most of it record header, key repeated per row and b-tree slack. Now a lane's spans are encoded
+// by core/span_block.h (varints, start as a delta from the previous start, the other fields only
+// when they differ from the previous span's: bench_db's spans take ~7 bytes) in blocks of up to
+// kSpanBlockSpans, one row each (schema.cpp span_blocks). The writer keeps each lane's open block
+// decoded in memory and rewrites its row at every commit ("Span blocks" below).
+// Block size, bench_db 4 M spans, CPU rates bulk / step commits, two alternating rounds at load
+// average 8-12 (the spread between rounds was 10-30%):
+//   512   8.0-9.1 / 3.8-5.5 M/s, 18.3 bytes/span, window 0.07-0.09 ms (p95 0.12-0.14)
+//   1024  9.9-10.7 / 5.9-6.9,      9.2 bytes,      window 0.07-0.08 (p95 0.12-0.13)
+//   2048  10.7-12.2 / 5.4-5.7,     8.6 bytes,      window 0.09-0.11 (p95 0.15-0.21): kept
+//   4096  10.0 / 3.3-3.4,          8.4 bytes,      window 0.17-0.20 (p95 1.7-12)
+//   8192  8.0-9.5 / 2.4-2.5,       8.7 bytes,      window 0.29-0.34 (p95 13-20)
+// 512 spans (~4.5 KB) spill just past a WITHOUT ROWID cell's local maximum (~2 KB on 8 KB pages)
+// into an overflow page that stays mostly empty: twice the bytes. Larger blocks cost step commits
+// (the open block is rewritten whole at every commit: up to 4096 spans re-encoded and re-stored
+// per lane per step) and window queries (a whole block is decoded to find ~1000 spans).
+// Against the rows (main's bench_db, 2 M spans, same machine and hour): CPU 1.24 -> 12.8 M/s
+// bulk, 0.90 -> 5.6 M/s with a commit per step, 33.6 -> 8.7 bytes/span, window query 0.38 ->
+// 0.10 ms median, load 586 -> 123 ms CPU. Measured at 10 M: docs/benchmarks.md.
 //
 // Live reading. The recorder commits once per step and writes the step row in the same
 // transaction as the step's spans. A transaction may still carry spans of a step that has no
@@ -424,8 +447,10 @@ struct RunWriter::Impl {
         }
         size_t done = 0;
         while (b.open.size() - done >= kSpanBlockSpans) {
-            if (auto s = writeBlock(lane, b, std::span(b.open).subspan(done, kSpanBlockSpans)); !s)
+            if (auto s = writeBlock(lane, b, std::span(b.open).subspan(done, kSpanBlockSpans)); !s) {
+                b.open.erase(b.open.begin(), b.open.begin() + static_cast<ptrdiff_t>(done)); // those are stored
                 return s;
+            }
             done += kSpanBlockSpans;
             ++b.openSeq;
             b.openStored = false;
