@@ -69,6 +69,8 @@ Usage: bench_whatif.py [LOCKSTEP_BINARY]
        REUSE=1 (with KEEP: runs already in DIR are not run again, e.g. to redo the analysis)
        TARGETS (all; e.g. "to1,to2": only the targets with those keys, cap1 .. link4, to1, to2)
 """
+import glob
+import importlib.util
 import json
 import os
 import shutil
@@ -208,14 +210,24 @@ def step_stat_ms(path):
     return statistics.median(statistics.mean(v) for v in per_step.values()) / 1e6
 
 
+_CORE = None
+
+
 def load_spans(path):
     """The run's spans (dicts: lane, kind name, start, end, step, ...) and its lanes' ranks, read by
     core's reader through the Python module built beside the CLI (LOCKSTEP_PYTHON, default the CLI's
     ../python, build/python): since run-file schema 6 spans are compressed blocks SQL cannot read."""
-    if PYTHON_DIR not in sys.path:
-        sys.path.insert(0, PYTHON_DIR)
-    from lockstep import _core  # noqa: E402 (found only once the path is set)
-    run = _core.load_run(path, correct_clocks=False)
+    global _CORE
+    if _CORE is None:
+        # The extension alone: the lockstep package's __init__ imports torch, which this needs not.
+        found = glob.glob(os.path.join(PYTHON_DIR, "lockstep", "_core*.so"))
+        if not found:
+            raise RuntimeError("no lockstep._core under %s (build the Python module, or set LOCKSTEP_PYTHON)"
+                               % PYTHON_DIR)
+        spec = importlib.util.spec_from_file_location("_core", found[0])
+        _CORE = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_CORE)
+    run = _CORE.load_run(path, correct_clocks=False)
     return run["spans"], {lane["id"]: lane["rank"] for lane in run["lanes"]}
 
 
