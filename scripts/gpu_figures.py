@@ -30,6 +30,62 @@ import sys
 DEVICE_KINDS = (6, 7, 8, 9)  # SpanKind: Kernel, CommKernel, Memcpy, Memset (core/include/lockstep/core/types.h)
 
 
+def varint(data, i):
+    v, shift = 0, 0
+    while True:
+        c = data[i]
+        i += 1
+        v |= (c & 0x7F) << shift
+        if c < 0x80:
+            return v, i
+        shift += 7
+
+
+def unzigzag(v):
+    return (v >> 1) ^ -(v & 1)
+
+
+def block_rows(lane, data):
+    """(lane, start, dur, kind, step, bucket) of one span block, decoded here from the format
+    core/include/lockstep/core/span_block.h documents (not with Lockstep's decoder)."""
+    if data[0] != 1:
+        raise ValueError("unknown span block format %d" % data[0])
+    count, i = varint(data, 1)
+    start, i = varint(data, i)
+    start = unzigzag(start)
+    kind, step, bucket = 0, -1, -1
+    for _ in range(count):
+        flags = data[i]
+        i += 1
+        delta, i = varint(data, i)
+        dur, i = varint(data, i)
+        start += delta
+        if flags & 1:
+            kind = data[i]
+            i += 1
+        if flags & 2:
+            _, i = varint(data, i)  # name
+        if flags & 4:
+            v, i = varint(data, i)
+            step += unzigzag(v)
+        if flags & 8:
+            v, i = varint(data, i)
+            bucket = unzigzag(v)
+        if flags & 16:
+            _, i = varint(data, i)  # bytes
+        yield lane, start, dur, kind, step, bucket
+
+
+def span_rows(db):
+    """Every span as (lane, start, dur, kind, step, bucket): rows of `spans` before run-file schema 6,
+    decoded `span_blocks` from 6 on."""
+    if db.execute("PRAGMA user_version").fetchone()[0] < 6:
+        yield from db.execute("SELECT lane, start_ns, COALESCE(dur_ns, 0), kind, step, bucket FROM spans")
+        return
+    for lane, data in db.execute("SELECT lane, data FROM span_blocks"):
+        yield from block_rows(lane, data)
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -48,9 +104,7 @@ def main():
         fig("host_step_ms", f"{statistics.mean((b - a) / 1e6 for a, b in steady.values()):.3f}", "ms")
 
     lane_rank = dict(db.execute("SELECT id, rank FROM lanes"))
-    q = "SELECT lane, start_ns, dur_ns, kind, step, bucket FROM spans WHERE kind IN (%s)" % ",".join(
-        map(str, DEVICE_KINDS))
-    device = [(lane_rank.get(l, -1), a, a + (d or 0), k, s, b) for l, a, d, k, s, b in db.execute(q)]
+    device = [(lane_rank.get(l, -1), a, a + d, k, s, b) for l, a, d, k, s, b in span_rows(db) if k in DEVICE_KINDS]
     fig("device_spans", len(device))
     if device:
         fig("device_attributed_pct", f"{100 * sum(1 for x in device if x[4] >= 0) / len(device):.1f}", "%")

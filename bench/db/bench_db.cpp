@@ -18,6 +18,16 @@
 //   1.56-1.58 M/s CPU (bulk); step commits 1.46-1.47 M/s wall and CPU; 321 MiB, 33.7 bytes/span;
 //   window query 0.24-0.25 ms median; validate 1.1 s; load 2.4 s; db_save_run_spans_per_s
 //   (saveRun of the loaded run) 2.22-2.24 M/s.
+// Span blocks (schema 6, run_db.cpp "Third round"), 10 M spans, two rounds alternating main's
+// build (rows) and this one on the shared machine at load average 7.4-9.5 (other builds running;
+// wall rates are mostly the neighbours', so read the CPU lines and the ratios):
+//   db_write_spans_per_s           0.19-0.32 -> 2.7-4.5 M/s wall; CPU 1.13-1.25 -> 11.2-11.7 M/s
+//   db_write_step_commits          0.12-0.34 -> 1.4-2.1 M/s wall; CPU 0.77-1.23 -> 4.0-6.1 M/s
+//   db_bytes_per_span              33.7 -> 8.6 (321.3 -> 82.0 MiB)
+//   db_window_query_ms             0.32 -> 0.11-0.12 median, p95 16-19 -> 0.18-0.24
+//   db_validate_ms                 7.5-9.6 s -> 0.7-0.8 s
+//   db_load_ms                     9.3-30 s -> 2.1-3.9 s wall; CPU 2.9-4.5 s -> 0.6-0.7 s
+//   db_save_run_spans_per_s        0.26-0.60 -> 1.0-2.4 M/s wall; CPU 1.7-1.9 -> 8.1-10.9 M/s
 #include "lockstep/core/run_db.h"
 
 #include <sys/stat.h>

@@ -69,6 +69,8 @@ Usage: bench_whatif.py [LOCKSTEP_BINARY]
        REUSE=1 (with KEEP: runs already in DIR are not run again, e.g. to redo the analysis)
        TARGETS (all; e.g. "to1,to2": only the targets with those keys, cap1 .. link4, to1, to2)
 """
+import glob
+import importlib.util
 import json
 import os
 import shutil
@@ -81,6 +83,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
     "LOCKSTEP_CLI", os.path.join(HERE, "..", "..", "build", "app", "lockstep"))
+PYTHON_DIR = os.environ.get("LOCKSTEP_PYTHON", os.path.join(os.path.dirname(os.path.abspath(CLI)), "..", "python"))
 SET = os.environ.get("SET", "all")
 PASSES = int(os.environ.get("PASSES", "1"))
 REPEATS = int(os.environ.get("REPEATS", "3"))
@@ -207,31 +210,46 @@ def step_stat_ms(path):
     return statistics.median(statistics.mean(v) for v in per_step.values()) / 1e6
 
 
+_CORE = None
+
+
+def load_spans(path):
+    """The run's spans (dicts: lane, kind name, start, end, step, ...) and its lanes' ranks, read by
+    core's reader through the Python module built beside the CLI (LOCKSTEP_PYTHON, default the CLI's
+    ../python, build/python): since run-file schema 6 spans are compressed blocks SQL cannot read."""
+    global _CORE
+    if _CORE is None:
+        # The extension alone: the lockstep package's __init__ imports torch, which this needs not.
+        found = glob.glob(os.path.join(PYTHON_DIR, "lockstep", "_core*.so"))
+        if not found:
+            raise RuntimeError("no lockstep._core under %s (build the Python module, or set LOCKSTEP_PYTHON)"
+                               % PYTHON_DIR)
+        spec = importlib.util.spec_from_file_location("_core", found[0])
+        _CORE = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_CORE)
+    run = _CORE.load_run(path, correct_clocks=False)
+    return run["spans"], {lane["id"]: lane["rank"] for lane in run["lanes"]}
+
+
 def wait_stat_ms(path):
     """Median over steady steps of the wait at the end of backward, averaged over ranks (ms)."""
-    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
-    try:
-        per_step = {}
-        for step, dur in db.execute("SELECT step, dur_ns FROM spans WHERE kind = 5 AND step >= ?", (WARMUP,)):
-            per_step.setdefault(step, []).append(dur)
-    finally:
-        db.close()
+    per_step = {}
+    for s in load_spans(path)[0]:
+        if s["kind"] == "wait" and s["step"] >= WARMUP:
+            per_step.setdefault(s["step"], []).append(s["end"] - s["start"])
     return statistics.median(statistics.mean(v) for v in per_step.values()) / 1e6 if per_step else 0.0
 
 
 def forward_stat_ms(path):
     """Median over steady steps of the data + forward time, averaged over ranks (ms): work that no
     bucket cap, link or world size changes, so its ratio between two runs is the machine's drift."""
-    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
-    try:
-        per_step = {}
-        for step, rank, dur in db.execute(
-                "SELECT s.step, l.rank, s.dur_ns FROM spans s JOIN lanes l ON l.id = s.lane "
-                "WHERE s.kind IN (0, 1) AND s.step >= ?", (WARMUP,)):
-            ranks = per_step.setdefault(step, {})
-            ranks[rank] = ranks.get(rank, 0) + dur
-    finally:
-        db.close()
+    per_step = {}
+    spans, lane_rank = load_spans(path)
+    for s in spans:
+        if s["kind"] in ("data", "forward") and s["step"] >= WARMUP:
+            ranks = per_step.setdefault(s["step"], {})
+            rank = lane_rank[s["lane"]]
+            ranks[rank] = ranks.get(rank, 0) + s["end"] - s["start"]
     if not per_step:
         raise RuntimeError("%s has no forward span in a steady step" % path)
     return statistics.median(statistics.mean(v.values()) for v in per_step.values()) / 1e6

@@ -50,10 +50,13 @@ inline constexpr int kMaxDurVersion = 2;
 inline constexpr int kStepCpuVersion = 3;
 // ranks.boot_id and ranks.clock_uncertainty_ns (clock_sync.h).
 inline constexpr int kBootIdVersion = 4;
+// span_blocks (span_block.h) and lanes.block_reach_ns replace the spans table from this version
+// on; readers of older files read spans rows (the columns below).
+inline constexpr int kSpanBlocksVersion = 6;
 
-// The spans table's columns (schema.cpp declares the table with a comment per column), in the
-// table's order. The writer's INSERT and its binds, and every reader's SELECT and its reads, are
-// built from this one list and these indices; a test checks it against the table itself.
+// The spans table's columns (files before kSpanBlocksVersion; schema.cpp declares the table with a
+// comment per column), in the table's order. The readers' SELECTs of older files and their reads
+// are built from this one list and these indices; a test checks it against a version-5 table.
 enum SpanColumn : int {
     kSpanLane,
     kSpanStart,

@@ -103,7 +103,7 @@ protected:
 // with its type: the table and the DDL plus migrations cannot drift apart.
 TEST_F(Fields, theTableIsTheRunTableAtEveryVersion)
 {
-    ASSERT_EQ(kSchemaVersion, 5);
+    ASSERT_EQ(kSchemaVersion, 6);
     std::set<std::string> names;
     for (const RunConfigField& f : kRunConfigFields) {
         EXPECT_TRUE(names.insert(f.name).second) << "two fields named " << f.name;
@@ -127,6 +127,7 @@ TEST_F(Fields, theTableIsTheRunTableAtEveryVersion)
         EXPECT_EQ(run, expectedColumns(kRunConfigFields, v)) << "version " << v;
         EXPECT_EQ(ranks, expectedColumns(kRankFields, v)) << "version " << v;
         EXPECT_EQ(lanes.erase("max_dur_ns"), v >= 2 ? 1u : 0u) << "version " << v; // the writer's own
+        EXPECT_EQ(lanes.erase("block_reach_ns"), v >= 6 ? 1u : 0u) << "version " << v;
         EXPECT_EQ(lanes, expectedColumns(kLaneFields, v)) << "version " << v;
         EXPECT_EQ(steps, expectedColumns(kStepFields, v)) << "version " << v;
         EXPECT_EQ(buckets, expectedColumns(kBucketFields, v)) << "version " << v;

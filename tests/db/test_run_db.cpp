@@ -80,7 +80,7 @@ TEST_F(RunDb, roundTripKeepsEveryField)
     ASSERT_TRUE(saveRun(in, path).has_value());
     ASSERT_EQ(pragmaInt(path, "PRAGMA application_id"), int64_t(kApplicationId));
     ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(kSchemaVersion));
-    ASSERT_EQ(kSchemaVersion, 5);
+    ASSERT_EQ(kSchemaVersion, 6);
     ASSERT_TRUE(!exists(path + "-wal")) << ("closing leaves no WAL");
     ASSERT_TRUE(validateRunFile(path).has_value());
 
@@ -218,10 +218,9 @@ TEST_F(RunDb, loadKeepsTheSpanOrderInvariant)
     ASSERT_EQ(run->laneSpanRange(b), std::make_pair(size_t(3), size_t(5)));
 }
 
-// seq makes the key (lane, start_ns, seq) unique: 0 for a new start, counting equal starts,
-// and a fallback counter for spans older than the lane's last start, also after the file is
-// reopened for appending. Every span must land (no constraint error, none overwritten) and
-// equal starts must keep their append order in seq.
+// Equal starts and spans older than the lane's last start, also after the file is reopened for
+// appending (the open block continued): every span must land (none overwritten) and equal starts
+// must keep their append order.
 TEST_F(RunDb, equalAndOutOfOrderStartsKeepEverySpan)
 {
     const std::string path = file("seq.db");
@@ -256,12 +255,19 @@ TEST_F(RunDb, equalAndOutOfOrderStartsKeepEverySpan)
         ASSERT_TRUE(st.has_value()) << (st ? "" : st.error().message.c_str());
         ASSERT_TRUE((*w)->close().has_value());
     }
-    ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM spans"), int64_t(all.size()));
-    // Within each start, seq order is append order (durations increase).
-    ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM spans a JOIN spans b ON a.lane = b.lane AND "
-                             "a.start_ns = b.start_ns AND a.seq < b.seq AND a.dur_ns > b.dur_ns"), int64_t(0));
-    const std::string seqAt100 = "SELECT max(seq) FROM spans WHERE start_ns = " + std::to_string(kBase + 100);
-    ASSERT_EQ(pragmaInt(path, seqAt100.c_str()), int64_t(2));
+    // Within each start, the file's order is append order (durations increase): the whole lane
+    // through the window query is exactly the spans stably sorted by start.
+    {
+        auto reader = RunReader::open(path);
+        ASSERT_TRUE(reader.has_value());
+        ASSERT_EQ(*(*reader)->spanCount(), int64_t(all.size()));
+        auto whole = (*reader)->spansInWindow(LaneId{0}, kBase, kBase + 1000);
+        ASSERT_TRUE(whole.has_value());
+        const auto expected = bruteWindow(all, LaneId{0}, kBase, kBase + 1000);
+        ASSERT_EQ(whole->size(), expected.size());
+        for (size_t i = 0; i < expected.size(); ++i)
+            ASSERT_EQ(std::tuple((*whole)[i].start, (*whole)[i].end), std::tuple(expected[i].start, expected[i].end)) << i;
+    }
     auto run = loadRun(path);
     ASSERT_TRUE(run.has_value());
     ASSERT_TRUE(sameSpans(run->spans, all));
@@ -323,7 +329,7 @@ TEST_F(RunDb, liveReaderSeesCommittedStepsOnly)
     // A raw reader holding a read transaction open (as load() does while it reads).
     sqlite3* raw = nullptr;
     ASSERT_EQ(sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(raw, "BEGIN; SELECT count(*) FROM spans;", nullptr, nullptr, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, "BEGIN; SELECT count(*) FROM span_blocks;", nullptr, nullptr, nullptr), SQLITE_OK);
     ASSERT_TRUE(writer.addStep(Step{0, 1, kBase + 20, kBase + 50, 0.4, 4}).has_value());
     ASSERT_TRUE(writer.commit().has_value()) << ("a reader must not block the writer");
     sqlite3_exec(raw, "COMMIT", nullptr, nullptr, nullptr);
@@ -551,6 +557,11 @@ TEST_F(RunDb, versionOneFileIsReadThenMigrated)
     ASSERT_EQ(pragmaInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 0"), int64_t(50000));
     ASSERT_EQ(pragmaInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 1"), int64_t(500));
     ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM strings"), int64_t(2)); // "op" reused
+    // Version 6: the spans rows became blocks (one per lane here) and the table is gone.
+    ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'spans'"), int64_t(0));
+    ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM span_blocks"), int64_t(2));
+    ASSERT_EQ(pragmaInt(path, "SELECT block_reach_ns FROM lanes WHERE id = 0"), int64_t(60010 - 1000));
+    ASSERT_TRUE(validateRunFile(path).has_value());
     auto reader = RunReader::open(path);
     ASSERT_TRUE(reader.has_value());
     ASSERT_EQ((*reader)->schemaVersion(), kSchemaVersion);
@@ -563,14 +574,14 @@ TEST_F(RunDb, versionOneFileIsReadThenMigrated)
 
 
 
-// The spans column list (schema.h) that the writer's INSERT and the readers' SELECTs are built
-// from is the table's own, in its order.
+// The spans column list (schema.h) that the readers' SELECTs of files before version 6 are built
+// from is the version-5 table's own, in its order.
 TEST_F(RunDb, spanColumnListIsTheTables)
 {
     const std::string path = file("columns.db");
-    ASSERT_TRUE(saveRun(makeRun(1, 1), path).has_value());
     sqlite3* db = nullptr;
-    ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_TRUE(schema::createOrMigrate(db, schema::kSpanBlocksVersion - 1).has_value());
     sqlite3_stmt* st = nullptr;
     ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT name FROM pragma_table_info('spans') ORDER BY cid", -1, &st, nullptr), SQLITE_OK);
     std::vector<std::string> columns;

@@ -1,0 +1,218 @@
+// The span block codec (span_block.h has the format).
+#include "lockstep/core/span_block.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace lockstep::core {
+
+namespace {
+
+constexpr uint8_t kFormat = 1;
+constexpr uint8_t kKindBit = 1, kNameBit = 2, kStepBit = 4, kBucketBit = 8, kBytesBit = 16;
+constexpr uint8_t kKnownBits = kKindBit | kNameBit | kStepBit | kBucketBit | kBytesBit;
+
+uint64_t zigzag(int64_t v)
+{
+    return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+int64_t unzigzag(uint64_t v)
+{
+    return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+}
+
+void putVarint(std::string& out, uint64_t v)
+{
+    char buf[10];
+    size_t n = 0;
+    while (v >= 0x80) {
+        buf[n++] = static_cast<char>(v | 0x80);
+        v >>= 7;
+    }
+    buf[n++] = static_cast<char>(v);
+    out.append(buf, n);
+}
+
+// A bounds-checked cursor over the blob: every read says whether it stayed inside.
+class Reader {
+public:
+    explicit Reader(std::span<const uint8_t> data)
+        : m_p(data.data())
+        , m_end(data.data() + data.size())
+    {
+    }
+    bool byte(uint8_t& v)
+    {
+        if (m_p == m_end)
+            return false;
+        v = *m_p++;
+        return true;
+    }
+    // At most 10 bytes; the 10th may only carry the top bit of a 64-bit value.
+    bool varint(uint64_t& v)
+    {
+        uint64_t out = 0;
+        for (int shift = 0; shift < 64; shift += 7) {
+            if (m_p == m_end)
+                return false;
+            const uint8_t b = *m_p++;
+            if (shift == 63 && b > 1)
+                return false;
+            out |= static_cast<uint64_t>(b & 0x7f) << shift;
+            if (!(b & 0x80)) {
+                v = out;
+                return true;
+            }
+        }
+        return false;
+    }
+    bool atEnd() const { return m_p == m_end; }
+    size_t left() const { return static_cast<size_t>(m_end - m_p); }
+
+private:
+    const uint8_t* m_p;
+    const uint8_t* m_end;
+};
+
+bool fitsInt32(int64_t v)
+{
+    return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+}
+
+Status corrupt(const char* what)
+{
+    return fail(ErrorCode::BadFile, std::string("the run database is corrupt: a corrupt span block (") + what + ")");
+}
+
+} // namespace
+
+Status encodeSpanBlock(std::span<const Span> spans, std::string& out, SpanBlockSummary* summary)
+{
+    out.clear();
+    if (spans.empty())
+        return fail("a span block must hold at least one span");
+    out.reserve(16 + spans.size() * 12);
+    out.push_back(static_cast<char>(kFormat));
+    putVarint(out, spans.size());
+    putVarint(out, zigzag(spans.front().start));
+    Span prev;
+    prev.start = spans.front().start;
+    prev.kind = static_cast<SpanKind>(0);
+    prev.name = StringId{0};
+    prev.step = kNoStep;
+    prev.bucket = kNoBucket;
+    prev.bytes = 0;
+    TimeNs maxEnd = std::numeric_limits<TimeNs>::min();
+    for (const Span& s : spans) {
+        if (s.start < prev.start)
+            return fail("span block: spans are not sorted by start");
+        if (s.end < s.start)
+            return fail("a span ends before it starts (start " + std::to_string(s.start) + ", end "
+                        + std::to_string(s.end) + "); durations must be >= 0");
+        const uint8_t flags = (s.kind != prev.kind ? kKindBit : 0) | (s.name.v != prev.name.v ? kNameBit : 0)
+                              | (s.step != prev.step ? kStepBit : 0) | (s.bucket != prev.bucket ? kBucketBit : 0)
+                              | (s.bytes != prev.bytes ? kBytesBit : 0);
+        out.push_back(static_cast<char>(flags));
+        // Unsigned differences: a start delta or duration above INT64_MAX still round-trips.
+        putVarint(out, static_cast<uint64_t>(s.start) - static_cast<uint64_t>(prev.start));
+        putVarint(out, static_cast<uint64_t>(s.end) - static_cast<uint64_t>(s.start));
+        if (flags & kKindBit)
+            out.push_back(static_cast<char>(s.kind));
+        if (flags & kNameBit)
+            putVarint(out, s.name.v);
+        if (flags & kStepBit)
+            putVarint(out, zigzag(int64_t(s.step) - int64_t(prev.step)));
+        if (flags & kBucketBit)
+            putVarint(out, zigzag(s.bucket));
+        if (flags & kBytesBit)
+            putVarint(out, zigzag(s.bytes));
+        maxEnd = std::max(maxEnd, s.end);
+        prev = s;
+    }
+    if (summary)
+        *summary = SpanBlockSummary{spans.front().start, spans.back().start, maxEnd, static_cast<int64_t>(spans.size())};
+    return {};
+}
+
+// Long (~70 lines): one loop over the spans with a check after every read.
+Status decodeSpanBlock(std::span<const uint8_t> data, LaneId lane, std::vector<Span>& out, SpanBlockSummary* summary)
+{
+    Reader in(data);
+    uint8_t format = 0;
+    uint64_t count = 0, firstStart = 0;
+    if (!in.byte(format) || format != kFormat)
+        return corrupt("unknown format");
+    if (!in.varint(count) || !in.varint(firstStart))
+        return corrupt("truncated header");
+    // Every span takes at least 3 bytes (flags, start delta, duration): a count the bytes cannot
+    // hold is refused before anything is reserved for it.
+    if (count == 0 || count > in.left() / 3)
+        return corrupt("bad count");
+    // Geometric growth: an exact reserve per block would copy the whole vector every block.
+    if (out.capacity() < out.size() + count)
+        out.reserve(std::max<size_t>(out.size() + count, out.capacity() * 2));
+    Span prev;
+    prev.start = unzigzag(firstStart);
+    prev.lane = lane;
+    prev.kind = static_cast<SpanKind>(0);
+    prev.name = StringId{0};
+    prev.step = kNoStep;
+    prev.bucket = kNoBucket;
+    prev.bytes = 0;
+    TimeNs maxEnd = std::numeric_limits<TimeNs>::min();
+    const TimeNs first = prev.start;
+    for (uint64_t i = 0; i < count; ++i) {
+        uint8_t flags = 0;
+        uint64_t delta = 0, dur = 0;
+        if (!in.byte(flags) || !in.varint(delta) || !in.varint(dur))
+            return corrupt("truncated");
+        if (flags & ~kKnownBits)
+            return corrupt("unknown flags");
+        Span s = prev;
+        // In 128 bits: a start delta or duration may exceed INT64_MAX (int64 extremes).
+        const __int128 start = static_cast<__int128>(prev.start) + delta;
+        const __int128 end = start + dur;
+        if (end > std::numeric_limits<int64_t>::max())
+            return corrupt("time out of range");
+        s.start = static_cast<TimeNs>(start);
+        s.end = static_cast<TimeNs>(end);
+        uint64_t v = 0;
+        if (flags & kKindBit) {
+            uint8_t k = 0;
+            if (!in.byte(k))
+                return corrupt("truncated");
+            s.kind = k < kSpanKindCount ? static_cast<SpanKind>(k) : SpanKind::Other;
+        }
+        if (flags & kNameBit) {
+            if (!in.varint(v) || v > std::numeric_limits<uint32_t>::max())
+                return corrupt("bad name");
+            s.name = StringId{static_cast<uint32_t>(v)};
+        }
+        if (flags & kStepBit) {
+            int64_t step = 0;
+            if (!in.varint(v) || __builtin_add_overflow(int64_t(prev.step), unzigzag(v), &step) || !fitsInt32(step))
+                return corrupt("bad step");
+            s.step = static_cast<int32_t>(step);
+        }
+        if (flags & kBucketBit) {
+            if (!in.varint(v) || !fitsInt32(unzigzag(v)))
+                return corrupt("bad bucket");
+            s.bucket = static_cast<int32_t>(unzigzag(v));
+        }
+        if (flags & kBytesBit) {
+            if (!in.varint(v))
+                return corrupt("truncated");
+            s.bytes = unzigzag(v);
+        }
+        maxEnd = std::max(maxEnd, s.end);
+        out.push_back(s);
+        prev = s;
+    }
+    if (!in.atEnd())
+        return corrupt("bytes after the last span");
+    if (summary)
+        *summary = SpanBlockSummary{first, prev.start, maxEnd, static_cast<int64_t>(count)};
+    return {};
+}
+
+} // namespace lockstep::core
