@@ -19,6 +19,7 @@
 // after: the machine is shared. The files are removed unless --keep.
 //   bench_big [--with-100m] [--only-100m] [--spans N] [--ranks N] [--dir DIR] [--keep]
 //             [--timeout S] [--mem-limit-mb MB] [--no-ui] [--step-major] [--cli PATH] [--ui PATH]
+#include "../peak_rss.h"
 #include "lockstep/core/synthetic.h"
 
 #include <sqlite3.h>
@@ -74,16 +75,6 @@ std::string sizeLabel(int64_t spans)
     if (spans % 1'000'000 == 0)
         return std::to_string(spans / 1'000'000) + "m";
     return std::to_string(spans);
-}
-
-int64_t vmHwmKb()
-{
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.rfind("VmHWM:", 0) == 0)
-            return std::atoll(line.c_str() + 6);
-    return -1;
 }
 
 void limitMemory(int64_t mb)
@@ -240,7 +231,7 @@ bool writeRun(const std::string& prefix, const SyntheticParams& params, const st
             + static_cast<double>(self.ru_utime.tv_usec + self.ru_stime.tv_usec) * 1e-6;
         char msg[512];
         const int n = counts ? std::snprintf(msg, sizeof msg, "ok %.6f %lld %lld %lld %.6f\n", s, static_cast<long long>(counts->spans),
-                                             static_cast<long long>(counts->instants), static_cast<long long>(vmHwmKb()), cpu)
+                                             static_cast<long long>(counts->instants), static_cast<long long>(lockstep::bench::peakRssKb()), cpu)
                              : std::snprintf(msg, sizeof msg, "error %s\n", counts.error().message.c_str());
         if (write(pipeFd[1], msg, static_cast<size_t>(n)) < 0)
             _exit(3);

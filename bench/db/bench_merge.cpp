@@ -6,6 +6,7 @@
 // Usage: bench_merge [--shards N=1024] [--steps S=5] [--dir D] [--keep]
 // Each shard is closed the way every run file is (checkpoint and fsync): on a disk that makes
 // the shards take ~0.2 s each to write; `--dir /dev/shm/...` makes them in memory.
+#include "../peak_rss.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/core/synthetic.h"
 
@@ -23,20 +24,6 @@
 namespace {
 
 using namespace lockstep::core;
-
-int64_t peakRssKb()
-{
-    FILE* f = std::fopen("/proc/self/status", "r");
-    if (!f)
-        return -1;
-    char line[256];
-    int64_t kb = -1;
-    while (std::fgets(line, sizeof line, f))
-        if (std::strncmp(line, "VmHWM:", 6) == 0)
-            kb = std::atoll(line + 6);
-    std::fclose(f);
-    return kb;
-}
 
 // Rank r of `run` as a run of its own (lanes renumbered from 0, the same strings).
 Run shardOf(const Run& run, int32_t r)
@@ -124,7 +111,7 @@ int main(int argc, char** argv)
         auto stats = mergeRunFiles(paths, out);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         char msg[512];
-        const int n = stats ? std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld\n", s, static_cast<long long>(peakRssKb()),
+        const int n = stats ? std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld\n", s, static_cast<long long>(lockstep::bench::peakRssKb()),
                                             static_cast<long long>(stats->spans))
                             : std::snprintf(msg, sizeof msg, "error %s\n", stats.error().message.c_str());
         if (write(pipeFd[1], msg, static_cast<size_t>(n)) < 0)

@@ -11,6 +11,7 @@
 // thread) in a child process, and prints import_many_files, import_many_mb, import_many_s,
 // import_many_mb_per_s, import_many_mb_per_s_per_core (per parsing thread),
 // import_many_mb_per_cpu_s (per second of CPU the import used) and import_many_peak_rss_mb.
+#include "../peak_rss.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/import/import.h"
 
@@ -158,20 +159,6 @@ int64_t generate(Out& out, int64_t targetBytes, int rank = 0, int worldSize = 8)
     return events;
 }
 
-int64_t peakRssKb()
-{
-    FILE* f = std::fopen("/proc/self/status", "r");
-    if (!f)
-        return -1;
-    char line[256];
-    int64_t kb = -1;
-    while (std::fgets(line, sizeof line, f))
-        if (std::strncmp(line, "VmHWM:", 6) == 0)
-            kb = std::atoll(line + 6);
-    std::fclose(f);
-    return kb;
-}
-
 // The import of `paths` in a child process (its peak RSS is the import's alone): "ok seconds
 // rssKb spans cpuSeconds" or "error message" on `fd`.
 void importInChild(int fd, const std::vector<std::string>& paths, const std::string& db, int jobs)
@@ -191,7 +178,7 @@ void importInChild(int fd, const std::vector<std::string>& paths, const std::str
     if (!stats)
         n = std::snprintf(msg, sizeof msg, "error %s\n", stats.error().message.c_str());
     else
-        n = std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %.4f\n", s, static_cast<long long>(peakRssKb()),
+        n = std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %.4f\n", s, static_cast<long long>(lockstep::bench::peakRssKb()),
                           static_cast<long long>(stats->spans), cpu);
     if (write(fd, msg, static_cast<size_t>(n)) < 0)
         _exit(3);
@@ -346,7 +333,7 @@ int main(int argc, char** argv)
         if (!run || !saved)
             n = std::snprintf(msg, sizeof msg, "error %s\n", (!run ? run.error() : saved.error()).message.c_str());
         else
-            n = std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %lld %.4f\n", s, static_cast<long long>(peakRssKb()),
+            n = std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %lld %.4f\n", s, static_cast<long long>(lockstep::bench::peakRssKb()),
                               static_cast<long long>(stats.spans), static_cast<long long>(stats.commSpans), parseS);
         if (write(pipeFd[1], msg, static_cast<size_t>(n)) < 0)
             _exit(3);

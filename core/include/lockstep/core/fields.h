@@ -12,13 +12,17 @@
 // between runs (run_diff.cpp), the report's "config" (text and JSON). test_fields checks the
 // table against the `run` table of a file of every schema version (PRAGMA table_info).
 // kRankFields does the same for RankInfo and the `ranks` table (the writer's INSERT, the reader's
-// SELECT, the Python dicts, the Chrome export's ranks and the importer's reading of them).
+// SELECT, the Python dicts, the Chrome export's ranks and the importer's reading of them), and
+// kLaneFields, kStepFields, kBucketFields and kDiagnosticFields for the lanes, steps, buckets and
+// diagnostics tables (INSERT, SELECT, Python dicts; the Chrome export's header lanes and buckets
+// and step-event args, and their import). Spans and instants, the hot records, have their own
+// storage (span_block.h) and are not in tables.
 //
 // Adding a RunConfig field (docs/design.md "The data model"): the member in types.h, one row
 // here (at the end, sinceSchema = the new version), its column by a migration step in
 // schema.cpp (kSchemaVersion + 1), and whoever fills it in. Nothing else names it.
 //
-// Light to include: types.h and <array> only.
+// Light to include: types.h and the standard library only.
 #pragma once
 
 #include "lockstep/core/types.h"
