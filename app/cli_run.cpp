@@ -336,7 +336,7 @@ void printWeakScaling(const std::vector<double>& caps, const std::vector<core::R
     for (double mb : caps) {
         std::vector<size_t> series;
         for (size_t i = 0; i < summaries.size(); ++i)
-            if (ok(i) && std::fabs(static_cast<double>(summaries[i].bucketCapBytes) - mb * 1024 * 1024) < 1.0)
+            if (ok(i) && std::fabs(static_cast<double>(summaries[i].config.bucketCapBytes) - mb * 1024 * 1024) < 1.0)
                 series.push_back(i);
         if (series.size() < 2)
             continue;
@@ -467,20 +467,20 @@ core::RunSummary sweepPointSummary(const PointOutcome& out, const job::TrainingO
         loaded) {
         s = loaded->summary;
     } else {
-        s.name = name;
-        s.model = t.model;
+        s.config.name = name;
+        s.config.model = t.model;
         s.worldSize = p.nproc;
-        s.bucketCapBytes = int64_t(std::llround(p.mb * 1024 * 1024));
-        s.status = core::RunStatus::Failed;
-        s.failureCause = p.cause;
+        s.config.bucketCapBytes = int64_t(std::llround(p.mb * 1024 * 1024));
+        s.config.status = core::RunStatus::Failed;
+        s.config.failureCause = p.cause;
         s.overlapRatio = std::nan("");
     }
-    if (s.name.empty())
-        s.name = name;
+    if (s.config.name.empty())
+        s.config.name = name;
     if (!p.ok) {
-        s.status = core::RunStatus::Failed;
-        if (s.failureCause.empty())
-            s.failureCause = p.cause;
+        s.config.status = core::RunStatus::Failed;
+        if (s.config.failureCause.empty())
+            s.config.failureCause = p.cause;
         std::fprintf(stderr, "lockstep sweep: %s FAILED: %s\n", name.c_str(), p.cause.c_str());
     }
     return s;

@@ -76,8 +76,8 @@ QString noStepsText(const LoadedRunPtr& run)
     if (!run)
         return QObject::tr("open a run with recorded steps");
     QString text = QObject::tr("%1 has no recorded steps").arg(run->label);
-    if (!run->summary().failureCause.empty())
-        text += QStringLiteral("<br>") + displayText(run->summary().failureCause, 160).toHtmlEscaped();
+    if (!run->summary().config.failureCause.empty())
+        text += QStringLiteral("<br>") + displayText(run->summary().config.failureCause, 160).toHtmlEscaped();
     return text;
 }
 
@@ -470,7 +470,7 @@ QString sameLayoutNote(const std::vector<std::vector<size_t>>& groups, const std
             std::vector<int64_t> layout;
             for (const core::BucketSummary& b : summaries[i].buckets)
                 layout.push_back(b.bytes);
-            capsByLayout[layout].insert(summaries[i].bucketCapBytes);
+            capsByLayout[layout].insert(summaries[i].config.bucketCapBytes);
         }
         for (const auto& [layout, caps] : capsByLayout) {
             if (caps.size() < 2 || layout.empty())
@@ -791,7 +791,7 @@ void ChartsPage::rebuildSweep()
     for (auto& g : core::comparableGroups(summaries, core::Varied::BucketCaps, true)) {
         std::set<int64_t> caps;
         for (size_t i : g)
-            caps.insert(summaries[i].bucketCapBytes);
+            caps.insert(summaries[i].config.bucketCapBytes);
         if (caps.size() >= 2)
             groups.push_back(std::move(g));
     }
@@ -826,7 +826,7 @@ void ChartsPage::rebuildSweep()
     int g = 0;
     for (const auto& group : groups) {
         std::vector<size_t> idx = group;
-        std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return summaries[a].bucketCapBytes < summaries[b].bucketCapBytes; });
+        std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return summaries[a].config.bucketCapBytes < summaries[b].config.bucketCapBytes; });
         std::vector<const LoadedRun*> members;
         for (size_t i : idx)
             members.push_back(runs[i]);
@@ -846,20 +846,20 @@ void ChartsPage::rebuildSweep()
         for (size_t i : idx) {
             const LoadedRun& r = *runs[i];
             const core::RunSummary& s = summaries[i];
-            const double mb = double(s.bucketCapBytes) / (1024.0 * 1024.0);
+            const double mb = double(s.config.bucketCapBytes) / (1024.0 * 1024.0);
             const core::StepSpread spread = spreadOf(r);
             const double ovSd = std::isfinite(spread.overlapRatio.sd) ? spread.overlapRatio.sd * 100.0 : 0.0;
             const double stSd = std::isfinite(spread.stepTimeMs.sd) ? spread.stepTimeMs.sd : 0.0;
             if (std::isfinite(s.overlapRatio)) {
                 overlap->append(mb, s.overlapRatio * 100.0);
                 overlapTexts << tr("%1\nbucket cap %2\noverlap %3 (± %4 pt over steady steps)")
-                                    .arg(r.label, formatBytes(double(s.bucketCapBytes)), formatPercent(s.overlapRatio))
+                                    .arg(r.label, formatBytes(double(s.config.bucketCapBytes)), formatPercent(s.overlapRatio))
                                     .arg(ovSd, 0, 'f', 1);
                 overlapBars.push_back({mb, s.overlapRatio * 100.0, ovSd});
             }
             step->append(mb, s.stepTimeMs);
             stepTexts << tr("%1\nbucket cap %2\nstep time %3 (± %4 over steady steps)")
-                             .arg(r.label, formatBytes(double(s.bucketCapBytes)), formatMs(s.stepTimeMs), formatMs(stSd));
+                             .arg(r.label, formatBytes(double(s.config.bucketCapBytes)), formatMs(s.stepTimeMs), formatMs(stSd));
             stepBars.push_back({mb, s.stepTimeMs, stSd});
             maxMs = std::max(maxMs, s.stepTimeMs + stSd);
             minMb = std::min(minMb, mb);

@@ -47,7 +47,7 @@ void CompareModel::setRuns(std::vector<core::RunSummary> runs, QStringList label
     m_runs = std::move(runs);
     m_labels = std::move(labels);
     while (m_labels.size() < qsizetype(m_runs.size()))
-        m_labels << displayText(m_runs[size_t(m_labels.size())].name, 80);
+        m_labels << displayText(m_runs[size_t(m_labels.size())].config.name, 80);
     m_baseline = std::clamp(m_baseline, 0, std::max(0, int(m_runs.size()) - 1));
     endResetModel();
 }

@@ -946,10 +946,10 @@ void LaunchPanel::fillSweepTable(const QStringList& outputs)
                 continue;
             }
             const core::RunSummary& s = r->summary;
-            set(0, QString::fromStdString(s.name));
+            set(0, QString::fromStdString(s.config.name));
             set(1, s.worldSize);
-            set(2, rounded(double(s.bucketCapBytes) / (1024.0 * 1024.0), 3));
-            set(3, QString::fromLatin1(core::runStatusName(s.status)));
+            set(2, rounded(double(s.config.bucketCapBytes) / (1024.0 * 1024.0), 3));
+            set(3, QString::fromLatin1(core::runStatusName(s.config.status)));
             set(4, rounded(s.stepTimeMs, 2));
             set(5, std::isfinite(s.overlapRatio) ? QVariant(rounded(100 * s.overlapRatio, 1)) : QVariant(QStringLiteral("—")));
             set(6, rounded(s.exposedCommMs, 2));

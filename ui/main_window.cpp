@@ -185,7 +185,7 @@ void MainWindow::connectLoaders()
             run = copy;
         }
         // Still being recorded: follow it.
-        if (run->summary().status == core::RunStatus::Running) {
+        if (run->summary().config.status == core::RunStatus::Running) {
             if (!m_live.contains(path))
                 m_live.insert(path, {path});
             m_liveTimer->start();
@@ -683,7 +683,7 @@ void MainWindow::liveRunLoaded(const QString& path, LoadedRunPtr loaded)
     auto it = std::find_if(m_open.begin(), m_open.end(), [&](const LoadedRunPtr& r) { return r->path == path; });
     if (it != m_open.end())
         *it = run;
-    const bool done = run->summary().status != core::RunStatus::Running;
+    const bool done = run->summary().config.status != core::RunStatus::Running;
     if (done) {
         m_live.remove(path);
         m_liveStamp.remove(path);
@@ -696,7 +696,7 @@ void MainWindow::liveRunLoaded(const QString& path, LoadedRunPtr loaded)
         m_ranks->setRun(run);
     }
     if (done) {
-        statusBar()->showMessage(tr("%1 finished recording (%2)").arg(run->label, QString::fromLatin1(core::runStatusName(run->summary().status))), 8000);
+        statusBar()->showMessage(tr("%1 finished recording (%2)").arg(run->label, QString::fromLatin1(core::runStatusName(run->summary().config.status))), 8000);
         refreshPages();
     }
 }

@@ -4,6 +4,7 @@
 #include "format.h"
 #include "run_loader.h"
 
+#include "lockstep/core/fields.h"
 #include "lockstep/core/run_files.h"
 #include "lockstep/core/whatif.h"
 
@@ -17,12 +18,116 @@
 #include <QtConcurrent>
 
 #include <cmath>
+#include <string_view>
+#include <type_traits>
 
 namespace lockstep::ui {
 
 namespace {
 // A prediction of the what-if model (core::isPredicted: its source is core::kPredictedSource).
-bool isPredictedEntry(const BrowserEntry& e) { return e.ok() && e.summary->source == core::kPredictedSource; }
+bool isPredictedEntry(const BrowserEntry& e) { return e.ok() && e.summary->config.source == core::kPredictedSource; }
+
+// A configuration column: one row of core::kRunConfigFields gives its header (the row's label)
+// and its value (the row's, formatted by its unit). Adding a RunConfig field to the browser is
+// one entry here and its Column.
+struct ConfigColumn {
+    RunBrowserModel::Column column;
+    std::string_view field;       // its row's name in core::kRunConfigFields
+    int width = 40;               // display cut (displayText)
+    // A second row shown after the first when not empty (the device after the backend, the
+    // failure cause after the status), joined by `separator`.
+    std::string_view detail = {};
+    const char* separator = " / ";
+    bool detailInHeader = false;  // the header names both rows ("Backend / device"), and the
+                                  // column sorts by both
+};
+
+constexpr ConfigColumn kConfigColumns[] = {
+    {RunBrowserModel::Model, "model"},
+    {RunBrowserModel::BucketCap, "bucket_cap_bytes"},
+    {RunBrowserModel::Backend, "backend", 20, "device", " / ", true},
+    {RunBrowserModel::Status, "status", 160, "failure_cause", ": "},
+};
+
+const ConfigColumn* configColumn(int column)
+{
+    for (const ConfigColumn& c : kConfigColumns)
+        if (c.column == column)
+            return &c;
+    return nullptr;
+}
+
+const core::RunConfigField& configField(std::string_view name)
+{
+    const core::RunConfigField* f = core::findRunConfigField(name);
+    Q_ASSERT(f); // kConfigColumns names rows of kRunConfigFields
+    return *f;
+}
+
+// A row's label as a header: "bucket cap" -> "Bucket cap".
+QString fieldHeader(std::string_view name)
+{
+    QString label = QString::fromUtf8(configField(name).label);
+    if (!label.isEmpty())
+        label[0] = label[0].toUpper();
+    return label;
+}
+
+QString columnHeader(const ConfigColumn& c)
+{
+    QString h = fieldHeader(c.field);
+    if (c.detailInHeader)
+        h += QStringLiteral(" / ") + QString::fromUtf8(configField(c.detail).label);
+    return h;
+}
+
+// A numeric row's value (an integer or a real); invalid for a text or an enum.
+QVariant fieldNumber(const core::RunConfigField& f, const core::RunConfig& config)
+{
+    return core::visitField(f, config, [](const auto& v) -> QVariant {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>)
+            return qlonglong(v);
+        else if constexpr (std::is_same_v<T, double>)
+            return v;
+        else
+            return {};
+    });
+}
+
+// The row's value for people: by its unit (bytes as "25.0 MiB"), else its text cut to `width`.
+QString fieldDisplay(const core::RunConfigField& f, const core::RunConfig& config, int width)
+{
+    if (std::string_view(f.unit) == "bytes")
+        return formatBytes(fieldNumber(f, config).toDouble());
+    const std::string text = core::fieldText(f, config);
+    if (*f.unit && !text.empty())
+        return QStringLiteral("%1 %2").arg(displayText(text, width), QString::fromUtf8(f.unit));
+    return displayText(text, width);
+}
+
+QVariant columnDisplay(const ConfigColumn& c, const core::RunConfig& config)
+{
+    QString v = fieldDisplay(configField(c.field), config, c.width);
+    if (!c.detail.empty()) {
+        const core::RunConfigField& d = configField(c.detail);
+        if (!core::fieldText(d, config).empty())
+            v += QString::fromLatin1(c.separator) + fieldDisplay(d, config, c.width);
+    }
+    return v;
+}
+
+// Sorting: a number by its value, a text as it is (with the detail's when the header names it).
+QVariant columnSortKey(const ConfigColumn& c, const core::RunConfig& config)
+{
+    const core::RunConfigField& f = configField(c.field);
+    if (QVariant number = fieldNumber(f, config); number.isValid())
+        return number;
+    std::string text = core::fieldText(f, config);
+    if (c.detailInHeader)
+        text += "/" + core::fieldText(configField(c.detail), config);
+    return qs(text);
+}
 } // namespace
 
 BrowserEntry summarizeFile(const QString& path)
@@ -44,8 +149,8 @@ BrowserEntry summarizeFile(const QString& path)
     }
     e.summary = file->summary;
     e.modelArgs = displayText(file->modelArgs, 80);
-    if (e.summary->name.empty())
-        e.summary->name = info.completeBaseName().toStdString();
+    if (e.summary->config.name.empty())
+        e.summary->config.name = info.completeBaseName().toStdString();
     if (file->createdNs > 0)
         e.created = QDateTime::fromMSecsSinceEpoch(file->createdNs / 1'000'000);
     return e;
@@ -142,7 +247,7 @@ void RunBrowserModel::setEntries(std::vector<BrowserEntry> entries, const QStrin
     // the folder (a sweep's runs are all called after the model).
     QHash<QString, int> seen;
     for (BrowserEntry& e : entries) {
-        e.displayName = e.ok() && !e.summary->name.empty() ? displayText(e.summary->name, 80) : displayText(e.fileName, 80);
+        e.displayName = e.ok() && !e.summary->config.name.empty() ? displayText(e.summary->config.name, 80) : displayText(e.fileName, 80);
         e.displayName = markPredicted(e.displayName, isPredictedEntry(e));
         ++seen[e.displayName];
     }
@@ -177,18 +282,18 @@ QVariant RunBrowserModel::headerData(int section, Qt::Orientation orientation, i
     if (orientation != Qt::Horizontal)
         return {};
     if (role == Qt::DisplayRole) {
+        if (const ConfigColumn* c = configColumn(section))
+            return columnHeader(*c);
         switch (section) {
         case Name: return tr("Name");
         case Folder: return tr("Folder");
-        case Model: return tr("Model");
         case ModelSize: return tr("Model size");
         case Steps: return tr("Steps");
         case Throughput: return tr("Throughput");
         case Straggler: return tr("Straggler");
-        case WorldSize: return tr("World");
-        case BucketCap: return tr("Bucket cap");
-        case Backend: return tr("Backend / device");
-        case Status: return tr("Status");
+        // The row's label; its value is RunSummary::worldSize (the ranks counted when the
+        // configuration does not say).
+        case WorldSize: return fieldHeader("world_size");
         case StepTime: return tr("Step time");
         case Overlap: return tr("Overlap");
         case Exposed: return tr("Exposed comm");
@@ -238,13 +343,14 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
         return {};
     }
     const core::RunSummary& s = *e.summary;
+    const ConfigColumn* config = configColumn(col);
+    if (config && (role == Qt::DisplayRole || role == SortRole))
+        return role == SortRole ? columnSortKey(*config, s.config) : columnDisplay(*config, s.config);
     if (role == Qt::DisplayRole) {
         switch (col) {
         case Name: return e.displayName;
-        case Model: return displayText(s.model, 40);
         case ModelSize: return e.modelArgs;
         case WorldSize: return s.worldSize;
-        case BucketCap: return formatBytes(double(s.bucketCapBytes));
         case Steps: return s.steadySteps != s.steps ? tr("%1 (%2 steady)").arg(s.steps).arg(s.steadySteps) : QString::number(s.steps);
         case Throughput: return std::isfinite(s.throughput) && s.throughput > 0 ? tr("%1 /s").arg(s.throughput, 0, 'f', 1) : QStringLiteral("—");
         case Straggler: {
@@ -254,13 +360,6 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
             for (int32_t r : s.stragglers)
                 ranks << QString::number(r);
             return ranks.isEmpty() ? tr("none") : tr("rank %1").arg(ranks.join(QStringLiteral(", ")));
-        }
-        case Backend: return s.device.empty() ? displayText(s.backend, 20) : QStringLiteral("%1 / %2").arg(displayText(s.backend, 20), displayText(s.device, 20));
-        case Status: {
-            QString st = QString::fromLatin1(core::runStatusName(s.status));
-            if (!s.failureCause.empty())
-                st += QStringLiteral(": ") + displayText(s.failureCause, 160);
-            return st;
         }
         case StepTime: return formatMs(s.stepTimeMs);
         case Overlap: return formatPercent(s.overlapRatio);
@@ -272,15 +371,11 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
         auto num = [](double v) { return std::isfinite(v) ? v : -1.0; };
         switch (col) {
         case Name: return e.displayName;
-        case Model: return qs(s.model);
         case ModelSize: return e.modelArgs;
         case WorldSize: return s.worldSize;
-        case BucketCap: return qlonglong(s.bucketCapBytes);
         case Steps: return s.steps;
         case Throughput: return num(s.throughput);
         case Straggler: return s.multiRank ? (s.stragglers.empty() ? -1 : s.stragglers.front()) : -2;
-        case Backend: return qs(s.backend + "/" + s.device);
-        case Status: return QString::fromLatin1(core::runStatusName(s.status));
         case StepTime: return num(s.stepTimeMs);
         case Overlap: return num(s.overlapRatio);
         case Exposed: return num(s.exposedCommMs);
@@ -300,7 +395,7 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
         italic.setItalic(true);
         return italic;
     }
-    if (role == Qt::ForegroundRole && col == Status && s.status == core::RunStatus::Failed)
+    if (role == Qt::ForegroundRole && col == Status && s.config.status == core::RunStatus::Failed)
         return QBrush(QColor(0xb9, 0x1c, 0x1c));
     return {};
 }

@@ -66,6 +66,8 @@ class RunBrowserModel : public QAbstractTableModel {
     Q_OBJECT
 public:
     // Status is last: an unreadable file's message is long and gets the room that is left.
+    // Model, BucketCap, Backend and Status are configuration columns: the .cpp's kConfigColumns
+    // names each one's row of core::kRunConfigFields, which gives its header and value.
     enum Column { Name, Folder, Model, ModelSize, WorldSize, BucketCap, Steps, StepTime, Throughput, Overlap, Exposed, Straggler,
                   Backend, Date, Status, ColumnCount };
     static constexpr int SortRole = Qt::UserRole + 1; // raw values for sorting

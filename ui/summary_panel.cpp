@@ -256,9 +256,9 @@ public:
     {
         QString h = QStringLiteral("<h3 style='margin:0'>%1</h3>").arg(run.label.toHtmlEscaped());
         h += tr("%1, %2, %3 / %4, bucket cap %5<br>")
-                 .arg(displayText(s.model, 40).toHtmlEscaped(), formatRanks(s.worldSize))
-                 .arg(displayText(s.backend, 20).toHtmlEscaped(), displayText(s.device, 20).toHtmlEscaped(),
-                      s.bucketCapBytes > 0 ? formatBytes(double(s.bucketCapBytes)) : tr("unknown"));
+                 .arg(displayText(s.config.model, 40).toHtmlEscaped(), formatRanks(s.worldSize))
+                 .arg(displayText(s.config.backend, 20).toHtmlEscaped(), displayText(s.config.device, 20).toHtmlEscaped(),
+                      s.config.bucketCapBytes > 0 ? formatBytes(double(s.config.bucketCapBytes)) : tr("unknown"));
         h += tr("Steady steps: %1<br>").arg(QString::fromStdString(s.steady.describe()).toHtmlEscaped());
         if (run.run && run.run->ranks.size() > 1)
             h += clocks(*run.run);

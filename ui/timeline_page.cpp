@@ -294,9 +294,9 @@ void TimelinePage::setRun(LoadedRunPtr run)
     m_timeline->fitAll();
     const auto& s = m_run->summary();
     static_cast<ElidedLabel*>(m_title)->setFullText(tr("%1 — %2, %3, bucket %4, step %5, overlap %6")
-                                                        .arg(m_run->label, displayText(s.model, 40))
+                                                        .arg(m_run->label, displayText(s.config.model, 40))
                                                         .arg(formatRanks(s.worldSize))
-                                                        .arg(s.bucketCapBytes > 0 ? formatBytes(double(s.bucketCapBytes)) : tr("cap unknown"),
+                                                        .arg(s.config.bucketCapBytes > 0 ? formatBytes(double(s.config.bucketCapBytes)) : tr("cap unknown"),
                                                              formatMs(s.stepTimeMs),
                                                              s.multiRank ? formatPercent(s.overlapRatio) : tr("n/a (one rank)")));
     {

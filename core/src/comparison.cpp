@@ -133,7 +133,7 @@ std::vector<ScalingPoint> scalingEfficiency(const std::vector<RunSummary>& runs,
             if (r.worldSize <= 0)
                 continue;
             ScalingPoint p;
-            p.name = r.name;
+            p.name = r.config.name;
             p.worldSize = r.worldSize;
             p.throughput = r.throughput;
             p.stepTimeMs = r.stepTimeMs;

@@ -275,16 +275,16 @@ void writeSummaryFields(JsonWriter& w, const RunSummary& s)
 {
     kv(w, "schema", std::string("lockstep-report"));
     kvInt(w, "schema_version", kReportSchemaVersion);
-    kv(w, "name", s.name);
-    kv(w, "model", s.model);
-    kv(w, "source", s.source);
-    kv(w, "backend", s.backend);
-    kv(w, "device", s.device);
-    kv(w, "status", std::string(runStatusName(s.status)));
-    kv(w, "failure_cause", s.failureCause);
+    kv(w, "name", s.config.name);
+    kv(w, "model", s.config.model);
+    kv(w, "source", s.config.source);
+    kv(w, "backend", s.config.backend);
+    kv(w, "device", s.config.device);
+    kv(w, "status", std::string(runStatusName(s.config.status)));
+    kv(w, "failure_cause", s.config.failureCause);
     kvInt(w, "world_size", s.worldSize);
-    kvInt(w, "bucket_cap_bytes", s.bucketCapBytes);
-    kvInt(w, "batch_per_rank", s.batchPerRank);
+    kvInt(w, "bucket_cap_bytes", s.config.bucketCapBytes);
+    kvInt(w, "batch_per_rank", s.config.batchPerRank);
     w.Key("signature");
     w.StartObject();
     for (const auto& [field, value] : s.signature.fields)
@@ -411,16 +411,16 @@ static std::string configLines(const RunConfig& c)
 std::string summaryText(const RunSummary& s)
 {
     std::string out;
-    out += "Run " + (s.name.empty() ? std::string("(unnamed)") : escapeControl(s.name)) + "\n";
-    out += "  model " + orUnknown(s.model) + ", source " + orUnknown(s.source) + ", status "
-        + runStatusName(s.status) + "\n";
-    if (!s.failureCause.empty())
-        out += "  failure cause: " + escapeControl(s.failureCause) + "\n";
+    out += "Run " + (s.config.name.empty() ? std::string("(unnamed)") : escapeControl(s.config.name)) + "\n";
+    out += "  model " + orUnknown(s.config.model) + ", source " + orUnknown(s.config.source) + ", status "
+        + runStatusName(s.config.status) + "\n";
+    if (!s.config.failureCause.empty())
+        out += "  failure cause: " + escapeControl(s.config.failureCause) + "\n";
     // 0 is what an importer leaves where the trace does not say: "unknown", never "0 B".
     out += format("  world size %d, backend %s, device %s, bucket cap %s, batch per rank %s\n", s.worldSize,
-                  orUnknown(s.backend).c_str(), orUnknown(s.device).c_str(),
-                  s.bucketCapBytes > 0 ? bytesText(s.bucketCapBytes).c_str() : "unknown",
-                  s.batchPerRank > 0 ? std::to_string(s.batchPerRank).c_str() : "unknown");
+                  orUnknown(s.config.backend).c_str(), orUnknown(s.config.device).c_str(),
+                  s.config.bucketCapBytes > 0 ? bytesText(s.config.bucketCapBytes).c_str() : "unknown",
+                  s.config.batchPerRank > 0 ? std::to_string(s.config.batchPerRank).c_str() : "unknown");
     out += configLines(s.config);
     out += format("  %d steps; means below use %s\n", s.steps, s.steady.describe().c_str());
     if (s.steady.fallback)
@@ -858,11 +858,11 @@ std::string summaryTable(const std::vector<RunSummary>& summaries)
             strag = !s.multiRank            ? std::string(kNotApplicable)
                     : s.straggler.withinClock ? format("none (clock \u00b1%.3f ms)", s.straggler.clockUncertaintyNs * 1e-6)
                                               : std::string("none");
-        rows.push_back({s.name.empty() ? "(unnamed)" : escapeControl(s.name), std::to_string(s.worldSize),
-                        bytesText(s.bucketCapBytes), std::to_string(s.steps), numText(s.stepTimeMs, "%.3f"),
+        rows.push_back({s.config.name.empty() ? "(unnamed)" : escapeControl(s.config.name), std::to_string(s.worldSize),
+                        bytesText(s.config.bucketCapBytes), std::to_string(s.steps), numText(s.stepTimeMs, "%.3f"),
                         numText(s.computeMs, "%.3f"), numText(s.commMs, "%.3f"), numText(s.exposedCommMs, "%.3f"),
                         numText(s.memoryMs, "%.3f"), numText(s.idleMs, "%.3f"), percentText(s.overlapRatio),
-                        format("%.1f", s.throughput), strag, runStatusName(s.status)});
+                        format("%.1f", s.throughput), strag, runStatusName(s.config.status)});
     }
     return renderTable(rows, "");
 }

@@ -52,20 +52,11 @@ struct PartSums {
 // rank that launched nothing in a step has none: it says nothing about that step's time).
 bool counts(const StepBreakdown& b) { return b.steady && b.window != StepWindow::NoDeviceWork; }
 
-// The run's identity and sizes, copied from its configuration and counted.
+// The run's configuration, and its sizes counted.
 void summarizeConfig(RunSummary& s, const Run& run, const RunAnalysis& a)
 {
     const RunConfig& c = run.config;
     s.config = c;
-    s.name = c.name;
-    s.model = c.model;
-    s.source = c.source;
-    s.backend = c.backend;
-    s.device = c.device;
-    s.status = c.status;
-    s.failureCause = c.failureCause;
-    s.bucketCapBytes = c.bucketCapBytes;
-    s.batchPerRank = c.batchPerRank;
     s.signature = configSignature(c);
     s.spans = static_cast<int64_t>(run.spans.size());
     for (const Diagnostic& d : run.diagnostics)

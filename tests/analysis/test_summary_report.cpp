@@ -71,7 +71,7 @@ Run handRun(int32_t warmup = 1)
 RunSummary point(const char* name, int32_t n, double throughput, double stepMs)
 {
     RunSummary s;
-    s.name = name;
+    s.config.name = name;
     s.worldSize = n;
     s.throughput = throughput;
     s.stepTimeMs = stepMs;
@@ -91,7 +91,7 @@ TEST(Summary, HandRun)
 {
     const RunAnalysis a = analyze(handRun());
     const RunSummary& s = a.summary;
-    EXPECT_EQ(s.name, "hand-run");
+    EXPECT_EQ(s.config.name, "hand-run");
     EXPECT_EQ(s.worldSize, 2);
     EXPECT_TRUE(s.multiRank);
     EXPECT_EQ(s.window, "host");
@@ -414,14 +414,14 @@ TEST(Report, OneRankIsNullAndDash)
 TEST(Report, FailedRunAndEscaping)
 {
     RunSummary s;
-    s.name = "quote\" and \\ backslash \x1b[31mred\x1b[0m";
-    s.status = RunStatus::Failed;
-    s.failureCause = "rank 1 died: SIGKILL\nafter step 3";
+    s.config.name = "quote\" and \\ backslash \x1b[31mred\x1b[0m";
+    s.config.status = RunStatus::Failed;
+    s.config.failureCause = "rank 1 died: SIGKILL\nafter step 3";
     s.overlapRatio = std::nan("");
     const rapidjson::Document o = parse(summaryJson(s));
-    EXPECT_EQ(std::string(o["name"].GetString()), s.name);
+    EXPECT_EQ(std::string(o["name"].GetString()), s.config.name);
     EXPECT_STREQ(o["status"].GetString(), "failed");
-    EXPECT_EQ(std::string(o["failure_cause"].GetString()), s.failureCause);
+    EXPECT_EQ(std::string(o["failure_cause"].GetString()), s.config.failureCause);
     EXPECT_TRUE(o["overlap_ratio"].IsNull());
     // In text, control characters never reach the terminal.
     const std::string text = summaryText(s);
@@ -447,7 +447,7 @@ TEST(Report, TextAndTable)
         EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
 
     RunSummary other = a.summary;
-    other.name = "other-run";
+    other.config.name = "other-run";
     other.overlapRatio = std::nan("");
     other.stragglers.clear();
     const std::string table = summaryTable({a.summary, other});

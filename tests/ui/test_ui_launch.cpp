@@ -464,7 +464,7 @@ void TestUiLaunch::recordScriptFromThePanel()
     QCOMPARE(run->path, out);
     QCOMPARE(run->summary().worldSize, 2);
     QCOMPARE(run->summary().steps, 10);
-    QCOMPARE(run->summary().name, std::string("my-script"));
+    QCOMPARE(run->summary().config.name, std::string("my-script"));
     // Every Linear(256, 256) fills a 0.25 MiB bucket by itself: more than one bucket.
     QVERIFY2(run->run->buckets.size() > 1, qPrintable(QString::number(run->run->buckets.size())));
 }

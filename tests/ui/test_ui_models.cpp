@@ -75,7 +75,7 @@ void TestUiModels::summarizeValidAndForeign()
     const BrowserEntry ok = summarizeFile(m_runA);
     QVERIFY2(ok.ok(), qPrintable(ok.error));
     QCOMPARE(ok.summary->worldSize, 2);
-    QCOMPARE(QString::fromStdString(ok.summary->name), QString("alpha"));
+    QCOMPARE(QString::fromStdString(ok.summary->config.name), QString("alpha"));
     QVERIFY(ok.summary->stepTimeMs > 0);
 
     const BrowserEntry bad = summarizeFile(m_foreign);
@@ -140,7 +140,7 @@ void TestUiModels::browserScanInBackgroundUsesCache()
     const QString path = dir.filePath("cached.db");
     QCOMPARE(uitest::makeRunFile(path, 2, 8, 4, 0.3, 25, "first"), QString());
     const auto nameIn = [](const std::vector<BrowserEntry>& found) {
-        return found.size() == 1 && found[0].ok() ? QString::fromStdString(found[0].summary->name) : QString("?");
+        return found.size() == 1 && found[0].ok() ? QString::fromStdString(found[0].summary->config.name) : QString("?");
     };
     scanner.scan(dir.path());
     QTRY_COMPARE_WITH_TIMEOUT(spy.count(), 2, 20000);
@@ -174,6 +174,12 @@ void TestUiModels::browserSortAndFilter()
     proxy.sort(RunBrowserModel::BucketCap, Qt::AscendingOrder);
     // The foreign row sorts with an empty key, then 4 MiB (beta), then 25 MiB (alpha).
     QCOMPARE(proxy.index(2, RunBrowserModel::Name).data().toString(), QString("alpha"));
+    // Configuration columns: header from the field's label, value by its unit (bytes).
+    QCOMPARE(proxy.index(2, RunBrowserModel::BucketCap).data().toString(), QString("25.0 MiB"));
+    QCOMPARE(model.headerData(RunBrowserModel::BucketCap, Qt::Horizontal).toString(), QString("Bucket cap"));
+    QCOMPARE(model.headerData(RunBrowserModel::WorldSize, Qt::Horizontal).toString(), QString("World size"));
+    QCOMPARE(model.headerData(RunBrowserModel::Backend, Qt::Horizontal).toString(), QString("Backend / device"));
+    QCOMPARE(model.headerData(RunBrowserModel::Status, Qt::Horizontal).toString(), QString("Status"));
     proxy.setFilterFixedString("alph");
     QCOMPARE(proxy.rowCount(), 1);
     proxy.setFilterFixedString("not a");

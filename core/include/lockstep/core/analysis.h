@@ -386,17 +386,13 @@ struct RankSummary {
 };
 
 struct RunSummary {
-    RunConfig config;           // as recorded: the report's "config" iterates its field table (fields.h)
-    std::string name;
-    std::string model;
-    std::string source;
-    std::string backend;
-    std::string device;
-    RunStatus status = RunStatus::Running;
-    std::string failureCause;
+    // As recorded (its name defaulting to the file's stem, run_db.cpp): the run's identity and
+    // settings live here only (name, model, backend, status, bucket cap...), and the report's
+    // "config" iterates its field table (fields.h).
+    RunConfig config;
+    // Not config.worldSize: the ranks the run has when the configuration does not say (0, an
+    // imported trace), else the configuration's.
     int32_t worldSize = 0;
-    int64_t bucketCapBytes = 0;
-    int64_t batchPerRank = 0;
     int32_t steps = 0;          // steps present (max over ranks of completed steps)
     int32_t steadySteps = 0;    // steps used for the means (see steady)
     SteadySteps steady;

@@ -8,9 +8,9 @@
 // Who iterates it: the writer's UPDATE and the reader's SELECT of the run row (run_db.cpp; the
 // SELECT leaves out columns newer than the file), the Chrome export's header and the Kineto
 // importer's reading of it back, the Python binding's config dicts (both ways), merge's check
-// that shards come from one run, the configuration signature (comparison.cpp), what changed
-// between runs (run_diff.cpp), the report's "config" (text and JSON). test_fields checks the
-// table against the `run` table of a file of every schema version (PRAGMA table_info).
+// that shards come from one run, the signature (comparison.cpp), what changed between runs
+// (run_diff.cpp), the report's "config" (text and JSON), the run browser's configuration columns
+// (ui). test_fields checks it against the `run` table of a file of every schema version.
 // kRankFields does the same for RankInfo and the `ranks` table (the writer's INSERT, the reader's
 // SELECT, the Python dicts, the Chrome export's ranks and the importer's reading of them), and
 // kLaneFields, kStepFields, kBucketFields and kDiagnosticFields for the lanes, steps, buckets and
