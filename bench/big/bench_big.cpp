@@ -19,7 +19,7 @@
 // after: the machine is shared. The files are removed unless --keep.
 //   bench_big [--with-100m] [--only-100m] [--spans N] [--ranks N] [--dir DIR] [--keep]
 //             [--timeout S] [--mem-limit-mb MB] [--no-ui] [--step-major] [--cli PATH] [--ui PATH]
-#include "../peak_rss.h"
+#include "../bench_child.h"
 #include "lockstep/core/synthetic.h"
 
 #include <sqlite3.h>
@@ -215,12 +215,7 @@ void printTableSizes(const std::string& prefix, const std::string& path, long lo
 // The generator in a forked child, so that its peak RSS is the writing's alone.
 bool writeRun(const std::string& prefix, const SyntheticParams& params, const std::string& path, const Options& o)
 {
-    int pipeFd[2];
-    if (pipe(pipeFd) != 0)
-        return false;
-    const pid_t pid = fork();
-    if (pid == 0) {
-        close(pipeFd[0]);
+    const auto [msg, status] = lockstep::bench::runInChild([&]() -> std::pair<std::string, int> {
         limitMemory(o.memLimitMb);
         const auto w0 = Clock::now();
         auto counts = writeSyntheticRun(params, path, RunWriter::Mode::Overwrite, o.order);
@@ -229,26 +224,17 @@ bool writeRun(const std::string& prefix, const SyntheticParams& params, const st
         getrusage(RUSAGE_SELF, &self);
         const double cpu = static_cast<double>(self.ru_utime.tv_sec + self.ru_stime.tv_sec)
             + static_cast<double>(self.ru_utime.tv_usec + self.ru_stime.tv_usec) * 1e-6;
-        char msg[512];
-        const int n = counts ? std::snprintf(msg, sizeof msg, "ok %.6f %lld %lld %lld %.6f\n", s, static_cast<long long>(counts->spans),
-                                             static_cast<long long>(counts->instants), static_cast<long long>(lockstep::bench::peakRssKb()), cpu)
-                             : std::snprintf(msg, sizeof msg, "error %s\n", counts.error().message.c_str());
-        if (write(pipeFd[1], msg, static_cast<size_t>(n)) < 0)
-            _exit(3);
-        _exit(counts ? 0 : 1);
-    }
-    close(pipeFd[1]);
-    char msg[512] = {};
-    ssize_t got = 0, n = 0;
-    while ((n = read(pipeFd[0], msg + got, sizeof msg - 1 - static_cast<size_t>(got))) > 0)
-        got += n;
-    close(pipeFd[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
+        if (!counts)
+            return {"error " + counts.error().message + "\n", 1};
+        char line[512];
+        std::snprintf(line, sizeof line, "ok %.6f %lld %lld %lld %.6f\n", s, static_cast<long long>(counts->spans),
+                      static_cast<long long>(counts->instants), static_cast<long long>(lockstep::bench::peakRssKb()), cpu);
+        return {line, 0};
+    });
     double seconds = 0, cpu = 0;
     long long spans = 0, instants = 0, hwmKb = 0;
-    if (std::sscanf(msg, "ok %lf %lld %lld %lld %lf", &seconds, &spans, &instants, &hwmKb, &cpu) != 5) {
-        std::printf("%s_write: failed (%s)\n", prefix.c_str(), got > 0 ? msg : "the writer died");
+    if (std::sscanf(msg.c_str(), "ok %lf %lld %lld %lld %lf", &seconds, &spans, &instants, &hwmKb, &cpu) != 5) {
+        std::printf("%s_write: failed (%s)\n", prefix.c_str(), !msg.empty() ? msg.c_str() : "the writer died");
         return false;
     }
     std::error_code ec;

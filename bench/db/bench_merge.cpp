@@ -6,7 +6,7 @@
 // Usage: bench_merge [--shards N=1024] [--steps S=5] [--dir D] [--keep]
 // Each shard is closed the way every run file is (checkpoint and fsync): on a disk that makes
 // the shards take ~0.2 s each to write; `--dir /dev/shm/...` makes them in memory.
-#include "../peak_rss.h"
+#include "../bench_child.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/core/synthetic.h"
 
@@ -101,36 +101,23 @@ int main(int argc, char** argv)
     std::fflush(stdout);
 
     const std::string out = dir + "/merged.db";
-    int pipeFd[2];
-    if (pipe(pipeFd) != 0)
-        return 1;
-    const pid_t child = fork();
-    if (child == 0) {
-        close(pipeFd[0]);
+    const auto [msg, status] = lockstep::bench::runInChild([&]() -> std::pair<std::string, int> {
         const auto t0 = std::chrono::steady_clock::now();
         auto stats = mergeRunFiles(paths, out);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        char msg[512];
-        const int n = stats ? std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld\n", s, static_cast<long long>(lockstep::bench::peakRssKb()),
-                                            static_cast<long long>(stats->spans))
-                            : std::snprintf(msg, sizeof msg, "error %s\n", stats.error().message.c_str());
-        if (write(pipeFd[1], msg, static_cast<size_t>(n)) < 0)
-            _exit(3);
-        _exit(stats ? 0 : 2);
-    }
-    close(pipeFd[1]);
-    char msg[512] = {};
-    ssize_t got = 0, n = 0;
-    while ((n = read(pipeFd[0], msg + got, sizeof msg - 1 - static_cast<size_t>(got))) > 0)
-        got += n;
-    int status = 0;
-    waitpid(child, &status, 0);
+        char line[512];
+        if (!stats)
+            return {"error " + stats.error().message + "\n", 2};
+        std::snprintf(line, sizeof line, "ok %.4f %lld %lld\n", s, static_cast<long long>(lockstep::bench::peakRssKb()),
+                      static_cast<long long>(stats->spans));
+        return {line, 0};
+    });
     if (!keep)
         std::filesystem::remove_all(dir);
     double seconds = 0;
     long long rssKb = 0, spans = 0;
-    if (std::sscanf(msg, "ok %lf %lld %lld", &seconds, &rssKb, &spans) != 3) {
-        std::fprintf(stderr, "merge failed: %s (status %d)\n", msg, status);
+    if (std::sscanf(msg.c_str(), "ok %lf %lld %lld", &seconds, &rssKb, &spans) != 3) {
+        std::fprintf(stderr, "merge failed: %s (status %d)\n", msg.c_str(), status);
         return 1;
     }
     std::printf("merge_merged_spans: %lld\n", spans);

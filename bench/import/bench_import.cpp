@@ -11,7 +11,7 @@
 // thread) in a child process, and prints import_many_files, import_many_mb, import_many_s,
 // import_many_mb_per_s, import_many_mb_per_s_per_core (per parsing thread),
 // import_many_mb_per_cpu_s (per second of CPU the import used) and import_many_peak_rss_mb.
-#include "../peak_rss.h"
+#include "../bench_child.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/import/import.h"
 
@@ -159,9 +159,9 @@ int64_t generate(Out& out, int64_t targetBytes, int rank = 0, int worldSize = 8)
     return events;
 }
 
-// The import of `paths` in a child process (its peak RSS is the import's alone): "ok seconds
-// rssKb spans cpuSeconds" or "error message" on `fd`.
-void importInChild(int fd, const std::vector<std::string>& paths, const std::string& db, int jobs)
+// The import of `paths` (run in a child process by runInChild, so that its peak RSS is the
+// import's alone): "ok seconds rssKb spans cpuSeconds" or "error message", and the exit code.
+std::pair<std::string, int> importInChild(const std::vector<std::string>& paths, const std::string& db, int jobs)
 {
     std::filesystem::remove(db);
     lockstep::core::ImportOptions options;
@@ -173,16 +173,12 @@ void importInChild(int fd, const std::vector<std::string>& paths, const std::str
     getrusage(RUSAGE_SELF, &usage);
     const double cpu = double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
                      + double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-    char msg[512];
-    int n = 0;
     if (!stats)
-        n = std::snprintf(msg, sizeof msg, "error %s\n", stats.error().message.c_str());
-    else
-        n = std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %.4f\n", s, static_cast<long long>(lockstep::bench::peakRssKb()),
-                          static_cast<long long>(stats->spans), cpu);
-    if (write(fd, msg, static_cast<size_t>(n)) < 0)
-        _exit(3);
-    _exit(stats ? 0 : 2);
+        return {"error " + stats.error().message + "\n", 2};
+    char msg[512];
+    std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %.4f\n", s, static_cast<long long>(lockstep::bench::peakRssKb()),
+                  static_cast<long long>(stats->spans), cpu);
+    return {msg, 0};
 }
 
 // Many files in: `files` rank traces of about `fileMb` MB each (rank i of a world of `files`),
@@ -221,28 +217,14 @@ int manyFiles(int files, int64_t fileMb, int jobs, bool keep, const std::string&
     std::printf("import_many_jobs: %d\n", threads);
     std::fflush(stdout);
     const std::string db = dir + "/imported.db";
-    int pipeFd[2];
-    if (pipe(pipeFd) != 0)
-        return 1;
-    const pid_t child = fork();
-    if (child == 0) {
-        close(pipeFd[0]);
-        importInChild(pipeFd[1], paths, db, jobs);
-    }
-    close(pipeFd[1]);
-    char msg[512] = {};
-    ssize_t got = 0, n = 0;
-    while ((n = read(pipeFd[0], msg + got, sizeof msg - 1 - static_cast<size_t>(got))) > 0)
-        got += n;
-    int status = 0;
-    waitpid(child, &status, 0);
+    const auto [msg, status] = lockstep::bench::runInChild([&] { return importInChild(paths, db, jobs); });
     const double dbMb = static_cast<double>(std::filesystem::exists(db) ? std::filesystem::file_size(db) : 0) / (1 << 20);
     if (!keep)
         std::filesystem::remove_all(dir);
     double seconds = 0, cpu = 0;
     long long rssKb = 0, spans = 0;
-    if (std::sscanf(msg, "ok %lf %lld %lld %lf", &seconds, &rssKb, &spans, &cpu) != 4) {
-        std::fprintf(stderr, "import failed: %s (status %d)\n", msg, status);
+    if (std::sscanf(msg.c_str(), "ok %lf %lld %lld %lf", &seconds, &rssKb, &spans, &cpu) != 4) {
+        std::fprintf(stderr, "import failed: %s (status %d)\n", msg.c_str(), status);
         return 1;
     }
     std::printf("import_many_spans: %lld\n", spans);
@@ -312,12 +294,7 @@ int main(int argc, char** argv)
     std::fflush(stdout);
 
     // The import runs in a child so that its peak RSS (VmHWM) is the import's alone.
-    int pipeFd[2];
-    if (pipe(pipeFd) != 0)
-        return 1;
-    const pid_t child = fork();
-    if (child == 0) {
-        close(pipeFd[0]);
+    const auto [msg, status] = lockstep::bench::runInChild([&]() -> std::pair<std::string, int> {
         std::filesystem::remove(db);
         const auto t0 = std::chrono::steady_clock::now();
         // importTraces() is importTracesToRun() + saveRun(); called apart to time both phases.
@@ -328,24 +305,13 @@ int main(int argc, char** argv)
         if (run)
             saved = lockstep::core::saveRun(*run, db);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        char msg[512];
-        int n = 0;
         if (!run || !saved)
-            n = std::snprintf(msg, sizeof msg, "error %s\n", (!run ? run.error() : saved.error()).message.c_str());
-        else
-            n = std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %lld %.4f\n", s, static_cast<long long>(lockstep::bench::peakRssKb()),
-                              static_cast<long long>(stats.spans), static_cast<long long>(stats.commSpans), parseS);
-        if (write(pipeFd[1], msg, static_cast<size_t>(n)) < 0)
-            _exit(3);
-        _exit(run && saved ? 0 : 2);
-    }
-    close(pipeFd[1]);
-    char msg[512] = {};
-    ssize_t got = 0, n = 0;
-    while ((n = read(pipeFd[0], msg + got, sizeof msg - 1 - static_cast<size_t>(got))) > 0)
-        got += n;
-    int status = 0;
-    waitpid(child, &status, 0);
+            return {"error " + (!run ? run.error() : saved.error()).message + "\n", 2};
+        char line[512];
+        std::snprintf(line, sizeof line, "ok %.4f %lld %lld %lld %.4f\n", s, static_cast<long long>(lockstep::bench::peakRssKb()),
+                      static_cast<long long>(stats.spans), static_cast<long long>(stats.commSpans), parseS);
+        return {line, 0};
+    });
     if (!keep) {
         std::filesystem::remove(trace);
         std::filesystem::remove(db);
@@ -354,8 +320,8 @@ int main(int argc, char** argv)
     }
     double seconds = 0, parseS = 0;
     long long rssKb = 0, spans = 0, comm = 0;
-    if (std::sscanf(msg, "ok %lf %lld %lld %lld %lf", &seconds, &rssKb, &spans, &comm, &parseS) != 5) {
-        std::fprintf(stderr, "import failed: %s (status %d)\n", msg, status);
+    if (std::sscanf(msg.c_str(), "ok %lf %lld %lld %lld %lf", &seconds, &rssKb, &spans, &comm, &parseS) != 5) {
+        std::fprintf(stderr, "import failed: %s (status %d)\n", msg.c_str(), status);
         return 1;
     }
     std::printf("spans: %lld\n", spans);
