@@ -55,7 +55,7 @@
 
 namespace lockstep::core {
 
-const int kSchemaVersion = 6;
+const int kSchemaVersion = 7;
 
 namespace schema {
 namespace {
@@ -194,7 +194,7 @@ struct Migration {
 };
 
 // Each step takes the file from toVersion - 1 to toVersion, in one transaction.
-const std::array<Migration, 5> kMigrations = {{
+const std::array<Migration, 6> kMigrations = {{
     {2, R"sql(
 -- lanes.max_dur_ns: the longest span (dur_ns) of the lane, 0 if none. Kept by the
 -- writer (updated in the same transaction as the spans); window queries widen their lower bound
@@ -247,6 +247,18 @@ CREATE TABLE span_blocks (
 -- the same transaction as the blocks.
 ALTER TABLE lanes ADD COLUMN block_reach_ns INTEGER NOT NULL DEFAULT 0;
 )sql", convertSpansToBlocks},
+    {7, R"sql(
+-- Stored summaries (summary_store.h): the run's analysis, computed once by whoever finished the
+-- file (merge, import, `lockstep index`) and read by `report` and the app instead of every span.
+-- One row per part; a writer that opens the file deletes them all (they describe what it changes).
+CREATE TABLE summaries (
+  part    TEXT PRIMARY KEY,  -- summaryPartName: run | steps | buckets
+  version INTEGER NOT NULL,  -- kSummaryVersion of the codec that wrote it; another version is stale
+  stamp   TEXT NOT NULL,     -- the file's contents it was computed from (steps, ranks, lanes, span
+                             -- count...): a part whose stamp differs from the file's is stale
+  data    BLOB NOT NULL      -- the part's records (summary_store.cpp), zlib-compressed
+);
+)sql"},
 }};
 
 // Migration 6's conversion: spans rows, in key order, into blocks of kSpanBlockSpans per lane
