@@ -50,7 +50,10 @@ int runReport(const CoreArgs& a)
     const core::Run* run = &loaded->run;
     const core::RunAnalysis& analysis = loaded->analysis;
     if (!a.kernels) {
-        std::cout << (a.json ? core::reportJson(*run, analysis) : core::reportText(*run, analysis));
+        if (a.json)
+            core::writeReportJson(std::cout, *run, analysis);
+        else
+            std::cout << core::reportText(*run, analysis);
     } else if (a.json) {
         // The report's object with one more key: "kernels", every row of the kernel table.
         std::string json = core::reportJson(*run, analysis);
