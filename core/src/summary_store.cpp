@@ -18,6 +18,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -173,6 +174,35 @@ private:
     }
 };
 
+// The fewest bytes a value of each type takes encoded (a varint 1, a double 8, an empty string or
+// vector 1): the decoder refuses a vector count that the bytes left could not hold, so a damaged
+// count cannot make it allocate more than a few times the part's size.
+struct MinSize {
+    size_t bytes = 0;
+    template <class... T> void operator()(T&... values) { (add(values), ...); }
+    template <class T> void add(T& v)
+    {
+        if constexpr (std::is_same_v<T, double>)
+            bytes += 8;
+        else if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_same_v<T, std::string>
+                           || requires { v.size(); v.begin(); })
+            bytes += 1;
+        else
+            fields(*this, v);
+    }
+};
+template <class T> size_t minEncodedSize()
+{
+    if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string>) {
+        MinSize m;
+        T probe{};
+        fields(m, probe);
+        return std::max<size_t>(m.bytes, 1);
+    } else {
+        return std::is_same_v<T, double> ? 8 : 1;
+    }
+}
+
 class Decoder {
 public:
     Decoder(const std::string& data) : m_p(reinterpret_cast<const uint8_t*>(data.data())), m_end(m_p + data.size()) {}
@@ -212,11 +242,11 @@ private:
         }
         return v;
     }
-    // A count of items that each take at least one byte: never more than the bytes left.
-    size_t count()
+    // A count of items that each take at least `itemBytes` bytes: never more than the bytes left hold.
+    size_t count(size_t itemBytes = 1)
     {
         const uint64_t n = varint();
-        if (n > static_cast<uint64_t>(m_end - m_p)) {
+        if (n > static_cast<uint64_t>(m_end - m_p) / itemBytes) {
             ok = false;
             return 0;
         }
@@ -250,7 +280,7 @@ private:
             v.assign(reinterpret_cast<const char*>(m_p), n);
             m_p += n;
         } else if constexpr (requires { v.size(); v.begin(); }) {
-            const size_t n = count();
+            const size_t n = count(minEncodedSize<typename T::value_type>());
             v.clear();
             v.resize(n);
             DeltaColumns columns;
@@ -381,6 +411,13 @@ std::optional<std::string> decompress(const std::string& stored)
     return raw;
 }
 
+bool decodePart(const std::string& raw, SummaryPart part, RunAnalysis& out, std::vector<Diagnostic>& diagnostics)
+{
+    Decoder d(raw);
+    partFields(d, part, out, diagnostics);
+    return d.ok && d.atEnd();
+}
+
 // Why the stored parts cannot be used, or "" when every asked part decoded into `out`.
 std::string readStored(RunReader& reader, const std::string& stamp, unsigned parts, AnalyzedRun& out)
 {
@@ -400,9 +437,7 @@ std::string readStored(RunReader& reader, const std::string& stamp, unsigned par
         const auto raw = decompress((*stored)->data);
         if (!raw)
             return "damaged stored summary";
-        Decoder d(*raw);
-        partFields(d, part, out.analysis, diagnostics);
-        if (!d.ok || !d.atEnd())
+        if (!decodePart(*raw, part, out.analysis, diagnostics))
             return "damaged stored summary";
     }
     if (parts & kSummaryRun) {
@@ -430,6 +465,12 @@ std::string encodeSummaryPart(const Run& run, const RunAnalysis& analysis, Summa
     Encoder e;
     partFields(e, part, const_cast<RunAnalysis&>(analysis), const_cast<std::vector<Diagnostic>&>(run.diagnostics));
     return std::move(e.out);
+}
+
+bool decodeSummaryPart(const std::string& encoded, SummaryPart part, RunAnalysis& analysis,
+                       std::vector<Diagnostic>& diagnostics)
+{
+    return decodePart(encoded, part, analysis, diagnostics);
 }
 
 Result<AnalyzedRun> loadAnalyzedRun(const std::string& path, const AnalyzedRunOptions& options)

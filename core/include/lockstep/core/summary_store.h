@@ -29,6 +29,7 @@
 
 #include <stop_token>
 #include <string>
+#include <vector>
 
 namespace lockstep::core {
 
@@ -78,5 +79,11 @@ Status storeSummaries(const std::string& path, std::stop_token stop = {});
 // kSummaryRun), as storeSummaries writes it before compression. Two analyses are equal exactly
 // when their encodings are (NaN equals NaN): what tests compare.
 std::string encodeSummaryPart(const Run& run, const RunAnalysis& analysis, SummaryPart part);
+// Its inverse: fills `part`'s records of `analysis` (and, for kSummaryRun, `diagnostics`) from an
+// encoding. False for anything that is not exactly one well-formed part (truncated, trailing bytes,
+// a value out of its field's range, a count the bytes cannot hold); never reads past the bytes
+// (fuzz_summary_part runs it on arbitrary bytes).
+bool decodeSummaryPart(const std::string& encoded, SummaryPart part, RunAnalysis& analysis,
+                       std::vector<Diagnostic>& diagnostics);
 
 } // namespace lockstep::core
