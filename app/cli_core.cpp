@@ -39,6 +39,9 @@ struct CoreArgs {
 // Says why on stderr; the exit status follows from the error's code (exitStatusFor).
 int report(const core::Error& error) { return reportError("lockstep", error); }
 
+// Runs with at least this many spans that report analyses on the spot get a hint on stderr.
+constexpr int64_t kIndexHintSpans = 1'000'000;
+
 int runReport(const CoreArgs& a)
 {
     // The stored summary's parts the report prints (summary_store.h); the kernel table reads spans.
@@ -49,6 +52,10 @@ int runReport(const CoreArgs& a)
         return report(loaded.error());
     const core::Run* run = &loaded->run;
     const core::RunAnalysis& analysis = loaded->analysis;
+    // Analysed now, and big enough that it took a while: say how the next report is instant.
+    if (!loaded->stored && analysis.summary.spans >= kIndexHintSpans)
+        std::cerr << "note: " << core::escapeControl(a.run) << " was analysed now (" << loaded->whyComputed
+                  << "); `lockstep index` stores its analysis in it and makes the next report instant\n";
     if (!a.kernels) {
         if (a.json)
             core::writeReportJson(std::cout, *run, analysis);

@@ -374,10 +374,10 @@ std::string stampOf(const Run& run, int64_t spans)
     }
     const RunConfig& c = run.config;
     f(c.worldSize), f(c.warmupSteps), f(c.batchPerRank);
-    char line[160];
-    std::snprintf(line, sizeof line, "spans=%lld steps=%zu ranks=%zu lanes=%zu buckets=%zu hash=%016llx",
+    char line[200];
+    std::snprintf(line, sizeof line, "spans=%lld steps=%zu ranks=%zu lanes=%zu buckets=%zu hash=%016llx code=%s",
                   static_cast<long long>(spans), run.steps.size(), run.ranks.size(), run.lanes.size(),
-                  run.buckets.size(), static_cast<unsigned long long>(f.h));
+                  run.buckets.size(), static_cast<unsigned long long>(f.h), LOCKSTEP_ANALYSIS_FINGERPRINT);
     return line;
 }
 
@@ -432,8 +432,13 @@ std::string readStored(RunReader& reader, const std::string& stamp, unsigned par
             return "no stored summary";
         if ((*stored)->version != kSummaryVersion)
             return "stored summary of another version (" + std::to_string((*stored)->version) + ")";
-        if ((*stored)->stamp != stamp)
+        if ((*stored)->stamp != stamp) {
+            // The code's fingerprint is the stamp's last field: tell a newer build from a changed run.
+            const auto code = [](const std::string& s) { return s.substr(std::min(s.size(), s.rfind(" code="))); };
+            if (code((*stored)->stamp) != code(stamp))
+                return "stored summary written by another build of Lockstep (its analysis code differs)";
             return "stale stored summary (the run changed after it was computed)";
+        }
         const auto raw = decompress((*stored)->data);
         if (!raw)
             return "damaged stored summary";

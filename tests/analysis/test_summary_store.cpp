@@ -167,6 +167,13 @@ TEST_F(StaleSummary, AClockOffsetChangedBehindLockstepsBackMakesItStale)
     expectComputed("stale stored summary (the run changed after it was computed)");
 }
 
+TEST_F(StaleSummary, ASummaryOfAnotherBuildsAnalysisCodeIsNotRead)
+{
+    // What a file indexed by an older Lockstep holds: the same run, another code fingerprint.
+    execSql(path, "UPDATE summaries SET stamp = replace(stamp, ' code=', ' code=0')");
+    expectComputed("stored summary written by another build of Lockstep (its analysis code differs)");
+}
+
 TEST_F(StaleSummary, AnotherCodecVersionIsNotRead)
 {
     execSql(path, "UPDATE summaries SET version = version + 1");

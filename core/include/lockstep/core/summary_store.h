@@ -10,8 +10,10 @@
 //  - INVALIDATED by any writer: RunWriter::openExisting deletes every stored part before it
 //    changes anything, and a new file has none. A part also records the summary codec's version
 //    (kSummaryVersion) and a stamp of the file's contents (its steps, ranks and clock offsets,
-//    lanes, buckets, span count and the analysis-relevant configuration): a part whose version or
-//    stamp does not match the file is stale and is ignored.
+//    lanes, buckets, span count and the analysis-relevant configuration) and of the code that
+//    computed it (a fingerprint of core's load and analysis sources, core/CMakeLists.txt): a part
+//    whose version or stamp does not match the file and this build is stale and is ignored, so a
+//    run analysed by an older build is analysed again, never shown with old numbers.
 //  - READ by loadAnalyzedRun(): the run's small tables (no spans, no instants) plus the stored
 //    parts asked for when they are fresh; otherwise (missing, stale, a file still being written)
 //    the whole run is loaded and analysed in memory, exactly as before. Readers never write: a
@@ -20,7 +22,8 @@
 // The stored analysis equals core::analyze on the loaded run field for field (tests/analysis
 // test_summary_store compares their encodings byte for byte on generated and recorded runs).
 // Whoever adds a field to a record of analysis.h adds it to its field list in summary_store.cpp
-// (a static_assert on the record's size stops the build until they do) and bumps kSummaryVersion.
+// (a static_assert on the record's size stops the build until they do); the changed sources
+// change the fingerprint, so older stored analyses are not read.
 #pragma once
 
 #include "lockstep/core/analysis.h"
@@ -33,7 +36,7 @@
 
 namespace lockstep::core {
 
-// The summary codec's version: parts written by another version are stale.
+// The summary codec's version (the layout of the parts): parts written by another are stale.
 inline constexpr int kSummaryVersion = 1;
 
 // The parts of a stored analysis, each one row, read only when asked for (a bit mask).
