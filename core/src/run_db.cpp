@@ -61,6 +61,23 @@
 // 625 spans 3505 -> 653 us. A recorder with millisecond steps pays ~80 us more per step on its
 // writer thread; not worth a second layout (an uncompressed tail per lane) yet.
 //
+// Fourth round: instant blocks (schema 7). The gradient-ready instants, ~0.8 per span, were still
+// a row each with a (lane, ts) index: 49.6 bytes an instant, four fifths of bench_big's file (10 M
+// spans, 1024 ranks: 49.9 bytes per span in all). They now go through the same writer (OpenBlock,
+// append, flushLane, storeBlock are templates over the record) into instant_blocks, encoded by
+// core/instant_block.h (~5.1 bytes an instant on that run: flags, a 3-byte time delta, a 1-byte
+// name difference). Block size, bench_big 10 M, one run each, load 2-7:
+//   2048 instants (~10.5 KB)  7.9 bytes/instant on disk, 16.5 bytes/span for the whole file
+//   9 KiB (~1,800 instants)   6.0 bytes/instant,         15.0 bytes/span: kept
+// SQLite keeps between ~1 KB and ~2 KB of a row in its b-tree cell on 8 KB pages and the rest in
+// whole overflow pages: a 10.5 KB row took two overflow pages, the second holding ~1 KB (dbstat:
+// 1.75 overflow pages per block, 21 MB of them unused); a row of 9.2-10.2 KB fills exactly one.
+// So instant blocks close at a byte size (the encoder takes the longest prefix that fits), with
+// a count only as a bound for tiny instants; the 1 byte left per instant is mostly each lane's
+// last, partial block. Writing rose from 0.99 to 2.5-4.4 M spans/s wall (4.7-6.2 M/s CPU, the
+// generator's time included); bench_db (spans only) is unchanged within noise (CPU 13.5-14.8 vs
+// main's 13.2-13.9 M/s bulk, 6.7-6.9 vs 6.7-7.1 M/s with step commits, at load ~7).
+//
 // Live reading. The recorder commits once per step and writes the step row in the same
 // transaction as the step's spans. A transaction may still carry spans of a step that has no
 // row yet (the next step's data loading, an all-reduce in flight across the commit), and a run
@@ -851,8 +868,9 @@ StringId RunWriter::intern(std::string_view text)
     return m_impl->strings.intern(text);
 }
 
-// Span blocks. appendSpans only checks the spans and buffers them per lane; a lane's buffer goes
-// into its blocks (Impl::flushLane) when it holds a block's worth, and every lane's at commit(),
+// Span blocks (instant blocks likewise: appendInstants). appendSpans only checks the spans and
+// buffers them per lane; a lane's buffer goes into its blocks (Impl::flushLane) when it holds a
+// block's worth, and every lane's at commit(),
 // inside the transaction that commits them: a step row still commits with its spans. The open
 // block (the lane's last, not full) is rewritten whole at each commit from the spans kept in
 // memory (never decoded again); a full block is written once and never touched again. A span
