@@ -1,5 +1,5 @@
 // `lockstep report RUN [--json]`, `lockstep export RUN --chrome OUT.json [--force]`,
-// `lockstep merge SHARD... --out RUN.db [--force]`: the core's run database, analyses and
+// `lockstep merge SHARD... --out RUN.db [--force]`, `lockstep index RUN...`: the core's run database, analyses and
 // export on the command line. Errors go to stderr and set a non-zero exit status. Every output
 // is written whole or not at all and is never one of the inputs (core/output_file.h).
 #include "cli_flags.h"
@@ -11,6 +11,7 @@
 #include "lockstep/core/report.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/core/run_diff.h"
+#include "lockstep/core/summary_store.h"
 
 #include <CLI/CLI.hpp>
 
@@ -40,12 +41,19 @@ int report(const core::Error& error) { return reportError("lockstep", error); }
 
 int runReport(const CoreArgs& a)
 {
-    auto run = core::loadRun(a.run);
-    if (!run)
-        return report(run.error());
-    const core::RunAnalysis analysis = core::analyze(*run);
+    // The stored summary's parts the report prints (summary_store.h); the kernel table reads spans.
+    auto loaded = core::loadAnalyzedRun(a.run, core::AnalyzedRunOptions{
+                                                   .parts = a.json ? unsigned{core::kSummaryAll} : unsigned{core::kSummaryRun},
+                                                   .spans = a.kernels});
+    if (!loaded)
+        return report(loaded.error());
+    const core::Run* run = &loaded->run;
+    const core::RunAnalysis& analysis = loaded->analysis;
     if (!a.kernels) {
-        std::cout << (a.json ? core::reportJson(*run, analysis) : core::reportText(*run, analysis));
+        if (a.json)
+            core::writeReportJson(std::cout, *run, analysis);
+        else
+            std::cout << core::reportText(*run, analysis);
     } else if (a.json) {
         // The report's object with one more key: "kernels", every row of the kernel table.
         std::string json = core::reportJson(*run, analysis);
@@ -60,6 +68,16 @@ int runReport(const CoreArgs& a)
         std::cout << '\n';
     std::cout.flush();
     return std::cout ? 0 : report(core::Error{"writing the report failed"});
+}
+
+int runIndex(const CoreArgs& a)
+{
+    for (const std::string& path : a.shards) {
+        if (auto s = core::storeSummaries(path); !s)
+            return report(s.error());
+        std::cerr << "stored the summaries of " << path << '\n';
+    }
+    return 0;
 }
 
 int runDiff(const CoreArgs& a)
@@ -127,6 +145,14 @@ void registerCoreCommands(CLI::App& app)
                      "the step, category (with --json: a \"kernels\" array of every one)");
     report->callback([args] { exitStatus() = runReport(*args); });
     report->footer(kExitStatusHelp);
+
+    CLI::App* index = app.add_subcommand(
+        "index", "Compute and store a run's summaries (its analysis), which report and the app read instead of "
+                 "every span; merge, import and record store them already. For a run written by an older build or "
+                 "changed since");
+    index->add_option("RUN", args->shards, "run databases (.db), changed in place")->required();
+    index->callback([args] { exitStatus() = runIndex(*args); });
+    index->footer(kExitStatusHelp);
 
     CLI::App* exp = app.add_subcommand("export", "Export a run to Chrome trace-event JSON "
                                                  "(Perfetto, chrome://tracing)");

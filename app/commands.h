@@ -20,7 +20,7 @@ int& exitStatus();
 int launchRecordedRun(const job::TrainingOptions& training, int nproc, const std::string& out, bool force,
                       const char* messagePrefix);
 
-void registerCoreCommands(CLI::App& app);   // report, export, merge   (cli_core.cpp)
+void registerCoreCommands(CLI::App& app);   // report, export, merge, index (cli_core.cpp)
 void registerImportCommands(CLI::App& app); // import                  (cli_import.cpp)
 void registerWhatIfCommands(CLI::App& app); // predict, advise         (cli_predict.cpp)
 void registerRunCommands(CLI::App& app);    // run, sweep              (cli_run.cpp)

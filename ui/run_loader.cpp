@@ -5,6 +5,7 @@
 #include "timeline/timeline_model.h"
 
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/summary_store.h"
 #include "lockstep/core/whatif.h"
 
 #include <QFileInfo>
@@ -16,6 +17,9 @@ namespace lockstep::ui {
 
 namespace {
 auto cancelled() { return core::fail(core::ErrorCode::Cancelled, "cancelled: a newer load of this run superseded it"); }
+// A LoadedRun of `run` and its analysis: the label, the shared pointers, the timeline's model.
+core::Result<LoadedRunPtr> buildLoadedRun(core::Run run, core::RunAnalysis analysis, const QString& path,
+                                          std::stop_token stop);
 } // namespace
 
 core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_token stop)
@@ -28,8 +32,17 @@ core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_to
     std::vector<std::string> files;
     for (const QString& path : paths)
         files.push_back(path.toStdString());
-    auto loaded = files.size() == 1 ? core::loadRun(files.front(), core::LoadOptions{.stop = stop})
-                                    : core::loadShards(files, stop);
+    if (files.size() == 1) {
+        // A run file: its stored analysis when it has a fresh one (core/summary_store.h), else
+        // analysed here; the timeline reads every span either way.
+        auto loaded = core::loadAnalyzedRun(files.front(), core::AnalyzedRunOptions{.spans = true, .stop = stop});
+        if (stop.stop_requested())
+            return cancelled();
+        if (!loaded)
+            return core::fail(loaded.error());
+        return buildLoadedRun(std::move(loaded->run), std::move(loaded->analysis), paths.front(), stop);
+    }
+    auto loaded = core::loadShards(files, stop);
     if (stop.stop_requested())
         return cancelled();
     if (!loaded)
@@ -49,20 +62,27 @@ QString predictedToolTip()
 
 core::Result<LoadedRunPtr> analyzeRun(core::Run run, const QString& path, std::stop_token stop)
 {
+    auto analysis = core::analyze(run, stop);
+    if (!analysis)
+        return cancelled();
+    return buildLoadedRun(std::move(run), std::move(*analysis), path, stop);
+}
+
+namespace {
+core::Result<LoadedRunPtr> buildLoadedRun(core::Run run, core::RunAnalysis analysis, const QString& path, std::stop_token stop)
+{
     auto out = std::make_shared<LoadedRun>();
     out->path = path;
     out->label = markPredicted(displayText(run.config.name.empty() ? QFileInfo(path).completeBaseName().toStdString() : run.config.name, 80),
                                core::isPredicted(run.config));
     out->run = std::make_shared<const core::Run>(std::move(run));
-    auto analysis = core::analyze(*out->run, stop);
-    if (!analysis)
-        return cancelled();
-    out->analysis = std::make_shared<const core::RunAnalysis>(std::move(*analysis));
+    out->analysis = std::make_shared<const core::RunAnalysis>(std::move(analysis));
     out->timeline = TimelineRunModel::build(out->run, out->analysis, stop);
     if (!out->timeline)
         return cancelled();
     return LoadedRunPtr(std::move(out));
 }
+} // namespace
 
 RunLoader::RunLoader(QObject* parent)
     : QObject(parent)

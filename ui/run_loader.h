@@ -40,7 +40,8 @@ struct LoadedRun {
 using LoadedRunPtr = std::shared_ptr<const LoadedRun>;
 
 // Blocking: loads `paths` (one run file, or several rank shards of a run still recording, shown
-// as one run by core's stitching rule, core::loadShards), analyses it and builds its timeline
+// as one run by core's stitching rule, core::loadShards), analyses it (a run file with a fresh stored
+// summary, core/summary_store.h, is not analysed again: its analysis is read) and builds its timeline
 // model. Fails with ErrorCode::Cancelled when `stop` is requested before it is done.
 core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_token stop = {});
 inline core::Result<LoadedRunPtr> loadAndAnalyze(const QString& path) { return loadAndAnalyze(QStringList{path}); }

@@ -7,7 +7,10 @@
 //   big_<size>_write_spans_per_s, _write_s, _write_peak_rss_mb (the generator's child),
 //   big_<size>_write_cpu_spans_per_s (its CPU time: the rate a shared machine does not blur),
 //   big_<size>_file_bytes_per_span, _file_mb, and where the bytes are (spans, instants; dbstat),
-//   big_<size>_report_s, _report_cpu_s, _report_peak_rss_mb (`lockstep report FILE`),
+//   big_<size>_report_computed_s, _cpu_s, _peak_rss_mb (`lockstep report FILE` before the file
+//       has stored summaries: every span loaded and analysed),
+//   big_<size>_index_s, ... likewise (`lockstep index FILE`: the summaries computed and stored),
+//   big_<size>_report_s, _report_cpu_s, _report_peak_rss_mb (`lockstep report FILE`, from them),
 //   big_<size>_report_json_s, ... likewise                  (`lockstep report --json FILE`),
 //   big_<size>_ui_screenshot_s, _ui_cpu_s, _ui_peak_rss_mb  (`lockstep-ui --screenshot OUT.png
 //       --view timeline FILE`, offscreen), and big_<size>_ui_first_frame_s: from the fork to
@@ -262,13 +265,11 @@ bool writeRun(const std::string& prefix, const SyntheticParams& params, const st
     return true;
 }
 
-// `lockstep report [--json] FILE`.
-void measureReport(const std::string& prefix, const std::string& file, bool json, const Options& o)
+// `lockstep ARGS... FILE` as a child: <name>_s, _cpu_s, _peak_rss_mb.
+void measureCli(const std::string& name, std::vector<std::string> args, const std::string& file, const Options& o)
 {
-    const std::string name = prefix + (json ? "_report_json" : "_report");
-    std::vector<std::string> argv{o.cli, "report"};
-    if (json)
-        argv.push_back("--json");
+    std::vector<std::string> argv{o.cli};
+    argv.insert(argv.end(), args.begin(), args.end());
     argv.push_back(file);
     const ChildResult r = runChild(argv, {}, o.timeoutS, o.memLimitMb);
     if (!r.ok())
@@ -387,8 +388,12 @@ int main(int argc, char** argv)
             allWritten = false;
             continue;
         }
-        measureReport(prefix, file, false, o);
-        measureReport(prefix, file, true, o);
+        // The report as a file without stored summaries reads it (every span, analysed), then the
+        // summaries stored (`lockstep index`: what merge and import do) and the report again.
+        measureCli(prefix + "_report_computed", {"report"}, file, o);
+        measureCli(prefix + "_index", {"index"}, file, o);
+        measureCli(prefix + "_report", {"report"}, file, o);
+        measureCli(prefix + "_report_json", {"report", "--json"}, file, o);
         if (o.ui)
             measureUi(prefix, file, dir, o);
         else

@@ -10,6 +10,7 @@
 #include "lockstep/core/fields.h"
 #include "lockstep/core/output_file.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/summary_store.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -334,6 +335,9 @@ Result<MergeStats> mergeRunFiles(const std::vector<std::string>& shards, const s
         if (!stats)
             return stats;
         if (auto s = (*writer)->close(); !s)
+            return std::unexpected(s.error());
+        writer->reset();
+        if (auto s = storeSummaries(output->path()); !s)
             return std::unexpected(s.error());
         return stats;
     };

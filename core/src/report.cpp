@@ -10,7 +10,6 @@
 
 #include "field_json.h"
 
-#include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
 #include <algorithm>
@@ -18,6 +17,8 @@
 #include <cstdarg>
 #include <cstdio>
 #include <map>
+#include <ostream>
+#include <sstream>
 #include <type_traits>
 
 namespace lockstep::core {
@@ -108,7 +109,33 @@ size_t utf8Length(std::string_view s, size_t i)
 }
 
 // ---- JSON ----
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+// rapidjson's output stream over a std::ostream, 64 KiB at a time: a 100 M-span run's full
+// report is gigabytes, written as it is made rather than built in memory first.
+class OStreamBuffer {
+public:
+    using Ch = char;
+    explicit OStreamBuffer(std::ostream& out) : m_out(out) {}
+    ~OStreamBuffer() { Flush(); }
+    OStreamBuffer(const OStreamBuffer&) = delete;
+    OStreamBuffer& operator=(const OStreamBuffer&) = delete;
+    void Put(char c)
+    {
+        if (m_used == sizeof m_buffer)
+            Flush();
+        m_buffer[m_used++] = c;
+    }
+    void Flush()
+    {
+        m_out.write(m_buffer, static_cast<std::streamsize>(m_used));
+        m_used = 0;
+    }
+
+private:
+    std::ostream& m_out;
+    char m_buffer[1 << 16];
+    size_t m_used = 0;
+};
+using JsonWriter = rapidjson::Writer<OStreamBuffer>;
 
 void number(JsonWriter& w, double v)
 {
@@ -592,12 +619,15 @@ std::string reportText(const Run& run, const RunAnalysis& a)
 
 std::string summaryJson(const RunSummary& s)
 {
-    rapidjson::StringBuffer buffer;
-    JsonWriter w(buffer);
-    w.StartObject();
-    writeSummaryFields(w, s);
-    w.EndObject();
-    return std::string(buffer.GetString(), buffer.GetSize());
+    std::ostringstream out;
+    {
+        OStreamBuffer buffer(out);
+        JsonWriter w(buffer);
+        w.StartObject();
+        writeSummaryFields(w, s);
+        w.EndObject();
+    }
+    return std::move(out).str();
 }
 
 namespace {
@@ -827,9 +857,9 @@ void writeDiagnostics(JsonWriter& w, const Run& run)
 
 } // namespace
 
-std::string reportJson(const Run& run, const RunAnalysis& a)
+void writeReportJson(std::ostream& out, const Run& run, const RunAnalysis& a)
 {
-    rapidjson::StringBuffer buffer;
+    OStreamBuffer buffer(out);
     JsonWriter w(buffer);
     w.StartObject();
     writeSummaryFields(w, a.summary);
@@ -842,7 +872,13 @@ std::string reportJson(const Run& run, const RunAnalysis& a)
     writeBucketSteps(w, a);
     writeDiagnostics(w, run);
     w.EndObject();
-    return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+std::string reportJson(const Run& run, const RunAnalysis& a)
+{
+    std::ostringstream out;
+    writeReportJson(out, run, a);
+    return std::move(out).str();
 }
 
 std::string summaryTable(const std::vector<RunSummary>& summaries)

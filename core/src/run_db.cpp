@@ -61,7 +61,7 @@
 // 625 spans 3505 -> 653 us. A recorder with millisecond steps pays ~80 us more per step on its
 // writer thread; not worth a second layout (an uncompressed tail per lane) yet.
 //
-// Fourth round: instant blocks (schema 7). The gradient-ready instants, ~0.8 per span, were still
+// Fourth round: instant blocks (schema 8). The gradient-ready instants, ~0.8 per span, were still
 // a row each with a (lane, ts) index: 49.6 bytes an instant, four fifths of bench_big's file (10 M
 // spans, 1024 ranks: 49.9 bytes per span in all). They now go through the same writer (OpenBlock,
 // append, flushLane, storeBlock are templates over the record) into instant_blocks, encoded by
@@ -86,6 +86,7 @@
 // or instant only if its (rank, step) has a committed step row, or its step is kNoStep (spans
 // outside the step structure: imports, setup). So a reader sees whole steps only.
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/summary_store.h"
 
 #include "lockstep/core/clock_sync.h"
 #include "lockstep/core/diagnostics.h"
@@ -760,6 +761,12 @@ Result<std::unique_ptr<RunWriter>> RunWriter::openExisting(const std::string& pa
     }
     if (auto s = impl->readLaneState(); !s)
         return std::unexpected(s.error());
+    // Whatever this writer changes, the stored summaries described the file before it: gone, in
+    // the writer's first transaction (summary_store.h).
+    if (auto s = impl->begin(); !s)
+        return std::unexpected(s.error());
+    if (rc = sqlite3_exec(impl->db, "DELETE FROM summaries", nullptr, nullptr, nullptr); rc != SQLITE_OK)
+        return fail(schema::sqliteError(impl->db, rc, path, "clearing stored summaries"));
     return std::unique_ptr<RunWriter>(new RunWriter(std::move(impl)));
 }
 
@@ -929,6 +936,25 @@ Status RunWriter::addDiagnostic(const Diagnostic& g)
     const int rc = d.insDiag.run();
     if (rc != SQLITE_DONE)
         return d.error(rc, "storing a diagnostic");
+    return {};
+}
+
+Status RunWriter::putSummary(std::string_view part, int version, std::string_view stamp, std::string_view data)
+{
+    auto& d = *m_impl;
+    if (auto s = d.begin(); !s)
+        return s;
+    Stmt st;
+    int rc = st.prepare(d.db, "INSERT OR REPLACE INTO summaries (part, version, stamp, data) VALUES (?, ?, ?, ?)");
+    if (rc != SQLITE_OK)
+        return d.error(rc, "storing a summary");
+    st.bind(1, part);
+    st.bind(2, version);
+    st.bind(3, stamp);
+    sqlite3_bind_blob64(st.get(), 4, data.data(), data.size(), SQLITE_STATIC);
+    rc = st.run();
+    if (rc != SQLITE_DONE)
+        return d.error(rc, "storing a summary");
     return {};
 }
 
@@ -1628,6 +1654,29 @@ Result<int64_t> RunReader::spanCount()
     return static_cast<int64_t>(sqlite3_column_int64(st.get(), 0));
 }
 
+Result<std::optional<RunReader::StoredSummary>> RunReader::storedSummary(std::string_view part)
+{
+    auto& d = *m_impl;
+    if (d.version < schema::kSummariesVersion)
+        return std::optional<StoredSummary>{};
+    Stmt st;
+    int rc = st.prepare(d.db, "SELECT version, stamp, data FROM summaries WHERE part = ?");
+    if (rc != SQLITE_OK)
+        return std::unexpected(d.error(rc, "reading a stored summary"));
+    st.bind(1, part);
+    rc = sqlite3_step(st.get());
+    if (rc == SQLITE_DONE)
+        return std::optional<StoredSummary>{};
+    if (rc != SQLITE_ROW)
+        return std::unexpected(d.error(rc, "reading a stored summary"));
+    StoredSummary out;
+    out.version = sqlite3_column_int(st.get(), 0);
+    out.stamp = columnText(st.get(), 1);
+    const auto blob = blobColumn(st.get(), 2);
+    out.data.assign(reinterpret_cast<const char*>(blob.data()), blob.size());
+    return std::optional<StoredSummary>{std::move(out)};
+}
+
 Result<std::vector<Span>> RunReader::spansInWindow(LaneId lane, TimeNs t0, TimeNs t1)
 {
     auto& d = *m_impl;
@@ -1770,14 +1819,17 @@ Result<Run> RunReader::load(const LoadOptions& options)
     const RowFilter filter(run, *lanes);
     int64_t orphans = 0;
     RowStopCheck stopRequested{options.stop};
-    if (auto s = d.version >= schema::kSpanBlocksVersion ? d.readBlocks(run.spans, filter, stopRequested, orphans)
-                                                          : d.readSpans(run, filter, stopRequested, orphans);
-        !s)
-        return std::unexpected(s.error());
-    if (auto s = d.version >= schema::kInstantBlocksVersion ? d.readBlocks(run.instants, filter, stopRequested, orphans)
-                                                             : d.readInstants(run, filter, stopRequested, orphans);
-        !s)
-        return std::unexpected(s.error());
+    if (options.spans) {
+        if (auto s = d.version >= schema::kSpanBlocksVersion ? d.readBlocks(run.spans, filter, stopRequested, orphans)
+                                                              : d.readSpans(run, filter, stopRequested, orphans);
+            !s)
+            return std::unexpected(s.error());
+        if (auto s = d.version >= schema::kInstantBlocksVersion
+                ? d.readBlocks(run.instants, filter, stopRequested, orphans)
+                : d.readInstants(run, filter, stopRequested, orphans);
+            !s)
+            return std::unexpected(s.error());
+    }
     if (orphans > 0)
         run.diagnostics.push_back(makeDiagnostic(DiagnosticKind::EventOnUnknownLane, orphans));
 
@@ -1866,7 +1918,9 @@ Status writeRun(const Run& run, const std::string& path)
     for (const Diagnostic& g : run.diagnostics)
         if (auto s = w.addDiagnostic(g); !s)
             return s;
-    return w.close();
+    if (auto s = w.close(); !s)
+        return s;
+    return storeSummaries(path);
 }
 
 Status saveRun(const Run& run, const std::string& path, RunWriter::Mode mode)

@@ -37,9 +37,10 @@
 //     same codec the writer uses (a C++ step: convertSpansToBlocks) and drops spans. The sqlite3
 //     shell can no longer list spans: `lockstep export --chrome`, or the Python module
 //     (lockstep._core.load_run), reads them.
-//  7  instant_blocks replaces instants (and its index instants_lane_ts): a lane's instants in
+//  7  summaries: the run's stored analysis (summary_store.h). Migration creates the table (empty).
+//  8  instant_blocks replaces instants (and its index instants_lane_ts): a lane's instants in
 //     blocks of up to kInstantBlockBytes (9 KiB) encoded by instant_block.h, as span blocks
-//     (run_db.cpp "Span and instant blocks"; on bench_big's 10 M-span run the instants took 49.6
+//     (run_db.cpp "Fourth round"; on bench_big's 10 M-span run the instants took 49.6
 //     bytes each as rows with their index). Migration converts the rows (in (lane, ts_ns, rowid)
 //     order) with the writer's codec (convertInstantsToBlocks) and drops the table and index.
 // A new file runs the base DDL and then every migration step: the path old files take is the
@@ -62,7 +63,7 @@
 
 namespace lockstep::core {
 
-const int kSchemaVersion = 7;
+const int kSchemaVersion = 8;
 
 namespace schema {
 namespace {
@@ -202,7 +203,7 @@ struct Migration {
 };
 
 // Each step takes the file from toVersion - 1 to toVersion, in one transaction.
-const std::array<Migration, 6> kMigrations = {{
+const std::array<Migration, 7> kMigrations = {{
     {2, R"sql(
 -- lanes.max_dur_ns: the longest span (dur_ns) of the lane, 0 if none. Kept by the
 -- writer (updated in the same transaction as the spans); window queries widen their lower bound
@@ -256,9 +257,21 @@ CREATE TABLE span_blocks (
 ALTER TABLE lanes ADD COLUMN block_reach_ns INTEGER NOT NULL DEFAULT 0;
 )sql", convertSpansToBlocks},
     {7, R"sql(
+-- Stored summaries (summary_store.h): the run's analysis, computed once by whoever finished the
+-- file (merge, import, `lockstep index`) and read by `report` and the app instead of every span.
+-- One row per part; a writer that opens the file deletes them all (they describe what it changes).
+CREATE TABLE summaries (
+  part    TEXT PRIMARY KEY,  -- summaryPartName: run | steps | buckets
+  version INTEGER NOT NULL,  -- kSummaryVersion of the codec that wrote it; another version is stale
+  stamp   TEXT NOT NULL,     -- the file's contents it was computed from (steps, ranks, lanes, span
+                             -- count...): a part whose stamp differs from the file's is stale
+  data    BLOB NOT NULL      -- the part's records (summary_store.cpp), zlib-compressed
+);
+)sql"},
+    {8, R"sql(
 -- Instants in blocks, as spans are since version 6: a block of up to 9 KiB (4096 instants) of one
--- lane sorted by time, equal times in append order, encoded by instant_block.h's codec (about 4 bytes
--- an instant where a row and its index entry took 50). Blocks of a lane may overlap in time, as
+-- lane sorted by time, equal times in append order, encoded by instant_block.h's codec (about 6 bytes
+-- an instant on disk where a row and its index entry took 50). Blocks of a lane may overlap in time, as
 -- span blocks may: readers merge them by (ts, seq), which is (ts, append order). Load reads them
 -- all; there is no window query on instants, so no reach and no max end.
 CREATE TABLE instant_blocks (
@@ -276,7 +289,7 @@ CREATE TABLE instant_blocks (
 )sql", convertInstantsToBlocks},
 }};
 
-// Rows of an old table into blocks (migrations 6 and 7): `select` gives the lane, then what
+// Rows of an old table into blocks (migrations 6 and 8): `select` gives the lane, then what
 // `readRow` reads, in key order (lane, time, append order); blocks as the writer closes them (at
 // Table<R>::kPerBlock records or kMaxBytes bytes) per lane, block seq from 0 in time order.
 // `reach` receives each lane's largest max end - first key.
@@ -384,7 +397,7 @@ Status convertSpansToBlocks(sqlite3* db)
     return exec(db, "DROP TABLE spans", what);
 }
 
-// Migration 7's conversion: instants rows, in (lane, ts_ns, rowid) order (rowid: append order
+// Migration 8's conversion: instants rows, in (lane, ts_ns, rowid) order (rowid: append order
 // among equal times), into blocks as the writer makes them, then the instants table and
 // its index are dropped.
 Status convertInstantsToBlocks(sqlite3* db)

@@ -9,6 +9,7 @@
 #include "db_test_util.h"
 
 #include "lockstep/core/report.h"
+#include "lockstep/core/summary_store.h"
 
 #include <gtest/gtest.h>
 
@@ -50,7 +51,7 @@ TEST_F(CliCore, helpForEachCommandListsTheExitStatuses)
 {
     const std::pair<const char*, const char*> cases[] = {
         {"report", "--json"}, {"export", "--chrome"}, {"merge", "--out"}, {"import", "--out"},
-        {"predict", "--out-dir"}, {"advise", "--bucket-mb"}, {"run", "--nproc"}, {"sweep", "--nproc"}};
+        {"predict", "--out-dir"}, {"advise", "--bucket-mb"}, {"index", "RUN"}, {"run", "--nproc"}, {"sweep", "--nproc"}};
     for (const auto& [cmd, option] : cases) {
         const test::Outcome o = cli({cmd, "--help"});
         ASSERT_EQ(o.exitCode, 0);
@@ -153,6 +154,50 @@ TEST_F(CliCore, reportJsonHasTheKeys)
     EXPECT_EQ(text.exitCode, 0);
     EXPECT_FALSE(text.out.empty());
     expectOnly({"run.db"}); // reading created nothing
+}
+
+// `lockstep index`: the stored analysis replaces the computed one without changing a byte of the
+// report; a file written before schema 4 is refused and left as it was; a file that is not a run
+// is a clear error.
+TEST_F(CliCore, indexStoresTheAnalysisAndTheReportStaysTheSame)
+{
+    const std::string run = m_dir.file("run.db");
+    // A writer that changed the run dropped what saveRun stored: the report is computed.
+    {
+        auto w = RunWriter::openExisting(run);
+        ASSERT_TRUE(w);
+        ASSERT_TRUE((*w)->setStatus(RunStatus::Completed));
+        ASSERT_TRUE((*w)->close());
+    }
+    auto before = loadAnalyzedRun(run);
+    ASSERT_TRUE(before);
+    ASSERT_FALSE(before->stored);
+    const test::Outcome text = cli({"report", run});
+    const test::Outcome json = cli({"report", "--json", run});
+    ASSERT_EQ(text.exitCode, 0) << text.describe();
+    const test::Outcome index = cli({"index", run});
+    ASSERT_EQ(index.exitCode, 0) << index.describe();
+    EXPECT_TRUE(contains(index.err, "stored the summaries of")) << index.err;
+    auto after = loadAnalyzedRun(run);
+    ASSERT_TRUE(after);
+    EXPECT_TRUE(after->stored) << after->whyComputed;
+    EXPECT_EQ(cli({"report", run}).out, text.out);
+    EXPECT_EQ(cli({"report", "--json", run}).out, json.out);
+    expectOnly({"run.db"});
+
+    const std::string old = m_dir.file("old.db");
+    std::filesystem::copy_file(std::string(LOCKSTEP_SOURCE_DIR) + "/tests/data/cpu/run-cpu-2.db", old);
+    const auto oldBytes = test::readFile(old);
+    const test::Outcome refused = cli({"index", old});
+    EXPECT_EQ(refused.exitCode, 1) << refused.describe();
+    EXPECT_TRUE(contains(refused.err, "written before schema version 4")) << refused.err;
+    EXPECT_EQ(test::readFile(old), oldBytes) << "a refused file is left as it was";
+
+    const std::string notRun = m_dir.file("notes.txt");
+    test::writeFile(notRun, "not a run database\n");
+    const test::Outcome bad = cli({"index", notRun});
+    EXPECT_EQ(bad.exitCode, 1) << bad.describe();
+    EXPECT_TRUE(contains(bad.err, "notes.txt")) << bad.err;
 }
 
 // Issue 9: "lockstep merge ./s.db --out s.db --force replaces its input with an empty run".

@@ -1,4 +1,4 @@
-// Instant blocks (schema version 7): the codec round-trips every value an instant can hold and
+// Instant blocks (schema version 8): the codec round-trips every value an instant can hold and
 // refuses every damaged blob with a BadFile error; the writer's blocks, appended across commits,
 // out of order and after reopening, read back as appended (time, then append order), a live
 // reader seeing committed steps only; a version-6 file (instants rows) migrates to the same

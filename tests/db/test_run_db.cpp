@@ -68,7 +68,7 @@ TEST_F(RunDb, roundTripKeepsEveryField)
     ASSERT_TRUE(saveRun(in, path).has_value());
     ASSERT_EQ(queryInt(path, "PRAGMA application_id"), int64_t(kApplicationId));
     ASSERT_EQ(queryInt(path, "PRAGMA user_version"), int64_t(kSchemaVersion));
-    ASSERT_EQ(kSchemaVersion, 7);
+    ASSERT_EQ(kSchemaVersion, 8);
     ASSERT_TRUE(!exists(path + "-wal")) << ("closing leaves no WAL");
     ASSERT_TRUE(validateRunFile(path).has_value());
 

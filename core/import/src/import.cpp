@@ -6,6 +6,7 @@
 #include "import_internal.h"
 #include "lockstep/core/output_file.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/summary_store.h"
 
 #include <algorithm>
 #include <atomic>
@@ -1227,6 +1228,8 @@ Result<ImportStats> importTraces(const std::vector<std::string>& files, const st
     PartPipeline pipeline(files, options, progress);
     if (auto s = writeImport(pipeline, files, options, *output, runName, stats); !s)
         return std::unexpected(s.error());
+    if (auto s = storeSummaries(output->path()); !s)
+        return std::unexpected(output->explain(s.error()));
     if (auto s = output->commit(); !s)
         return fail(s.error(), "cannot write " + outDb + ": " + s.error().message);
     return stats;

@@ -13,6 +13,7 @@
 
 #include "lockstep/core/analysis.h"
 
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,8 @@ std::string summaryJson(const RunSummary& summary);
 // (with their step-time quartiles), step_breakdown, step_means, step_stragglers, bucket_steps and
 // diagnostics.
 std::string reportJson(const Run& run, const RunAnalysis& analysis);
+// The same, written to `out` as it is made (a 100 M-span run's report is gigabytes).
+void writeReportJson(std::ostream& out, const Run& run, const RunAnalysis& analysis);
 
 // A table of several runs (lockstep sweep): one row each.
 std::string summaryTable(const std::vector<RunSummary>& summaries);

@@ -63,6 +63,9 @@ public:
     Status appendInstants(std::span<const Instant> instants);
     // Adds `count` to the diagnostic of this kind (creating it if new).
     Status addDiagnostic(const Diagnostic& diagnostic);
+    // Replaces a stored summary part (summary_store.h storeSummaries; committed with the rest).
+    // openExisting deletes every stored part first: whoever changes a run invalidates them.
+    Status putSummary(std::string_view part, int version, std::string_view stamp, std::string_view data);
     // Everything appended since the last commit becomes visible to readers at once.
     Status commit();
     // One recorded step, as both recorders (the runtime's and the Python recorder) write it: its
@@ -96,6 +99,9 @@ struct LoadOptions {
     // A load whose stop is requested gives up within ~65 k rows (a few ms) and fails with
     // ErrorCode::Cancelled: a viewer's superseded load of a 10 M-span run does not read it to the end.
     std::stop_token stop{};
+    // false: the small tables only (configuration, ranks, lanes, steps, buckets, diagnostics), no
+    // spans and no instants: what a reader of stored summaries needs (summary_store.h).
+    bool spans = true;
 };
 // Puts every rank's times on rank 0's clock: decides whose offset applies (clock_sync.h
 // alignClocks: ranks with rank 0's boot id take none; `bootIdsRecorded` false for files older
@@ -126,6 +132,14 @@ public:
     Result<std::vector<Bucket>> buckets();
     Result<std::vector<Diagnostic>> diagnostics();
     Result<int64_t> spanCount();
+    // A stored summary part (summary_store.h): its codec version, the stamp of the contents it was
+    // computed from, and its bytes; nullopt when the file has none (or predates table summaries).
+    struct StoredSummary {
+        int version = 0;
+        std::string stamp;
+        std::string data;
+    };
+    Result<std::optional<StoredSummary>> storedSummary(std::string_view part);
     // Spans of one lane that overlap [t0, t1), in start order, through the (lane, start) index.
     // Times are the file's (uncorrected) times. Strings come from the reader's table.
     Result<std::vector<Span>> spansInWindow(LaneId lane, TimeNs t0, TimeNs t1);

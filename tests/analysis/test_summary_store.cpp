@@ -1,0 +1,203 @@
+// Stored summaries (summary_store.h): what report and the app read instead of every span must be
+// exactly what the full in-memory path computes (issue 31 item 4), and a summary that no longer
+// describes its file must never be used.
+#include "lockstep/core/report.h"
+#include "lockstep/core/run_db.h"
+#include "lockstep/core/summary_store.h"
+#include "lockstep/core/synthetic.h"
+#include "lockstep/import/import.h"
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <string>
+
+namespace lockstep::core {
+namespace {
+
+const std::string kData = std::string(LOCKSTEP_SOURCE_DIR) + "/tests/data/";
+
+// The full in-memory path: every span loaded, core::analyze.
+struct Full {
+    Run run;
+    RunAnalysis analysis;
+};
+Full fullPath(const std::string& path)
+{
+    auto run = loadRun(path);
+    EXPECT_TRUE(run) << run.error().message;
+    Full f{std::move(*run), {}};
+    f.analysis = analyze(f.run);
+    return f;
+}
+
+// Each part of the stored analysis equals the full path's, byte for byte of their encodings
+// (NaN equals NaN); the reports printed from both are the same text and JSON.
+void expectSameAnalysis(const std::string& path)
+{
+    const Full full = fullPath(path);
+    auto stored = loadAnalyzedRun(path);
+    ASSERT_TRUE(stored) << stored.error().message;
+    ASSERT_TRUE(stored->stored) << stored->whyComputed;
+    EXPECT_TRUE(stored->run.spans.empty()) << "a reader of the stored summary loads no spans";
+    for (SummaryPart part : {kSummaryRun, kSummarySteps, kSummaryBuckets})
+        EXPECT_EQ(encodeSummaryPart(stored->run, stored->analysis, part), encodeSummaryPart(full.run, full.analysis, part))
+            << "part " << summaryPartName(part);
+    EXPECT_GT(full.analysis.steps.size(), 0u);
+    EXPECT_EQ(stored->analysis.steps.size(), full.analysis.steps.size());
+    EXPECT_EQ(stored->analysis.buckets.size(), full.analysis.buckets.size());
+    EXPECT_EQ(reportText(stored->run, stored->analysis), reportText(full.run, full.analysis));
+    EXPECT_EQ(reportJson(stored->run, stored->analysis), reportJson(full.run, full.analysis));
+}
+
+SyntheticParams midSizeRun()
+{
+    // 64 ranks, 8 to a host (measured clock offsets beside shared ones), a straggler, noise and
+    // hiccups: every analysis has something to say.
+    SyntheticParams p = bigRunParams(400'000, 64);
+    return p;
+}
+
+TEST(SummaryStore, AMidSizeGeneratedRunReadsTheSameAnalysisFromItsSummaries)
+{
+    test::TempDir dir;
+    const std::string path = dir.file("big.db");
+    auto counts = writeSyntheticRun(midSizeRun(), path);
+    ASSERT_TRUE(counts) << counts.error().message;
+    auto before = loadAnalyzedRun(path, AnalyzedRunOptions{.parts = kSummaryRun});
+    ASSERT_TRUE(before);
+    EXPECT_FALSE(before->stored);
+    EXPECT_EQ(before->whyComputed, "no stored summary");
+    ASSERT_TRUE(storeSummaries(path));
+    expectSameAnalysis(path);
+    // The run part alone (what `lockstep report` reads) leaves the per-step parts empty.
+    auto runOnly = loadAnalyzedRun(path, AnalyzedRunOptions{.parts = kSummaryRun});
+    ASSERT_TRUE(runOnly);
+    EXPECT_TRUE(runOnly->stored);
+    EXPECT_TRUE(runOnly->analysis.steps.empty());
+    EXPECT_FALSE(runOnly->analysis.ranks.empty());
+    EXPECT_EQ(runOnly->analysis.summary.stragglers, fullPath(path).analysis.summary.stragglers);
+}
+
+TEST(SummaryStore, ImportStoresTheSummariesOfRealProfilerTraces)
+{
+    test::TempDir dir;
+    for (const auto& files : {std::vector<std::string>{kData + "cpu/kineto-cpu-rank0.json.gz", kData + "cpu/kineto-cpu-rank1.json.gz"},
+                              std::vector<std::string>{kData + "gpu/kineto-gloo2-rank-0.json.gz",
+                                                       kData + "gpu/kineto-gloo2-rank-1.json.gz"}}) {
+        const std::string path = dir.file("imported-" + std::to_string(files.size()) + files.front().substr(files.front().size() - 12));
+        auto stats = importTraces(files, path);
+        ASSERT_TRUE(stats) << stats.error().message;
+        expectSameAnalysis(path);
+    }
+}
+
+TEST(SummaryStore, MergeStoresTheSummariesOfTheMergedRun)
+{
+    test::TempDir dir;
+    core::Run run = makeSyntheticRun(SyntheticParams{.worldSize = 4, .steps = 6, .stragglerRank = 2,
+                                               .stragglerDelayNs = 1'000'000, .ranksPerHost = 2});
+    // A shard holding every rank (what a one-process job leaves), merged into the run file.
+    std::vector<std::string> shards{dir.file("shard.db")};
+    ASSERT_TRUE(saveRun(run, shards.front()));
+    const std::string merged = dir.file("merged.db");
+    auto stats = mergeRunFiles(shards, merged);
+    ASSERT_TRUE(stats) << stats.error().message;
+    expectSameAnalysis(merged);
+}
+
+// Runs a statement on a file as another program (the sqlite3 shell) would: no Lockstep writer.
+void execSql(const std::string& path, const char* sql)
+{
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(db);
+}
+
+class StaleSummary : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        core::Run run = makeSyntheticRun(SyntheticParams{.worldSize = 3, .steps = 5, .ranksPerHost = 1});
+        ASSERT_TRUE(saveRun(run, path));
+        auto fresh = loadAnalyzedRun(path);
+        ASSERT_TRUE(fresh);
+        ASSERT_TRUE(fresh->stored) << fresh->whyComputed;
+    }
+    // The file's analysis is computed from its spans (not read), and equals the full path's.
+    void expectComputed(const std::string& why)
+    {
+        auto got = loadAnalyzedRun(path);
+        ASSERT_TRUE(got) << got.error().message;
+        EXPECT_FALSE(got->stored);
+        EXPECT_EQ(got->whyComputed, why);
+        const Full full = fullPath(path);
+        for (SummaryPart part : {kSummaryRun, kSummarySteps, kSummaryBuckets})
+            EXPECT_EQ(encodeSummaryPart(got->run, got->analysis, part), encodeSummaryPart(full.run, full.analysis, part));
+    }
+    test::TempDir dir;
+    std::string path = dir.file("run.db");
+};
+
+TEST_F(StaleSummary, AWriterThatOpensTheRunDropsItsSummaries)
+{
+    auto w = RunWriter::openExisting(path);
+    ASSERT_TRUE(w);
+    ASSERT_TRUE((*w)->setStatus(RunStatus::Failed, "changed after the summary"));
+    ASSERT_TRUE((*w)->close());
+    expectComputed("no stored summary");
+    auto got = loadAnalyzedRun(path);
+    EXPECT_EQ(got->analysis.summary.config.status, RunStatus::Failed);
+}
+
+TEST_F(StaleSummary, AStepChangedBehindLockstepsBackMakesItStale)
+{
+    execSql(path, "UPDATE steps SET end_ns = end_ns + 5000000 WHERE rank = 1 AND step = 3");
+    expectComputed("stale stored summary (the run changed after it was computed)");
+}
+
+TEST_F(StaleSummary, AClockOffsetChangedBehindLockstepsBackMakesItStale)
+{
+    execSql(path, "UPDATE ranks SET clock_offset_ns = clock_offset_ns + 250000 WHERE rank = 2");
+    expectComputed("stale stored summary (the run changed after it was computed)");
+}
+
+TEST_F(StaleSummary, AnotherCodecVersionIsNotRead)
+{
+    execSql(path, "UPDATE summaries SET version = version + 1");
+    expectComputed("stored summary of another version (" + std::to_string(kSummaryVersion + 1) + ")");
+}
+
+TEST_F(StaleSummary, ADamagedSummaryIsComputedInstead)
+{
+    // Cut short; then bytes that decompress but do not decode.
+    execSql(path, "UPDATE summaries SET data = substr(data, 1, length(data) - 3) WHERE part = 'steps'");
+    expectComputed("damaged stored summary");
+    ASSERT_TRUE(storeSummaries(path));
+    execSql(path, "UPDATE summaries SET data = zeroblob(40) WHERE part = 'run'");
+    expectComputed("damaged stored summary");
+}
+
+TEST(SummaryStore, FilesOlderThanBootIdsAreAnalysedOnReadNotMigrated)
+{
+    test::TempDir dir;
+    const std::string path = dir.file("old.db");
+    std::filesystem::copy_file(kData + "cpu/run-cpu-2.db", path);
+    auto s = storeSummaries(path);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().message.find("written before schema version 4"), std::string::npos) << s.error().message;
+    auto reader = RunReader::open(path);
+    ASSERT_TRUE(reader);
+    EXPECT_LT((*reader)->schemaVersion(), 4) << "the file was left as it was";
+    auto got = loadAnalyzedRun(path);
+    ASSERT_TRUE(got);
+    EXPECT_FALSE(got->stored);
+}
+
+} // namespace
+} // namespace lockstep::core
