@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the importer fuzzers and the span block and stored summary decoders' (libFuzzer, clang, ASan + UBSan) in build-fuzz and runs each for
-# SECONDS (default 30) on a generated seed corpus. Exits non-zero if a fuzzer finds a crash,
-# a leak, a sanitizer error or a timeout; the reproducer lands in build-fuzz/artifacts/.
+# Builds the importer fuzzers and the span block, instant block and stored summary decoders'
+# (libFuzzer, clang, ASan + UBSan) in build-fuzz and runs each for SECONDS (default 30) on a
+# generated seed corpus. Exits non-zero if a fuzzer finds a crash, a leak, a sanitizer error or a
+# timeout; the reproducer lands in build-fuzz/artifacts/.
 # Needs clang-16 and libclang-rt-16-dev (libFuzzer + sanitizer runtimes). Why 16: core's
 # Result is std::expected from libstdc++ 12, whose <expected> is enabled only when
 # __cpp_concepts >= 202002L. Clang 16 implements what it needs (P0848, conditionally trivial
@@ -25,18 +26,18 @@ cmake -S "${ROOT}" -B "${BUILD}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DLOCKSTEP_BUILD_FUZZERS=ON -DLOCKSTEP_BUILD_UI=OFF -DLOCKSTEP_BUILD_RUNTIME=OFF \
   -DLOCKSTEP_BUILD_TESTS=OFF -DLOCKSTEP_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build "${BUILD}" -j2 --target fuzz_kineto fuzz_nsys fuzz_span_block fuzz_summary_part fuzz_make_seeds
+cmake --build "${BUILD}" -j2 --target fuzz_kineto fuzz_nsys fuzz_span_block fuzz_instant_block fuzz_summary_part fuzz_make_seeds
 
 CORPUS="${BUILD}/corpus"
 ARTIFACTS="${BUILD}/artifacts"
 mkdir -p "${ARTIFACTS}"
 "${BUILD}/core/import/fuzz_make_seeds" "${CORPUS}/kineto" "${CORPUS}/nsys"
-# The span block and summary decoders start from an empty corpus: their formats are small enough for libFuzzer to
-# find (a format byte, varints) on its own.
-mkdir -p "${CORPUS}/span_block" "${CORPUS}/summary_part"
+# The block and summary decoders start from an empty corpus: their formats are small enough for
+# libFuzzer to find (a format byte, varints) on their own.
+mkdir -p "${CORPUS}/span_block" "${CORPUS}/instant_block" "${CORPUS}/summary_part"
 
 status=0
-for fuzzer in fuzz_kineto fuzz_nsys fuzz_span_block fuzz_summary_part; do
+for fuzzer in fuzz_kineto fuzz_nsys fuzz_span_block fuzz_instant_block fuzz_summary_part; do
   name="${fuzzer#fuzz_}"
   echo "== ${fuzzer}: ${SECONDS_EACH} s"
   # -timeout: one input taking > 10 s is a hang; -rss_limit_mb: the importers must stay small.

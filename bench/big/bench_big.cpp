@@ -200,12 +200,18 @@ int64_t tableBytes(sqlite3* db, const char* table)
     return bytes;
 }
 
-// Where the file's bytes are: spans, and instants (the gradient-ready instants, ~0.8 per span).
+// Where the file's bytes are: spans, and instants (the gradient-ready instants, ~0.8 per span),
+// each table with its indexes.
 void printTableSizes(const std::string& prefix, const std::string& path, long long spans, long long instants)
 {
     sqlite3* db = nullptr;
     if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-        const int64_t spanBytes = tableBytes(db, "spans"), instantBytes = tableBytes(db, "instants");
+        // Blocks (schema 6 and 7 on); the rows' tables of older builds.
+        int64_t spanBytes = tableBytes(db, "span_blocks"), instantBytes = tableBytes(db, "instant_blocks");
+        if (spanBytes <= 0)
+            spanBytes = tableBytes(db, "spans");
+        if (instantBytes <= 0)
+            instantBytes = tableBytes(db, "instants");
         if (spanBytes > 0 && spans > 0)
             std::printf("%s_spans_table_bytes_per_span: %.1f B\n", prefix.c_str(), static_cast<double>(spanBytes) / static_cast<double>(spans));
         if (instantBytes > 0 && instants > 0)

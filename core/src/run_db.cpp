@@ -61,6 +61,23 @@
 // 625 spans 3505 -> 653 us. A recorder with millisecond steps pays ~80 us more per step on its
 // writer thread; not worth a second layout (an uncompressed tail per lane) yet.
 //
+// Fourth round: instant blocks (schema 8). The gradient-ready instants, ~0.8 per span, were still
+// a row each with a (lane, ts) index: 49.6 bytes an instant, four fifths of bench_big's file (10 M
+// spans, 1024 ranks: 49.9 bytes per span in all). They now go through the same writer (OpenBlock,
+// append, flushLane, storeBlock are templates over the record) into instant_blocks, encoded by
+// core/instant_block.h (~5.1 bytes an instant on that run: flags, a 3-byte time delta, a 1-byte
+// name difference). Block size, bench_big 10 M, one run each, load 2-7:
+//   2048 instants (~10.5 KB)  7.9 bytes/instant on disk, 16.5 bytes/span for the whole file
+//   9 KiB (~1,800 instants)   6.0 bytes/instant,         15.0 bytes/span: kept
+// SQLite keeps between ~1 KB and ~2 KB of a row in its b-tree cell on 8 KB pages and the rest in
+// whole overflow pages: a 10.5 KB row took two overflow pages, the second holding ~1 KB (dbstat:
+// 1.75 overflow pages per block, 21 MB of them unused); a row of 9.2-10.2 KB fills exactly one.
+// So instant blocks close at a byte size (the encoder takes the longest prefix that fits), with
+// a count only as a bound for tiny instants; the 1 byte left per instant is mostly each lane's
+// last, partial block. Writing rose from 0.99 to 2.5-4.4 M spans/s wall (4.7-6.2 M/s CPU, the
+// generator's time included); bench_db (spans only) is unchanged within noise (CPU 13.5-14.8 vs
+// main's 13.2-13.9 M/s bulk, 6.7-6.9 vs 6.7-7.1 M/s with step commits, at load ~7).
+//
 // Live reading. The recorder commits once per step and writes the step row in the same
 // transaction as the step's spans. A transaction may still carry spans of a step that has no
 // row yet (the next step's data loading, an all-reduce in flight across the commit), and a run
@@ -77,6 +94,7 @@
 #include "lockstep/core/output_file.h"
 #include "lockstep/core/span_block.h"
 
+#include "blocks.h"
 #include "schema.h"
 
 #include <sqlite3.h>
@@ -171,11 +189,6 @@ constexpr const char* kWriterPragmas =
     "PRAGMA temp_store = MEMORY;";
 // Larger pages: fewer b-tree splits and page headers per span; fixed when the file is created.
 constexpr const char* kPageSizePragma = "PRAGMA page_size = 8192;";
-
-// A block row (schema.cpp, span_blocks): written whole, replacing the row of the same key.
-constexpr const char* kInsertBlock =
-    "INSERT OR REPLACE INTO span_blocks (lane, first_start_ns, seq, last_start_ns, max_end_ns, count, data) "
-    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
 // One row of a SELECT of schema::spanColumnList(true) (kSpanReadColumns) from a file older than
 // kSpanBlocksVersion: the span, and the file's lane and string ids (the caller maps them).
@@ -305,17 +318,44 @@ const std::string kInsertLane =
 // ---------------------------------------------------------------------------------------------
 // RunWriter
 
-// A lane's blocks as the writer holds them (see appendSpans): the open block (the lane's last,
-// not yet full) decoded once and kept, and the spans appended since the last flush.
-struct LaneBlocks {
-    std::vector<Span> open;       // sorted by start, equal starts in append order
+// A lane's blocks of one kind (spans or instants) as the writer holds them (see appendSpans): the
+// open block (the lane's last, not yet full) decoded once and kept, and the records appended
+// since the last flush.
+template <class R>
+struct OpenBlock {
+    std::vector<R> open;          // sorted by key (start, time), equal keys in append order
     int64_t openSeq = 0;          // the open block's seq
     bool openStored = false;      // a row holds an earlier state of it ...
-    TimeNs storedFirst = 0;       // ... under this first_start_ns
-    bool openDirty = false;       // it has spans its row lacks
-    std::vector<Span> pending;    // appended since the last flush, in append order
+    TimeNs storedFirst = 0;       // ... under this first key
+    bool openDirty = false;       // it has records its row lacks
+    std::vector<R> pending;       // appended since the last flush, in append order
+
+    // At a commit, for a lane that got nothing in the transaction: gives back the buffers' spare
+    // room. A writer that goes lane after lane (merge, the importers, bench_big's rank-major
+    // order) would otherwise keep every lane's largest batch: 1.5 GB for bench_big's 2,048 lanes
+    // of spans and instants, 0.25 GB with this. Lanes written in every transaction (the recorder,
+    // bench_db) keep theirs and reallocate nothing.
+    void trimIfIdle()
+    {
+        if (!pending.empty() || openDirty)
+            return;
+        std::vector<R>().swap(pending);
+        open.shrink_to_fit();
+    }
+};
+
+struct LaneBlocks {
+    OpenBlock<Span> spans;
+    OpenBlock<Instant> instants;
     int64_t maxDur = 0, maxDurStored = 0; // lanes.max_dur_ns
     int64_t reach = 0, reachStored = 0;   // lanes.block_reach_ns
+    OpenBlock<Span>& of(const Span*) { return spans; }
+    OpenBlock<Instant>& of(const Instant*) { return instants; }
+};
+
+// A block table's statements.
+struct BlockStmts {
+    Stmt ins, del;
 };
 
 struct RunWriter::Impl {
@@ -325,11 +365,13 @@ struct RunWriter::Impl {
     size_t stringsStored = 1; // strings[0] ('') is in the file from the start
     std::vector<LaneBlocks> lanes;
     std::string blob;          // the block being written
-    std::vector<Span> merged;  // flushLane's merge of an open block with out-of-order spans
     bool inTxn = false;
     bool closed = false;
     std::string deferredError; // from intern(), which cannot return one
-    Stmt insBlock, delBlock, insInstant, insString, insStep, insRank, insLane, insBucket, insDiag, updLane;
+    BlockStmts spanBlocks, instantBlocks;
+    Stmt insString, insStep, insRank, insLane, insBucket, insDiag, updLane;
+    BlockStmts& stmtsOf(const Span*) { return spanBlocks; }
+    BlockStmts& stmtsOf(const Instant*) { return instantBlocks; }
 
     ~Impl()
     {
@@ -362,10 +404,10 @@ struct RunWriter::Impl {
             const char* sql;
         };
         const P ps[] = {
-            {&insBlock, kInsertBlock},
-            {&delBlock, "DELETE FROM span_blocks WHERE lane = ?1 AND first_start_ns = ?2 AND seq = ?3"},
-            {&insInstant, "INSERT INTO instants (lane, kind, name, ts_ns, step, bucket) "
-                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
+            {&spanBlocks.ins, blocks::Table<Span>::kInsert},
+            {&spanBlocks.del, blocks::Table<Span>::kDelete},
+            {&instantBlocks.ins, blocks::Table<Instant>::kInsert},
+            {&instantBlocks.del, blocks::Table<Instant>::kDelete},
             {&insString, "INSERT OR REPLACE INTO strings (id, text) VALUES (?1, ?2)"},
             {&insStep, kInsertStep.c_str()},
             {&insRank, kInsertRank.c_str()},
@@ -395,81 +437,159 @@ struct RunWriter::Impl {
         return {};
     }
 
-    // Stores `spans` as the lane's open block (seq b.openSeq), replacing the row of its earlier
-    // state; a row under another first start is deleted first.
-    Status writeBlock(uint32_t lane, LaneBlocks& b, std::span<const Span> spans)
+    // Stores the block in `blob` (its row values `row`) as the lane's open block of its kind (seq
+    // b.openSeq), replacing the row of its earlier state; a row under another first key is deleted
+    // first.
+    template <class R>
+    Status storeBlock(uint32_t lane, OpenBlock<R>& b, const blocks::Row& row)
     {
-        SpanBlockSummary sum;
-        if (auto s = encodeSpanBlock(spans, blob, &sum); !s)
-            return fail(path + ": " + s.error().message);
+        BlockStmts& st = stmtsOf(static_cast<const R*>(nullptr));
         int rc = SQLITE_DONE;
-        if (b.openStored && b.storedFirst != sum.firstStart) {
-            delBlock.bind(1, static_cast<int64_t>(lane));
-            delBlock.bind(2, b.storedFirst);
-            delBlock.bind(3, b.openSeq);
-            rc = delBlock.run();
+        if (b.openStored && b.storedFirst != row.first) {
+            st.del.bind(1, static_cast<int64_t>(lane));
+            st.del.bind(2, b.storedFirst);
+            st.del.bind(3, b.openSeq);
+            rc = st.del.run();
         }
         if (rc == SQLITE_DONE) {
-            const int64_t values[] = {lane, sum.firstStart, b.openSeq, sum.lastStart, sum.maxEnd, sum.count};
+            // blocks::Table: the same parameters in both tables (instant_blocks has no max end).
+            const int64_t values[] = {lane, row.first, b.openSeq, row.last, row.maxEnd, row.count};
             for (int i = 0; i < 6; ++i)
-                insBlock.bind(i + 1, values[i]);
-            sqlite3_bind_blob(insBlock.get(), 7, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
-            rc = insBlock.run();
+                st.ins.bind(i + 1, values[i]);
+            sqlite3_bind_blob(st.ins.get(), 7, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
+            rc = st.ins.run();
         }
         if (rc != SQLITE_DONE)
-            return error(rc, "storing spans");
+            return error(rc, blocks::Table<R>::kStoring);
         b.openStored = true;
-        b.storedFirst = sum.firstStart;
-        b.reach = std::max(b.reach, sum.maxEnd - sum.firstStart);
+        b.storedFirst = row.first;
+        if constexpr (std::is_same_v<R, Span>)
+            lanes[lane].reach = std::max(lanes[lane].reach, row.maxEnd - row.first);
         return {};
     }
 
-    // Moves the lane's pending spans into its open block (a merge by start when some start
-    // before the block's last: append order kept among equal starts), stores every full block
-    // and starts the next; with `all`, stores the open block's remainder too.
+    // Moves the lane's pending records of one kind into its open block (a merge by key when some
+    // come before the block's last: append order kept among equal keys), stores every full block
+    // (blocks::Table's kPerBlock records or kMaxBytes bytes) and starts the next; with `all`,
+    // stores the open block's remainder too.
+    template <class R>
     Status flushLane(uint32_t lane, bool all)
     {
-        LaneBlocks& b = lanes[lane];
+        using Table = blocks::Table<R>;
+        OpenBlock<R>& b = lanes[lane].of(static_cast<const R*>(nullptr));
         if (!b.pending.empty()) {
-            const auto byStart = [](const Span& x, const Span& y) { return x.start < y.start; };
-            if (!std::is_sorted(b.pending.begin(), b.pending.end(), byStart))
-                std::stable_sort(b.pending.begin(), b.pending.end(), byStart);
-            if (b.open.empty() || b.pending.front().start >= b.open.back().start) {
+            const auto byKey = [](const R& x, const R& y) { return blocks::key(x) < blocks::key(y); };
+            if (!std::is_sorted(b.pending.begin(), b.pending.end(), byKey))
+                std::stable_sort(b.pending.begin(), b.pending.end(), byKey);
+            if (b.open.empty() || blocks::key(b.pending.front()) >= blocks::key(b.open.back())) {
                 b.open.insert(b.open.end(), b.pending.begin(), b.pending.end());
             } else {
-                merged.clear();
+                std::vector<R> merged;
                 merged.reserve(b.open.size() + b.pending.size());
                 std::merge(b.open.begin(), b.open.end(), b.pending.begin(), b.pending.end(), std::back_inserter(merged),
-                           byStart);
+                           byKey);
                 b.open.swap(merged);
             }
             b.pending.clear();
             b.openDirty = true;
         }
+        if (!b.openDirty)
+            return {};
+        Status result;
         size_t done = 0;
-        while (b.open.size() - done >= kSpanBlockSpans) {
-            if (auto s = writeBlock(lane, b, std::span(b.open).subspan(done, kSpanBlockSpans)); !s) {
-                b.open.erase(b.open.begin(), b.open.begin() + static_cast<ptrdiff_t>(done)); // those are stored
-                return s;
+        bool restStored = false;
+        while (done < b.open.size()) {
+            const size_t left = b.open.size() - done;
+            // Fewer than kPerBlock records fill a block only by their bytes.
+            if (!all && left < Table::kPerBlock && Table::kMaxBytes == SIZE_MAX)
+                break;
+            blocks::Row row;
+            const auto next = std::span<const R>(b.open).subspan(done, std::min(left, Table::kPerBlock));
+            if (auto s = blocks::encode(next, blob, row, Table::kMaxBytes); !s) {
+                result = fail(path + ": " + s.error().message);
+                break;
             }
-            done += kSpanBlockSpans;
+            const auto taken = static_cast<size_t>(row.count);
+            const bool full = taken == Table::kPerBlock || taken < left;
+            if (!full && !all)
+                break;
+            if (auto s = storeBlock(lane, b, row); !s) {
+                result = s;
+                break;
+            }
+            if (!full) {
+                restStored = true;
+                break;
+            }
+            done += taken;
             ++b.openSeq;
             b.openStored = false;
         }
-        if (done > 0) {
-            b.open.erase(b.open.begin(), b.open.begin() + static_cast<ptrdiff_t>(done));
-            b.openDirty = !b.open.empty();
+        // The full blocks are stored: only the rest stays open (also after an error).
+        b.open.erase(b.open.begin(), b.open.begin() + static_cast<ptrdiff_t>(done));
+        if (done > 0 || restStored)
+            b.openDirty = !restStored && !b.open.empty();
+        return result;
+    }
+
+    // appendSpans / appendInstants after their checks: buffers the records per lane and stores
+    // the lanes' full blocks.
+    template <class R>
+    Status append(std::span<const R> records)
+    {
+        for (const R& r : records) {
+            LaneBlocks& l = lanes[r.lane.v];
+            l.of(&r).pending.push_back(r);
+            if constexpr (std::is_same_v<R, Span>)
+                l.maxDur = std::max(l.maxDur, r.end - r.start);
         }
-        if (all && b.openDirty) {
-            if (auto s = writeBlock(lane, b, b.open); !s)
+        for (uint32_t l = 0; l < lanes.size(); ++l) {
+            if (lanes[l].of(static_cast<const R*>(nullptr)).pending.size() < blocks::Table<R>::kPerBlock)
+                continue;
+            if (auto s = flushStrings(); !s)
                 return s;
-            b.openDirty = false;
+            if (auto s = flushLane<R>(l, false); !s)
+                return s;
         }
         return {};
     }
 
-    // openExisting: each lane's bounds and its last block (the highest seq), kept open when
-    // it is not full (decoded once, here), so appending continues it.
+    // openExisting: each lane's last block of one kind (the highest seq), kept open when it is not
+    // full (decoded once, here), so appending continues it.
+    template <class R>
+    Status readOpenBlocks()
+    {
+        Stmt st;
+        int rc = st.prepare(db, blocks::Table<R>::kLast);
+        for (uint32_t l = 0; rc == SQLITE_OK && l < lanes.size(); ++l) {
+            st.bind(1, static_cast<int64_t>(l));
+            const int step = sqlite3_step(st.get());
+            if (step == SQLITE_ROW) {
+                OpenBlock<R>& b = lanes[l].of(static_cast<const R*>(nullptr));
+                b.openSeq = sqlite3_column_int64(st.get(), 1);
+                if (sqlite3_column_int64(st.get(), 2) >= static_cast<int64_t>(blocks::Table<R>::kPerBlock)) {
+                    ++b.openSeq;
+                } else {
+                    const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(st.get(), 3));
+                    const auto n = static_cast<size_t>(sqlite3_column_bytes(st.get(), 3));
+                    if (auto s = blocks::decode(std::span(p, n), LaneId{l}, b.open); !s) {
+                        sqlite3_reset(st.get());
+                        return fail(s.error(), path + ": " + s.error().message);
+                    }
+                    b.openStored = true;
+                    b.storedFirst = sqlite3_column_int64(st.get(), 0);
+                }
+            } else if (step != SQLITE_DONE) {
+                rc = step;
+            }
+            sqlite3_reset(st.get());
+        }
+        if (rc != SQLITE_OK)
+            return error(rc, blocks::Table<R>::kReading);
+        return {};
+    }
+
+    // openExisting: each lane's bounds and its open blocks.
     Status readLaneState()
     {
         Stmt st;
@@ -484,34 +604,9 @@ struct RunWriter::Impl {
         }
         if (rc != SQLITE_DONE && rc != SQLITE_OK)
             return error(rc, "reading lanes");
-        rc = st.prepare(db, "SELECT first_start_ns, seq, count, data FROM span_blocks WHERE lane = ?1 "
-                            "ORDER BY seq DESC LIMIT 1");
-        for (uint32_t l = 0; rc == SQLITE_OK && l < lanes.size(); ++l) {
-            st.bind(1, static_cast<int64_t>(l));
-            const int step = sqlite3_step(st.get());
-            if (step == SQLITE_ROW) {
-                LaneBlocks& b = lanes[l];
-                b.openSeq = sqlite3_column_int64(st.get(), 1);
-                if (sqlite3_column_int64(st.get(), 2) >= static_cast<int64_t>(kSpanBlockSpans)) {
-                    ++b.openSeq;
-                } else {
-                    const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(st.get(), 3));
-                    const auto n = static_cast<size_t>(sqlite3_column_bytes(st.get(), 3));
-                    if (auto s = decodeSpanBlock(std::span(p, n), LaneId{l}, b.open); !s) {
-                        sqlite3_reset(st.get());
-                        return fail(s.error(), path + ": " + s.error().message);
-                    }
-                    b.openStored = true;
-                    b.storedFirst = sqlite3_column_int64(st.get(), 0);
-                }
-            } else if (step != SQLITE_DONE) {
-                rc = step;
-            }
-            sqlite3_reset(st.get());
-        }
-        if (rc != SQLITE_OK)
-            return error(rc, "reading span blocks");
-        return {};
+        if (auto s = readOpenBlocks<Span>(); !s)
+            return s;
+        return readOpenBlocks<Instant>();
     }
 
     Status commit()
@@ -522,12 +617,16 @@ struct RunWriter::Impl {
             return s;
         if (auto s = flushStrings(); !s)
             return s;
-        // Every lane's spans go into its blocks in this transaction (with the step rows that
-        // came with them), and the lanes' bounds with the blocks that raised them, so a live
+        // Every lane's spans and instants go into its blocks in this transaction (with the step
+        // rows that came with them), and the lanes' bounds with the blocks that raised them, so a live
         // reader's window query is never narrower than the data it can see.
         for (uint32_t i = 0; i < lanes.size(); ++i) {
             LaneBlocks& b = lanes[i];
-            if (auto s = flushLane(i, true); !s)
+            b.spans.trimIfIdle();
+            b.instants.trimIfIdle();
+            if (auto s = flushLane<Span>(i, true); !s)
+                return s;
+            if (auto s = flushLane<Instant>(i, true); !s)
                 return s;
             if (b.maxDur == b.maxDurStored && b.reach == b.reachStored)
                 continue;
@@ -776,8 +875,9 @@ StringId RunWriter::intern(std::string_view text)
     return m_impl->strings.intern(text);
 }
 
-// Span blocks. appendSpans only checks the spans and buffers them per lane; a lane's buffer goes
-// into its blocks (Impl::flushLane) when it holds a block's worth, and every lane's at commit(),
+// Span blocks (instant blocks likewise: appendInstants). appendSpans only checks the spans and
+// buffers them per lane; a lane's buffer goes into its blocks (Impl::flushLane) when it holds a
+// block's worth, and every lane's at commit(),
 // inside the transaction that commits them: a step row still commits with its spans. The open
 // block (the lane's last, not full) is rewritten whole at each commit from the spans kept in
 // memory (never decoded again); a full block is written once and never touched again. A span
@@ -801,47 +901,23 @@ Status RunWriter::appendSpans(std::span<const Span> spans)
             return fail(d.path + ": a span ends before it starts (lane " + std::to_string(sp.lane.v) + ", start "
                         + std::to_string(sp.start) + ", end " + std::to_string(sp.end) + ")");
     }
-    for (const Span& sp : spans) {
-        LaneBlocks& b = d.lanes[sp.lane.v];
-        b.pending.push_back(sp);
-        b.maxDur = std::max(b.maxDur, sp.end - sp.start);
-    }
-    for (uint32_t l = 0; l < lanes; ++l) {
-        if (d.lanes[l].pending.size() < kSpanBlockSpans)
-            continue;
-        if (auto s = d.flushStrings(); !s)
-            return s;
-        if (auto s = d.flushLane(l, false); !s)
-            return s;
-    }
-    return {};
+    return d.append(spans);
 }
 
+// Instant blocks: the same mechanism as span blocks (Impl::append, flushLane), each lane with an
+// open instant block beside its open span block.
 Status RunWriter::appendInstants(std::span<const Instant> instants)
 {
     auto& d = *m_impl;
     if (auto s = d.begin(); !s)
         return s;
-    if (auto s = d.flushStrings(); !s)
-        return s;
-    auto* st = d.insInstant.get();
     for (const Instant& in : instants) {
         if (in.lane.v >= d.lanes.size())
             return fail(d.path + ": an instant names lane " + std::to_string(in.lane.v) + ", which was never added");
         if (in.name.v >= d.strings.size())
             return fail(d.path + ": an instant names string " + std::to_string(in.name.v) + ", which was never interned");
-        sqlite3_bind_int64(st, 1, in.lane.v);
-        sqlite3_bind_int(st, 2, static_cast<int>(in.kind));
-        sqlite3_bind_int64(st, 3, in.name.v);
-        sqlite3_bind_int64(st, 4, in.ts);
-        sqlite3_bind_int(st, 5, in.step);
-        sqlite3_bind_int(st, 6, in.bucket);
-        const int rc = sqlite3_step(st);
-        sqlite3_reset(st);
-        if (rc != SQLITE_DONE)
-            return d.error(rc, "appending instants");
     }
-    return {};
+    return d.append(instants);
 }
 
 Status RunWriter::addDiagnostic(const Diagnostic& g)
@@ -945,8 +1021,8 @@ Status RunWriter::close()
     }
     d.closed = true;
     // Finalize statements before closing so that sqlite3_close checkpoints and removes the WAL.
-    for (Stmt* s : {&d.insBlock, &d.delBlock, &d.insInstant, &d.insString, &d.insStep, &d.insRank, &d.insLane, &d.insBucket,
-                    &d.insDiag, &d.updLane})
+    for (Stmt* s : {&d.spanBlocks.ins, &d.spanBlocks.del, &d.instantBlocks.ins, &d.instantBlocks.del, &d.insString,
+                    &d.insStep, &d.insRank, &d.insLane, &d.insBucket, &d.insDiag, &d.updLane})
         s->finalize();
     // A finished run goes back to rollback-journal mode: the checkpoint folds the WAL into the
     // file, which then stands on its own (no -wal beside it to lose or to carry along). The mode
@@ -1115,10 +1191,12 @@ void normalizeLoaded(Run& run)
     run.spans = std::move(spans);
 }
 
-// Blocks of one lane read in key order (first_start_ns, seq) concatenate to (start, append
-// order) unless two of them overlap (schema.cpp, span_blocks); then the lane's spans are put in
-// that order by a sort on (start, block seq, position). BlockOrder watches the blocks of a lane go
-// by, each as the range of `spans` its kept spans took, and sorts only when one was out of order.
+// Blocks of one lane read in key order (first key, seq) concatenate to (key, append order) unless
+// two of them overlap (schema.cpp, span_blocks and instant_blocks); then the lane's records are put
+// in that order by a sort on (key, block seq, position). BlockOrder watches the blocks of a lane go
+// by, each as the range of `spans` (or instants) its kept records took, and sorts only when one was
+// out of order.
+template <class R>
 class BlockOrder {
 public:
     // A block (`first` and `last` its first and last start before any filtering) whose kept
@@ -1132,7 +1210,7 @@ public:
         m_seq = seq;
     }
     // The lane is done: its spans end at spans.end().
-    void finish(std::vector<Span>& spans)
+    void finish(std::vector<R>& spans)
     {
         if (m_merge && !m_ranges.empty()) {
             struct Key {
@@ -1146,12 +1224,12 @@ public:
             for (size_t r = 0; r < m_ranges.size(); ++r) {
                 const size_t end = r + 1 < m_ranges.size() ? m_ranges[r + 1].second : spans.size();
                 for (size_t i = m_ranges[r].second; i < end; ++i)
-                    keys.push_back(Key{spans[i].start, m_ranges[r].first, i});
+                    keys.push_back(Key{blocks::key(spans[i]), m_ranges[r].first, i});
             }
             std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
                 return std::tie(a.start, a.seq, a.at) < std::tie(b.start, b.seq, b.at);
             });
-            std::vector<Span> sorted;
+            std::vector<R> sorted;
             sorted.reserve(keys.size());
             for (const Key& k : keys)
                 sorted.push_back(spans[k.at]);
@@ -1283,19 +1361,21 @@ struct RunReader::Impl {
         return {};
     }
 
-    // readSpans() for files of kSpanBlocksVersion on: the blocks in key order, each decoded
-    // into run.spans and filtered in place; blocks on unknown lanes counted in `orphans`.
-    Status readBlocks(Run& run, const RowFilter& filter, RowStopCheck& stopRequested, int64_t& orphans) const
+    // readSpans() and readInstants() for files of kSpanBlocksVersion and kInstantBlocksVersion
+    // on: the blocks in key order, each decoded into `out` and filtered in place; blocks on
+    // unknown lanes counted in `orphans`.
+    template <class R>
+    Status readBlocks(std::vector<R>& out, const RowFilter& filter, RowStopCheck& stopRequested, int64_t& orphans) const
     {
+        using Table = blocks::Table<R>;
         Stmt st;
         int rc;
-        if ((rc = st.prepare(db, "SELECT COALESCE(sum(count), 0) FROM span_blocks")) == SQLITE_OK
-            && sqlite3_step(st.get()) == SQLITE_ROW)
-            run.spans.reserve(static_cast<size_t>(std::max<int64_t>(0, sqlite3_column_int64(st.get(), 0))));
-        rc = st.prepare(db, "SELECT lane, seq, count, data FROM span_blocks ORDER BY lane, first_start_ns, seq");
+        if ((rc = st.prepare(db, Table::kCount)) == SQLITE_OK && sqlite3_step(st.get()) == SQLITE_ROW)
+            out.reserve(out.size() + static_cast<size_t>(std::max<int64_t>(0, sqlite3_column_int64(st.get(), 0))));
+        rc = st.prepare(db, Table::kAll);
         if (rc != SQLITE_OK)
-            return std::unexpected(error(rc, "reading spans"));
-        BlockOrder order;
+            return std::unexpected(error(rc, Table::kReading));
+        BlockOrder<R> order;
         int64_t current = std::numeric_limits<int64_t>::min();
         while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
             const int64_t fileLane = sqlite3_column_int64(st.get(), 0);
@@ -1305,28 +1385,28 @@ struct RunReader::Impl {
                 continue;
             }
             if (fileLane != current) {
-                order.finish(run.spans);
+                order.finish(out);
                 current = fileLane;
             }
-            const size_t begin = run.spans.size();
-            if (auto s = decodeSpanBlock(blobColumn(st.get(), 3), LaneId{lane}, run.spans); !s)
+            const size_t begin = out.size();
+            if (auto s = blocks::decode(blobColumn(st.get(), 3), LaneId{lane}, out); !s)
                 return fail(s.error(), path + ": " + s.error().message);
-            order.add(sqlite3_column_int64(st.get(), 1), run.spans[begin].start, run.spans.back().start, begin);
+            order.add(sqlite3_column_int64(st.get(), 1), blocks::key(out[begin]), blocks::key(out.back()), begin);
             size_t kept = begin;
-            for (size_t i = begin; i < run.spans.size(); ++i) {
+            for (size_t i = begin; i < out.size(); ++i) {
                 if (stopRequested())
                     return fail(ErrorCode::Cancelled, kCancelled);
-                Span& sp = run.spans[i];
-                if (!filter.keep(lane, sp.step))
+                R& r = out[i];
+                if (!filter.keep(lane, r.step))
                     continue;
-                sp.name = mapString(sp.name.v);
-                run.spans[kept++] = sp;
+                r.name = mapString(r.name.v);
+                out[kept++] = r;
             }
-            run.spans.resize(kept);
+            out.resize(kept);
         }
         if (rc != SQLITE_DONE)
-            return std::unexpected(error(rc, "reading spans"));
-        order.finish(run.spans);
+            return std::unexpected(error(rc, Table::kReading));
+        order.finish(out);
         return {};
     }
 
@@ -1338,7 +1418,7 @@ struct RunReader::Impl {
         sqlite3_bind_int64(st, 1, lane.v);
         sqlite3_bind_int64(st, 2, t0);
         sqlite3_bind_int64(st, 3, t1);
-        BlockOrder order;
+        BlockOrder<Span> order;
         int rc;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
             const size_t begin = out.size();
@@ -1362,7 +1442,7 @@ struct RunReader::Impl {
         return {};
     }
 
-    // load()'s instant rows, as readSpans().
+    // load()'s instant rows (files before kInstantBlocksVersion), as readSpans().
     Status readInstants(Run& run, const RowFilter& filter, RowStopCheck& stopRequested, int64_t& orphans) const
     {
         Stmt st;
@@ -1402,28 +1482,31 @@ RunReader::RunReader(std::unique_ptr<Impl> impl)
 RunReader::~RunReader() = default;
 
 namespace {
-// validateRunFile's check of the span blocks: each decodes, and its row's bounds and count are
-// the decoded spans' (a window query trusts them). Decoding 10 M spans takes ~0.1 s.
-Status checkSpanBlocks(sqlite3* db, const std::string& path)
+// validateRunFile's check of the span or instant blocks: each decodes, and its row's bounds and
+// count are the decoded records' (a window query trusts them). Decoding 10 M spans takes ~0.1 s.
+template <class R>
+Status checkBlocks(sqlite3* db, const std::string& path)
 {
+    using Table = blocks::Table<R>;
     Stmt st;
-    int rc = st.prepare(db, "SELECT lane, first_start_ns, last_start_ns, max_end_ns, count, data FROM span_blocks");
+    const std::string what = std::string("checking the ") + Table::kName;
+    int rc = st.prepare(db, Table::kCheck);
     if (rc != SQLITE_OK)
-        return fail(schema::sqliteError(db, rc, path, "checking the span blocks"));
-    std::vector<Span> spans;
+        return fail(schema::sqliteError(db, rc, path, what.c_str()));
+    std::vector<R> records;
     while ((rc = sqlite3_step(st.get())) == SQLITE_ROW) {
-        spans.clear();
-        SpanBlockSummary sum;
+        records.clear();
+        blocks::Row sum;
         const int64_t lane = sqlite3_column_int64(st.get(), 0);
-        if (auto s = decodeSpanBlock(blobColumn(st.get(), 5), LaneId{0}, spans, &sum); !s)
+        if (auto s = blocks::decode(blobColumn(st.get(), 5), LaneId{0}, records, &sum); !s)
             return fail(s.error(), path + ": " + s.error().message + " (lane " + std::to_string(lane) + ")");
-        if (sum.firstStart != sqlite3_column_int64(st.get(), 1) || sum.lastStart != sqlite3_column_int64(st.get(), 2)
+        if (sum.first != sqlite3_column_int64(st.get(), 1) || sum.last != sqlite3_column_int64(st.get(), 2)
             || sum.maxEnd != sqlite3_column_int64(st.get(), 3) || sum.count != sqlite3_column_int64(st.get(), 4))
-            return fail(ErrorCode::BadFile, path + ": the run database is corrupt: a span block of lane "
+            return fail(ErrorCode::BadFile, path + ": the run database is corrupt: a block of " + Table::kName + " of lane "
                         + std::to_string(lane) + " does not match its row");
     }
     if (rc != SQLITE_DONE)
-        return fail(schema::sqliteError(db, rc, path, "checking the span blocks"));
+        return fail(schema::sqliteError(db, rc, path, what.c_str()));
     return {};
 }
 } // namespace
@@ -1450,7 +1533,9 @@ Status validateRunFile(const std::string& path)
             result = fail(ErrorCode::BadFile, path + ": the run database is corrupt or truncated"
                           + (verdict.empty() ? std::string() : " (" + verdict + ")"));
     } else if (version >= schema::kSpanBlocksVersion) {
-        result = checkSpanBlocks(*db, path);
+        result = checkBlocks<Span>(*db, path);
+        if (result && version >= schema::kInstantBlocksVersion)
+            result = checkBlocks<Instant>(*db, path);
     }
     sqlite3_close(*db);
     return result;
@@ -1735,11 +1820,14 @@ Result<Run> RunReader::load(const LoadOptions& options)
     int64_t orphans = 0;
     RowStopCheck stopRequested{options.stop};
     if (options.spans) {
-        if (auto s = d.version >= schema::kSpanBlocksVersion ? d.readBlocks(run, filter, stopRequested, orphans)
+        if (auto s = d.version >= schema::kSpanBlocksVersion ? d.readBlocks(run.spans, filter, stopRequested, orphans)
                                                               : d.readSpans(run, filter, stopRequested, orphans);
             !s)
             return std::unexpected(s.error());
-        if (auto s = d.readInstants(run, filter, stopRequested, orphans); !s)
+        if (auto s = d.version >= schema::kInstantBlocksVersion
+                ? d.readBlocks(run.instants, filter, stopRequested, orphans)
+                : d.readInstants(run, filter, stopRequested, orphans);
+            !s)
             return std::unexpected(s.error());
     }
     if (orphans > 0)

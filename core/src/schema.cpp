@@ -7,7 +7,7 @@
 //    disk; RankInfo's offsets are stored beside them and RunReader::load applies them).
 //  - Strings that repeat millions of times (span and instant names) are interned in `strings`
 //    and referenced by id; id 0 is the empty string.
-//  - Enums: the hot data (span blocks, instants; spans before version 6) store small ints, the
+//  - Enums: the hot data (span and instant blocks; spans and instants rows before) store small ints, the
 //    numeric values of SpanKind / InstantKind in types.h (one byte each on disk); the cold tables store the names from
 //    types.cpp (lanes.kind = laneKindName, run.status = runStatusName, diagnostics.severity =
 //    severityName) so that a person reading the file with the sqlite3 shell sees words.
@@ -37,12 +37,20 @@
 //     same codec the writer uses (a C++ step: convertSpansToBlocks) and drops spans. The sqlite3
 //     shell can no longer list spans: `lockstep export --chrome`, or the Python module
 //     (lockstep._core.load_run), reads them.
+//  7  summaries: the run's stored analysis (summary_store.h). Migration creates the table (empty).
+//  8  instant_blocks replaces instants (and its index instants_lane_ts): a lane's instants in
+//     blocks of up to kInstantBlockBytes (9 KiB) encoded by instant_block.h, as span blocks
+//     (run_db.cpp "Fourth round"; on bench_big's 10 M-span run the instants took 49.6
+//     bytes each as rows with their index). Migration converts the rows (in (lane, ts_ns, rowid)
+//     order) with the writer's codec (convertInstantsToBlocks) and drops the table and index.
 // A new file runs the base DDL and then every migration step: the path old files take is the
 // path every new file takes, so migrations cannot rot.
 #include "schema.h"
 
 #include "lockstep/core/run_db.h"
 #include "lockstep/core/span_block.h"
+
+#include "blocks.h"
 
 #include <sys/stat.h>
 
@@ -55,7 +63,7 @@
 
 namespace lockstep::core {
 
-const int kSchemaVersion = 7;
+const int kSchemaVersion = 8;
 
 namespace schema {
 namespace {
@@ -186,6 +194,7 @@ INSERT INTO run (id) VALUES (1);
 )sql";
 
 Status convertSpansToBlocks(sqlite3* db);
+Status convertInstantsToBlocks(sqlite3* db);
 
 struct Migration {
     int toVersion;
@@ -194,7 +203,7 @@ struct Migration {
 };
 
 // Each step takes the file from toVersion - 1 to toVersion, in one transaction.
-const std::array<Migration, 6> kMigrations = {{
+const std::array<Migration, 7> kMigrations = {{
     {2, R"sql(
 -- lanes.max_dur_ns: the longest span (dur_ns) of the lane, 0 if none. Kept by the
 -- writer (updated in the same transaction as the spans); window queries widen their lower bound
@@ -259,12 +268,36 @@ CREATE TABLE summaries (
   data    BLOB NOT NULL      -- the part's records (summary_store.cpp), zlib-compressed
 );
 )sql"},
+    {8, R"sql(
+-- Instants in blocks, as spans are since version 6: a block of up to 9 KiB (4096 instants) of one
+-- lane sorted by time, equal times in append order, encoded by instant_block.h's codec (about 6 bytes
+-- an instant on disk where a row and its index entry took 50). Blocks of a lane may overlap in time, as
+-- span blocks may: readers merge them by (ts, seq), which is (ts, append order). Load reads them
+-- all; there is no window query on instants, so no reach and no max end.
+CREATE TABLE instant_blocks (
+  lane        INTEGER NOT NULL, -- lanes.id
+  first_ts_ns INTEGER NOT NULL, -- time of the block's first instant (rank's clock)
+  seq         INTEGER NOT NULL, -- the block's number in its lane, from 0 in the order blocks
+                                -- were started: every instant of block n was appended before any
+                                -- instant of block n + 1 at the same time
+  last_ts_ns  INTEGER NOT NULL, -- time of its last instant
+  count       INTEGER NOT NULL, -- instants in data, 1 .. 4096
+  data        BLOB NOT NULL,    -- the instants (instant_block.h): ts, kind (InstantKind value),
+                                -- name (strings.id), step (-1 none), bucket (-1 none)
+  PRIMARY KEY (lane, first_ts_ns, seq)
+) WITHOUT ROWID;
+)sql", convertInstantsToBlocks},
 }};
 
-// Migration 6's conversion: spans rows, in key order, into blocks of kSpanBlockSpans per lane
-// (block seq from 0 in start order), the lanes' reach, then the spans table is dropped.
-Status convertSpansToBlocks(sqlite3* db)
+// Rows of an old table into blocks (migrations 6 and 8): `select` gives the lane, then what
+// `readRow` reads, in key order (lane, time, append order); blocks as the writer closes them (at
+// Table<R>::kPerBlock records or kMaxBytes bytes) per lane, block seq from 0 in time order.
+// `reach` receives each lane's largest max end - first key.
+template <class R>
+Status convertRowsToBlocks(sqlite3* db, const char* select, R (*readRow)(sqlite3_stmt*), const char* what,
+                           std::vector<std::pair<int64_t, int64_t>>& reach)
 {
+    using Table = blocks::Table<R>;
     sqlite3_stmt* sel = nullptr;
     sqlite3_stmt* ins = nullptr;
     const auto done = [&](Status s) {
@@ -272,46 +305,65 @@ Status convertSpansToBlocks(sqlite3* db)
         sqlite3_finalize(ins);
         return s;
     };
-    int rc = sqlite3_prepare_v2(db, "SELECT lane, start_ns, dur_ns, kind, name, step, bucket, bytes FROM spans "
-                                    "ORDER BY lane, start_ns, seq", -1, &sel, nullptr);
+    int rc = sqlite3_prepare_v2(db, select, -1, &sel, nullptr);
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(db, "INSERT INTO span_blocks (lane, first_start_ns, seq, last_start_ns, max_end_ns, "
-                                    "count, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", -1, &ins, nullptr);
+        rc = sqlite3_prepare_v2(db, Table::kInsert, -1, &ins, nullptr);
     if (rc != SQLITE_OK)
-        return done(fail(sqliteError(db, rc, sqlite3_db_filename(db, "main"), "converting spans to blocks")));
-    std::vector<Span> block;
+        return done(fail(sqliteError(db, rc, sqlite3_db_filename(db, "main"), what)));
+    std::vector<R> block;
     std::string blob;
     int64_t lane = 0, seq = 0;
-    std::vector<std::pair<int64_t, int64_t>> reach; // (lane, reach)
-    const auto flush = [&]() -> Status {
-        if (block.empty())
-            return {};
-        SpanBlockSummary sum;
-        if (auto s = encodeSpanBlock(block, blob, &sum); !s)
-            return fail(ErrorCode::BadFile, "converting spans to blocks: " + s.error().message);
-        const int64_t values[] = {lane, sum.firstStart, seq++, sum.lastStart, sum.maxEnd, sum.count};
+    // Stores one block from the front of `block` (all of it, or as much as one block holds) and
+    // drops those records.
+    const auto storeFront = [&]() -> Status {
+        blocks::Row row;
+        if (auto s = blocks::encode(std::span<const R>(block), blob, row, Table::kMaxBytes); !s)
+            return fail(ErrorCode::BadFile, std::string(what) + ": " + s.error().message);
+        const int64_t values[] = {lane, row.first, seq++, row.last, row.maxEnd, row.count};
         for (int i = 0; i < 6; ++i)
             sqlite3_bind_int64(ins, i + 1, values[i]);
         sqlite3_bind_blob(ins, 7, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
         const int r = sqlite3_step(ins);
         sqlite3_reset(ins);
         if (r != SQLITE_DONE)
-            return fail(sqliteError(db, r, sqlite3_db_filename(db, "main"), "converting spans to blocks"));
+            return fail(sqliteError(db, r, sqlite3_db_filename(db, "main"), what));
         if (reach.empty() || reach.back().first != lane)
             reach.emplace_back(lane, 0);
-        reach.back().second = std::max(reach.back().second, sum.maxEnd - sum.firstStart);
-        block.clear();
+        reach.back().second = std::max(reach.back().second, row.maxEnd - row.first);
+        block.erase(block.begin(), block.begin() + static_cast<ptrdiff_t>(row.count));
+        return {};
+    };
+    const auto flush = [&]() -> Status {
+        while (!block.empty())
+            if (auto s = storeFront(); !s)
+                return s;
         return {};
     };
     while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
         const int64_t rowLane = sqlite3_column_int64(sel, 0);
-        if (rowLane != lane || block.size() == kSpanBlockSpans) {
+        if (rowLane != lane) {
             if (auto s = flush(); !s)
                 return done(s);
-            if (rowLane != lane)
-                seq = 0;
+            seq = 0;
             lane = rowLane;
+        } else if (block.size() == Table::kPerBlock) {
+            if (auto s = storeFront(); !s)
+                return done(s);
         }
+        block.push_back(readRow(sel));
+    }
+    if (rc != SQLITE_DONE)
+        return done(fail(sqliteError(db, rc, sqlite3_db_filename(db, "main"), what)));
+    return done(flush());
+}
+
+// Migration 6's conversion: spans rows, in key order, into blocks of kSpanBlockSpans per lane,
+// the lanes' reach, then the spans table is dropped.
+Status convertSpansToBlocks(sqlite3* db)
+{
+    const char* what = "converting spans to blocks";
+    std::vector<std::pair<int64_t, int64_t>> reach; // (lane, reach)
+    const auto readRow = [](sqlite3_stmt* sel) {
         Span sp;
         sp.start = sqlite3_column_int64(sel, 1);
         sp.end = sp.start + sqlite3_column_int64(sel, 2);
@@ -321,26 +373,53 @@ Status convertSpansToBlocks(sqlite3* db)
         sp.step = sqlite3_column_int(sel, 5);
         sp.bucket = sqlite3_column_int(sel, 6);
         sp.bytes = sqlite3_column_int64(sel, 7);
-        block.push_back(sp);
-    }
-    if (rc != SQLITE_DONE)
-        return done(fail(sqliteError(db, rc, sqlite3_db_filename(db, "main"), "converting spans to blocks")));
-    if (auto s = flush(); !s)
-        return done(s);
-    sqlite3_finalize(ins);
-    ins = nullptr;
-    rc = sqlite3_prepare_v2(db, "UPDATE lanes SET block_reach_ns = ?2 WHERE id = ?1", -1, &ins, nullptr);
+        return sp;
+    };
+    if (auto s = convertRowsToBlocks<Span>(db,
+                                           "SELECT lane, start_ns, dur_ns, kind, name, step, bucket, bytes FROM spans "
+                                           "ORDER BY lane, start_ns, seq",
+                                           +readRow, what, reach);
+        !s)
+        return s;
+    sqlite3_stmt* upd = nullptr;
+    int rc = sqlite3_prepare_v2(db, "UPDATE lanes SET block_reach_ns = ?2 WHERE id = ?1", -1, &upd, nullptr);
     for (const auto& [l, r] : reach) {
         if (rc != SQLITE_OK)
             break;
-        sqlite3_bind_int64(ins, 1, l);
-        sqlite3_bind_int64(ins, 2, r);
-        rc = sqlite3_step(ins) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
-        sqlite3_reset(ins);
+        sqlite3_bind_int64(upd, 1, l);
+        sqlite3_bind_int64(upd, 2, r);
+        rc = sqlite3_step(upd) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(db);
+        sqlite3_reset(upd);
     }
+    sqlite3_finalize(upd);
     if (rc != SQLITE_OK)
-        return done(fail(sqliteError(db, rc, sqlite3_db_filename(db, "main"), "converting spans to blocks")));
-    return done(exec(db, "DROP TABLE spans", "converting spans to blocks"));
+        return fail(sqliteError(db, rc, sqlite3_db_filename(db, "main"), what));
+    return exec(db, "DROP TABLE spans", what);
+}
+
+// Migration 8's conversion: instants rows, in (lane, ts_ns, rowid) order (rowid: append order
+// among equal times), into blocks as the writer makes them, then the instants table and
+// its index are dropped.
+Status convertInstantsToBlocks(sqlite3* db)
+{
+    const char* what = "converting instants to blocks";
+    std::vector<std::pair<int64_t, int64_t>> reach; // unused: instants have no window query
+    const auto readRow = [](sqlite3_stmt* sel) {
+        Instant in;
+        in.kind = sqlite3_column_int(sel, 1) == 1 ? InstantKind::Marker : InstantKind::GradReady;
+        in.name = StringId{static_cast<uint32_t>(sqlite3_column_int64(sel, 2))};
+        in.ts = sqlite3_column_int64(sel, 3);
+        in.step = sqlite3_column_int(sel, 4);
+        in.bucket = sqlite3_column_int(sel, 5);
+        return in;
+    };
+    if (auto s = convertRowsToBlocks<Instant>(db,
+                                              "SELECT lane, kind, name, ts_ns, step, bucket FROM instants "
+                                              "ORDER BY lane, ts_ns, rowid",
+                                              +readRow, what, reach);
+        !s)
+        return s;
+    return exec(db, "DROP INDEX instants_lane_ts; DROP TABLE instants", what);
 }
 
 uint32_t be32(const unsigned char* p)
@@ -587,7 +666,8 @@ Result<sqlite3*> openReadOnly(const std::string& path, int* version)
     sqlite3_stmt* st = nullptr;
     const std::string tables_sql = std::string("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN "
                                                "('strings','run','config_extra','ranks','lanes','steps','buckets','")
-        + (*uv >= kSpanBlocksVersion ? "span_blocks" : "spans") + "','instants','diagnostics')";
+        + (*uv >= kSpanBlocksVersion ? "span_blocks" : "spans") + "','"
+        + (*uv >= kInstantBlocksVersion ? "instant_blocks" : "instants") + "','diagnostics')";
     rc = sqlite3_prepare_v2(db, tables_sql.c_str(), -1, &st, nullptr);
     int tables = -1;
     if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)

@@ -55,6 +55,9 @@ inline constexpr int kBootIdVersion = 4;
 inline constexpr int kSpanBlocksVersion = 6;
 // Table summaries (summary_store.h) exists from this version on; older files have no stored summary.
 inline constexpr int kSummariesVersion = 7;
+// instant_blocks (instant_block.h) replaces the instants table from this version on; readers of
+// older files read instants rows.
+inline constexpr int kInstantBlocksVersion = 8;
 
 // The spans table's columns (files before kSpanBlocksVersion; schema.cpp declares the table with a
 // comment per column), in the table's order. The readers' SELECTs of older files and their reads

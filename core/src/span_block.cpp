@@ -1,83 +1,20 @@
 // The span block codec (span_block.h has the format).
 #include "lockstep/core/span_block.h"
 
+#include "block_codec.h"
+
 #include <algorithm>
 #include <limits>
 
 namespace lockstep::core {
+
+using namespace blockcodec;
 
 namespace {
 
 constexpr uint8_t kFormat = 1;
 constexpr uint8_t kKindBit = 1, kNameBit = 2, kStepBit = 4, kBucketBit = 8, kBytesBit = 16;
 constexpr uint8_t kKnownBits = kKindBit | kNameBit | kStepBit | kBucketBit | kBytesBit;
-
-uint64_t zigzag(int64_t v)
-{
-    return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
-}
-int64_t unzigzag(uint64_t v)
-{
-    return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
-}
-
-void putVarint(std::string& out, uint64_t v)
-{
-    char buf[10];
-    size_t n = 0;
-    while (v >= 0x80) {
-        buf[n++] = static_cast<char>(v | 0x80);
-        v >>= 7;
-    }
-    buf[n++] = static_cast<char>(v);
-    out.append(buf, n);
-}
-
-// A bounds-checked cursor over the blob: every read says whether it stayed inside.
-class Reader {
-public:
-    explicit Reader(std::span<const uint8_t> data)
-        : m_p(data.data())
-        , m_end(data.data() + data.size())
-    {
-    }
-    bool byte(uint8_t& v)
-    {
-        if (m_p == m_end)
-            return false;
-        v = *m_p++;
-        return true;
-    }
-    // At most 10 bytes; the 10th may only carry the top bit of a 64-bit value.
-    bool varint(uint64_t& v)
-    {
-        uint64_t out = 0;
-        for (int shift = 0; shift < 64; shift += 7) {
-            if (m_p == m_end)
-                return false;
-            const uint8_t b = *m_p++;
-            if (shift == 63 && b > 1)
-                return false;
-            out |= static_cast<uint64_t>(b & 0x7f) << shift;
-            if (!(b & 0x80)) {
-                v = out;
-                return true;
-            }
-        }
-        return false;
-    }
-    bool atEnd() const { return m_p == m_end; }
-    size_t left() const { return static_cast<size_t>(m_end - m_p); }
-
-private:
-    const uint8_t* m_p;
-    const uint8_t* m_end;
-};
-
-bool fitsInt32(int64_t v)
-{
-    return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
-}
 
 Status corrupt(const char* what)
 {

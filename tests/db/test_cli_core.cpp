@@ -244,11 +244,11 @@ TEST_F(CliCore, aFailedMergeLeavesNothing)
 }
 
 // Issue 9: outputs whole or absent when the disk fills up (a 192 KiB file-size limit: room for
-// the schema, not for the run database of makeRun(2, 400) or its JSON export, which are larger).
+// the schema, not for the run database of makeRun(2, 800) or its JSON export, which are larger).
 TEST_F(CliCore, aFullDiskLeavesNoPartialOutput)
 {
     const std::string big = m_dir.file("big.db");
-    ASSERT_TRUE(saveRun(makeRun(2, 400), big).has_value());
+    ASSERT_TRUE(saveRun(makeRun(2, 800), big).has_value());
     ASSERT_GT(std::filesystem::file_size(big), 256u * 1024);
     const std::string old = fileBytes(m_dir.file("run.db"));
 

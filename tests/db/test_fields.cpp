@@ -103,7 +103,7 @@ protected:
 // with its type: the table and the DDL plus migrations cannot drift apart.
 TEST_F(Fields, theTableIsTheRunTableAtEveryVersion)
 {
-    ASSERT_EQ(kSchemaVersion, 6);
+    ASSERT_EQ(kSchemaVersion, 8);
     std::set<std::string> names;
     for (const RunConfigField& f : kRunConfigFields) {
         EXPECT_TRUE(names.insert(f.name).second) << "two fields named " << f.name;
@@ -122,7 +122,11 @@ TEST_F(Fields, theTableIsTheRunTableAtEveryVersion)
         const auto ranks = columnsOf(db, "ranks");
         const auto steps = columnsOf(db, "steps"), buckets = columnsOf(db, "buckets");
         const auto diagnostics = columnsOf(db, "diagnostics");
+        const auto instantRows = columnsOf(db, "instants"), instantBlocks = columnsOf(db, "instant_blocks");
         sqlite3_close(db);
+        // Instants: rows up to version 7, blocks from version 8 (instant_block.h).
+        EXPECT_EQ(instantRows.size(), v >= 8 ? 0u : 6u) << "version " << v;
+        EXPECT_EQ(instantBlocks.size(), v >= 8 ? 6u : 0u) << "version " << v;
         ASSERT_TRUE(run.erase("id")) << "version " << v;
         EXPECT_EQ(run, expectedColumns(kRunConfigFields, v)) << "version " << v;
         EXPECT_EQ(ranks, expectedColumns(kRankFields, v)) << "version " << v;

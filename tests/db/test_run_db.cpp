@@ -2,6 +2,7 @@
 // a reader sees committed steps only and never blocks the writer, window queries match a brute
 // force scan (long spans included), and a version-1 file is read as is and migrated on write.
 #include "db_test_util.h"
+#include "sqlite_test_util.h"
 
 #include "lockstep/core/analysis.h"
 #include "schema.h"
@@ -26,19 +27,6 @@ using namespace dbtest;
 namespace core = lockstep::core;
 
 namespace {
-
-int64_t pragmaInt(const std::string& path, const char* pragma)
-{
-    sqlite3* db = nullptr;
-    sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-    sqlite3_stmt* st = nullptr;
-    int64_t v = -999;
-    if (sqlite3_prepare_v2(db, pragma, -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return v;
-}
 
 std::vector<Span> bruteWindow(const std::vector<Span>& all, LaneId lane, TimeNs t0, TimeNs t1)
 {
@@ -78,9 +66,9 @@ TEST_F(RunDb, roundTripKeepsEveryField)
     const core::Run in = makeRun(2, 3);
     const std::string path = file("roundtrip.db");
     ASSERT_TRUE(saveRun(in, path).has_value());
-    ASSERT_EQ(pragmaInt(path, "PRAGMA application_id"), int64_t(kApplicationId));
-    ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(kSchemaVersion));
-    ASSERT_EQ(kSchemaVersion, 6);
+    ASSERT_EQ(queryInt(path, "PRAGMA application_id"), int64_t(kApplicationId));
+    ASSERT_EQ(queryInt(path, "PRAGMA user_version"), int64_t(kSchemaVersion));
+    ASSERT_EQ(kSchemaVersion, 8);
     ASSERT_TRUE(!exists(path + "-wal")) << ("closing leaves no WAL");
     ASSERT_TRUE(validateRunFile(path).has_value());
 
@@ -516,7 +504,7 @@ TEST_F(RunDb, versionOneFileIsReadThenMigrated)
         ASSERT_EQ(sqlite3_exec(db, fill, nullptr, nullptr, nullptr), SQLITE_OK);
         sqlite3_close(db);
     }
-    ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(1));
+    ASSERT_EQ(queryInt(path, "PRAGMA user_version"), int64_t(1));
     const std::string before = fileBytes(path);
     {
         auto reader = RunReader::open(path);
@@ -548,19 +536,19 @@ TEST_F(RunDb, versionOneFileIsReadThenMigrated)
         ASSERT_TRUE((*w)->appendSpans(std::span(&s, 1)).has_value());
         ASSERT_TRUE((*w)->close().has_value());
     }
-    ASSERT_EQ(pragmaInt(path, "PRAGMA user_version"), int64_t(kSchemaVersion));
-    ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM steps WHERE cpu_ns IS NULL AND runq_ns IS NULL"), int64_t(1));
+    ASSERT_EQ(queryInt(path, "PRAGMA user_version"), int64_t(kSchemaVersion));
+    ASSERT_EQ(queryInt(path, "SELECT count(*) FROM steps WHERE cpu_ns IS NULL AND runq_ns IS NULL"), int64_t(1));
     // Version 4: no boot ids; the offset's uncertainty is half the stored round trip, rounded up.
-    ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM ranks WHERE boot_id = ''"), int64_t(2));
-    ASSERT_EQ(pragmaInt(path, "SELECT clock_uncertainty_ns FROM ranks WHERE rank = 1"), int64_t(501));
-    ASSERT_EQ(pragmaInt(path, "SELECT clock_uncertainty_ns FROM ranks WHERE rank = 0"), int64_t(0));
-    ASSERT_EQ(pragmaInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 0"), int64_t(50000));
-    ASSERT_EQ(pragmaInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 1"), int64_t(500));
-    ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM strings"), int64_t(2)); // "op" reused
+    ASSERT_EQ(queryInt(path, "SELECT count(*) FROM ranks WHERE boot_id = ''"), int64_t(2));
+    ASSERT_EQ(queryInt(path, "SELECT clock_uncertainty_ns FROM ranks WHERE rank = 1"), int64_t(501));
+    ASSERT_EQ(queryInt(path, "SELECT clock_uncertainty_ns FROM ranks WHERE rank = 0"), int64_t(0));
+    ASSERT_EQ(queryInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 0"), int64_t(50000));
+    ASSERT_EQ(queryInt(path, "SELECT max_dur_ns FROM lanes WHERE id = 1"), int64_t(500));
+    ASSERT_EQ(queryInt(path, "SELECT count(*) FROM strings"), int64_t(2)); // "op" reused
     // Version 6: the spans rows became blocks (one per lane here) and the table is gone.
-    ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'spans'"), int64_t(0));
-    ASSERT_EQ(pragmaInt(path, "SELECT count(*) FROM span_blocks"), int64_t(2));
-    ASSERT_EQ(pragmaInt(path, "SELECT block_reach_ns FROM lanes WHERE id = 0"), int64_t(60010 - 1000));
+    ASSERT_EQ(queryInt(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'spans'"), int64_t(0));
+    ASSERT_EQ(queryInt(path, "SELECT count(*) FROM span_blocks"), int64_t(2));
+    ASSERT_EQ(queryInt(path, "SELECT block_reach_ns FROM lanes WHERE id = 0"), int64_t(60010 - 1000));
     ASSERT_TRUE(validateRunFile(path).has_value());
     auto reader = RunReader::open(path);
     ASSERT_TRUE(reader.has_value());

@@ -2,6 +2,7 @@
 // every damaged blob with a BadFile error; the writer's blocks keep (start, append order) through
 // out-of-order appends, overlapping blocks and reopening; window queries equal a brute-force
 // filter in order; a version-5 file migrates to the same spans; a damaged block is reported.
+#include "sqlite_test_util.h"
 #include "db_test_util.h"
 
 #include "lockstep/core/span_block.h"
@@ -33,11 +34,6 @@ void expectSame(const std::vector<Span>& got, const std::vector<Span>& want, con
         ASSERT_EQ(fields(got[i]), fields(want[i])) << what << ", span " << i;
 }
 
-std::span<const uint8_t> bytesOf(const std::string& s)
-{
-    return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
-
 // What a reader must return for one lane: the lane's spans in append order, stably sorted by
 // start (equal starts keep append order), those overlapping [t0, t1).
 std::vector<Span> expectedWindow(const std::vector<Span>& appended, LaneId lane, TimeNs t0, TimeNs t1)
@@ -67,19 +63,6 @@ std::vector<Span> laneOf(const Run& run, LaneId lane)
         if (s.lane == lane)
             out.push_back(s);
     return out;
-}
-
-int64_t queryInt(const std::string& path, const char* sql)
-{
-    sqlite3* db = nullptr;
-    sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-    sqlite3_stmt* st = nullptr;
-    int64_t v = -999;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return v;
 }
 
 } // namespace
