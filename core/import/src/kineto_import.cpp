@@ -276,10 +276,21 @@ public:
 private:
     static constexpr int kMaxDepth = 64;
 
-    static bool isWs(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+    // k == lit, with the length known when compiled (so no call to memcmp).
+    template <size_t N>
+    static bool is(std::string_view k, const char (&lit)[N])
+    {
+        return k.size() == N - 1 && std::memcmp(k.data(), lit, N - 1) == 0;
+    }
+
+    static constexpr std::array<bool, 256> kWs = [] {
+        std::array<bool, 256> t{};
+        t[' '] = t['\n'] = t['\r'] = t['\t'] = true;
+        return t;
+    }();
     void ws()
     {
-        while (m_p < m_end && isWs(*m_p))
+        while (m_p < m_end && kWs[static_cast<unsigned char>(*m_p)])
             ++m_p;
     }
     // The next non-space byte, or 0 at the limit.
@@ -444,66 +455,66 @@ private:
     // readArgs, for the same keys in the same order of tests.
     bool args(Event& e)
     {
-        if (peek() != '{' || e.cat == "lockstep.step")
+        if (peek() != '{' || is(e.cat, "lockstep.step"))
             return false; // args of another type, step args: the general path
         return members([&](std::string_view k) {
             switch (k.size()) {
             case 4:
-                if (k == "step")
+                if (is(k, "step"))
                     return intArg(&e.argStep);
-                if (k == "kind")
+                if (is(k, "kind"))
                     return stringOr(&e.argKind, {});
-                if (k == "name")
+                if (is(k, "name"))
                     return stringOr(&e.argName, {});
                 break;
             case 5:
-                if (k == "bytes")
+                if (is(k, "bytes"))
                     return intArg(&e.bytes);
-                if (k == "dtype")
+                if (is(k, "dtype"))
                     return stringOr(&e.dtype, {});
                 break;
             case 6:
-                if (k == "bucket")
+                if (is(k, "bucket"))
                     return intArg(&e.argBucket);
-                if (k == "device")
+                if (is(k, "device"))
                     return intArg(&e.device);
-                if (k == "stream")
+                if (is(k, "stream"))
                     return intArg(&e.stream);
                 break;
             case 10:
-                if (k == "Group size") {
+                if (is(k, "Group size")) {
                     e.hasCommMeta = true;
                     return skip(1);
                 }
                 break;
             case 11:
-                if (k == "External id")
+                if (is(k, "External id"))
                     return intArg(&e.extId);
-                if (k == "correlation")
+                if (is(k, "correlation"))
                     return intArg(&e.correlation);
-                if (k == "In msg size")
+                if (is(k, "In msg size"))
                     return intArg(&e.inNelems);
                 break;
             case 12:
-                if (k == "Out msg size")
+                if (is(k, "Out msg size"))
                     return intArg(&e.outNelems);
                 break;
             case 13:
-                if (k == "In msg nelems")
+                if (is(k, "In msg nelems"))
                     return intArg(&e.inNelems);
                 break;
             case 14:
-                if (k == "Out msg nelems")
+                if (is(k, "Out msg nelems"))
                     return intArg(&e.outNelems);
                 break;
             case 15:
-                if (k == "Collective name") {
+                if (is(k, "Collective name")) {
                     e.hasCommMeta = true;
                     return stringOr(&e.collective, {});
                 }
                 break;
             case 18:
-                if (k == "Process Group Name") {
+                if (is(k, "Process Group Name")) {
                     e.hasCommMeta = true;
                     std::string_view tok;
                     if (!token(&tok))
@@ -515,7 +526,7 @@ private:
                 }
                 break;
             case 19:
-                if (k == "Process Group Ranks") {
+                if (is(k, "Process Group Ranks")) {
                     e.hasCommMeta = true;
                     return skip(1);
                 }
@@ -531,29 +542,29 @@ private:
         return members([&](std::string_view k) {
             switch (k.size()) {
             case 2:
-                if (k == "ph")
+                if (is(k, "ph"))
                     return stringOr(&e.ph, "?");
-                if (k == "ts")
+                if (is(k, "ts"))
                     return token(&e.ts);
-                if (k == "id")
+                if (is(k, "id"))
                     return token(&e.id);
                 break;
             case 3:
-                if (k == "dur")
+                if (is(k, "dur"))
                     return token(&e.dur);
-                if (k == "cat")
+                if (is(k, "cat"))
                     return stringOr(&e.cat, {});
-                if (k == "pid")
+                if (is(k, "pid"))
                     return token(&e.pid);
-                if (k == "tid")
+                if (is(k, "tid"))
                     return token(&e.tid);
                 break;
             case 4:
-                if (k == "name") {
+                if (is(k, "name")) {
                     e.hasName = true;
                     return peek() == '"' && string(&e.name); // another type: the general path
                 }
-                if (k == "args")
+                if (is(k, "args"))
                     return args(e);
                 break;
             default: break;
@@ -700,6 +711,10 @@ private:
         size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
     };
     std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> m_laneByKey;
+    // laneFor's last answer per family: its key's parts (host: the trimmed pid and tid tokens).
+    uint32_t m_lastGpuLane = UINT32_MAX, m_lastHostLane = UINT32_MAX;
+    int64_t m_lastGpuDevice = 0, m_lastGpuStream = 0;
+    std::string m_lastHostPid, m_lastHostTid;
     std::vector<std::pair<std::string, std::string>> m_laneTokens; // (pid, tid) per host lane
     std::unordered_map<std::string, std::string> m_threadNames;  // "pid\x1ftid" -> name
     std::unordered_map<std::string, std::string> m_processNames; // pid -> name
@@ -1186,19 +1201,36 @@ uint32_t KinetoParser::laneFor(EventClass cls, const Event& e)
             device = 0;
         if (stream < 0 && parseInteger(trimToken(e.tid), &stream) != NumberParse::Ok)
             stream = 0;
+        // Consecutive events mostly share their lane: the last one of each family is kept.
+        if (m_lastGpuLane != UINT32_MAX && device == m_lastGpuDevice && stream == m_lastGpuStream)
+            return m_lastGpuLane;
         m_laneKey.push_back('g');
         m_laneKey.append(std::to_string(device));
         m_laneKey.push_back('/');
         m_laneKey.append(std::to_string(stream));
     } else {
+        if (m_lastHostLane != UINT32_MAX && trimToken(e.pid) == m_lastHostPid && trimToken(e.tid) == m_lastHostTid)
+            return m_lastHostLane;
         m_laneKey.push_back('h');
         m_laneKey.append(trimToken(e.pid));
         m_laneKey.push_back('\x1f');
         m_laneKey.append(trimToken(e.tid));
     }
+    auto remember = [&](uint32_t lane) {
+        if (cls == EventClass::Gpu) {
+            m_lastGpuLane = lane;
+            m_lastGpuDevice = device;
+            m_lastGpuStream = stream;
+        } else {
+            m_lastHostLane = lane;
+            m_lastHostPid = trimToken(e.pid);
+            m_lastHostTid = trimToken(e.tid);
+        }
+        return lane;
+    };
     auto it = m_laneByKey.find(m_laneKey);
     if (it != m_laneByKey.end())
-        return it->second;
+        return remember(it->second);
     const auto index = static_cast<uint32_t>(m_out.lanes.size());
     RawLane lane;
     if (cls == EventClass::Gpu) {
@@ -1215,7 +1247,7 @@ uint32_t KinetoParser::laneFor(EventClass cls, const Event& e)
     m_out.lanes.push_back(std::move(lane));
     m_laneTokens.emplace_back(std::string(trimToken(e.pid)), std::string(trimToken(e.tid)));
     m_laneByKey.emplace(m_laneKey, index);
-    return index;
+    return remember(index);
 }
 
 size_t KinetoParser::addSpan(uint32_t lane, TimeNs start, TimeNs end, StringId name, SpanKind kind, int64_t bytes)
