@@ -15,7 +15,9 @@
 // computes at the end (a reload and analysis of the written file), are left out of the import
 // (ImportOptions::storeSummaries = false) and timed after it on their own:
 // import_many_summaries_s and import_many_summaries_cpu_s; import_many_total_mb_per_cpu_s is
-// the rate of the whole `lockstep import` (parse, write and summaries).
+// the rate of the whole `lockstep import` (parse, write and summaries). import_many_peak_rss_mb
+// is the peak before the summaries, import_many_summaries_peak_rss_mb the peak with them (they
+// load the whole run).
 #include "../bench_child.h"
 #include "lockstep/core/run_db.h"
 #include "lockstep/core/summary_store.h"
@@ -167,7 +169,8 @@ int64_t generate(Out& out, int64_t targetBytes, int rank = 0, int worldSize = 8)
 
 // The import of `paths` (run in a child process by runInChild, so that its peak RSS is the
 // import's alone): "ok seconds rssKb spans cpuSeconds summarySeconds summaryCpuSeconds" or
-// "error message", and the exit code. The summaries are stored after the import, timed apart.
+// "error message", and the exit code. The summaries are stored after the import, timed apart;
+// rssKb is the peak before them, and the line ends with the peak after them.
 std::pair<std::string, int> importInChild(const std::vector<std::string>& paths, const std::string& db, int jobs)
 {
     std::filesystem::remove(db);
@@ -188,14 +191,15 @@ std::pair<std::string, int> importInChild(const std::vector<std::string>& paths,
     const double cpu = cpuNow() - cpu0;
     if (!stats)
         return {"error " + stats.error().message + "\n", 2};
+    const long long importRssKb = lockstep::bench::peakRssKb(); // before the summaries' reload
     auto stored = lockstep::core::storeSummaries(db);
     const double summaryS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     const double summaryCpu = cpuNow() - cpu0 - cpu;
     if (!stored)
         return {"error storing summaries: " + stored.error().message + "\n", 2};
     char msg[512];
-    std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %.4f %.4f %.4f\n", s, static_cast<long long>(lockstep::bench::peakRssKb()),
-                  static_cast<long long>(stats->spans), cpu, summaryS, summaryCpu);
+    std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %.4f %.4f %.4f %lld\n", s, importRssKb, static_cast<long long>(stats->spans), cpu,
+                  summaryS, summaryCpu, static_cast<long long>(lockstep::bench::peakRssKb()));
     return {msg, 0};
 }
 
@@ -240,8 +244,9 @@ int manyFiles(int files, int64_t fileMb, int jobs, bool keep, const std::string&
     if (!keep)
         std::filesystem::remove_all(dir);
     double seconds = 0, cpu = 0, summaryS = 0, summaryCpu = 0;
-    long long rssKb = 0, spans = 0;
-    if (std::sscanf(msg.c_str(), "ok %lf %lld %lld %lf %lf %lf", &seconds, &rssKb, &spans, &cpu, &summaryS, &summaryCpu) != 6) {
+    long long rssKb = 0, spans = 0, summaryRssKb = 0;
+    if (std::sscanf(msg.c_str(), "ok %lf %lld %lld %lf %lf %lf %lld", &seconds, &rssKb, &spans, &cpu, &summaryS, &summaryCpu,
+                    &summaryRssKb) != 7) {
         std::fprintf(stderr, "import failed: %s (status %d)\n", msg.c_str(), status);
         return 1;
     }
@@ -256,6 +261,7 @@ int manyFiles(int files, int64_t fileMb, int jobs, bool keep, const std::string&
     std::printf("import_many_summaries_cpu_s: %.2f s\n", summaryCpu);
     std::printf("import_many_total_mb_per_cpu_s: %.1f MB/s\n", mb / (cpu + summaryCpu));
     std::printf("import_many_peak_rss_mb: %.1f MB\n", rssKb / 1024.0);
+    std::printf("import_many_summaries_peak_rss_mb: %.1f MB\n", summaryRssKb / 1024.0);
     return 0;
 }
 
