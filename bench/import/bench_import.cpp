@@ -11,8 +11,16 @@
 // thread) in a child process, and prints import_many_files, import_many_mb, import_many_s,
 // import_many_mb_per_s, import_many_mb_per_s_per_core (per parsing thread),
 // import_many_mb_per_cpu_s (per second of CPU the import used) and import_many_peak_rss_mb.
+// Those are the parse and write alone: the run's stored summaries, which `lockstep import`
+// computes at the end (a reload and analysis of the written file), are left out of the import
+// (ImportOptions::storeSummaries = false) and timed after it on their own:
+// import_many_summaries_s and import_many_summaries_cpu_s; import_many_total_mb_per_cpu_s is
+// the rate of the whole `lockstep import` (parse, write and summaries). import_many_peak_rss_mb
+// is the peak before the summaries, import_many_summaries_peak_rss_mb the peak with them (they
+// load the whole run).
 #include "../bench_child.h"
 #include "lockstep/core/run_db.h"
+#include "lockstep/core/summary_store.h"
 #include "lockstep/import/import.h"
 
 #include <chrono>
@@ -160,24 +168,38 @@ int64_t generate(Out& out, int64_t targetBytes, int rank = 0, int worldSize = 8)
 }
 
 // The import of `paths` (run in a child process by runInChild, so that its peak RSS is the
-// import's alone): "ok seconds rssKb spans cpuSeconds" or "error message", and the exit code.
+// import's alone): "ok seconds rssKb spans cpuSeconds summarySeconds summaryCpuSeconds" or
+// "error message", and the exit code. The summaries are stored after the import, timed apart;
+// rssKb is the peak before them, and the line ends with the peak after them.
 std::pair<std::string, int> importInChild(const std::vector<std::string>& paths, const std::string& db, int jobs)
 {
     std::filesystem::remove(db);
     lockstep::core::ImportOptions options;
     options.jobs = jobs;
+    options.storeSummaries = false; // timed below, on their own
+    auto cpuNow = [] {
+        rusage usage{};
+        getrusage(RUSAGE_SELF, &usage);
+        return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+             + double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+    };
+    const double cpu0 = cpuNow();
     const auto t0 = std::chrono::steady_clock::now();
     auto stats = lockstep::core::importTraces(paths, db, options);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    const double cpu = double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-                     + double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+    const auto t1 = std::chrono::steady_clock::now();
+    const double s = std::chrono::duration<double>(t1 - t0).count();
+    const double cpu = cpuNow() - cpu0;
     if (!stats)
         return {"error " + stats.error().message + "\n", 2};
+    const long long importRssKb = lockstep::bench::peakRssKb(); // before the summaries' reload
+    auto stored = lockstep::core::storeSummaries(db);
+    const double summaryS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    const double summaryCpu = cpuNow() - cpu0 - cpu;
+    if (!stored)
+        return {"error storing summaries: " + stored.error().message + "\n", 2};
     char msg[512];
-    std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %.4f\n", s, static_cast<long long>(lockstep::bench::peakRssKb()),
-                  static_cast<long long>(stats->spans), cpu);
+    std::snprintf(msg, sizeof msg, "ok %.4f %lld %lld %.4f %.4f %.4f %lld\n", s, importRssKb, static_cast<long long>(stats->spans), cpu,
+                  summaryS, summaryCpu, static_cast<long long>(lockstep::bench::peakRssKb()));
     return {msg, 0};
 }
 
@@ -221,9 +243,10 @@ int manyFiles(int files, int64_t fileMb, int jobs, bool keep, const std::string&
     const double dbMb = static_cast<double>(std::filesystem::exists(db) ? std::filesystem::file_size(db) : 0) / (1 << 20);
     if (!keep)
         std::filesystem::remove_all(dir);
-    double seconds = 0, cpu = 0;
-    long long rssKb = 0, spans = 0;
-    if (std::sscanf(msg.c_str(), "ok %lf %lld %lld %lf", &seconds, &rssKb, &spans, &cpu) != 4) {
+    double seconds = 0, cpu = 0, summaryS = 0, summaryCpu = 0;
+    long long rssKb = 0, spans = 0, summaryRssKb = 0;
+    if (std::sscanf(msg.c_str(), "ok %lf %lld %lld %lf %lf %lf %lld", &seconds, &rssKb, &spans, &cpu, &summaryS, &summaryCpu,
+                    &summaryRssKb) != 7) {
         std::fprintf(stderr, "import failed: %s (status %d)\n", msg.c_str(), status);
         return 1;
     }
@@ -234,7 +257,11 @@ int manyFiles(int files, int64_t fileMb, int jobs, bool keep, const std::string&
     std::printf("import_many_mb_per_s: %.1f MB/s\n", mb / seconds);
     std::printf("import_many_mb_per_s_per_core: %.1f MB/s\n", mb / seconds / threads);
     std::printf("import_many_mb_per_cpu_s: %.1f MB/s\n", mb / cpu);
+    std::printf("import_many_summaries_s: %.2f s\n", summaryS);
+    std::printf("import_many_summaries_cpu_s: %.2f s\n", summaryCpu);
+    std::printf("import_many_total_mb_per_cpu_s: %.1f MB/s\n", mb / (cpu + summaryCpu));
     std::printf("import_many_peak_rss_mb: %.1f MB\n", rssKb / 1024.0);
+    std::printf("import_many_summaries_peak_rss_mb: %.1f MB\n", summaryRssKb / 1024.0);
     return 0;
 }
 

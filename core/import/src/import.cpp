@@ -1228,8 +1228,9 @@ Result<ImportStats> importTraces(const std::vector<std::string>& files, const st
     PartPipeline pipeline(files, options, progress);
     if (auto s = writeImport(pipeline, files, options, *output, runName, stats); !s)
         return std::unexpected(s.error());
-    if (auto s = storeSummaries(output->path()); !s)
-        return std::unexpected(output->explain(s.error()));
+    if (options.storeSummaries)
+        if (auto s = storeSummaries(output->path()); !s)
+            return std::unexpected(output->explain(s.error()));
     if (auto s = output->commit(); !s)
         return fail(s.error(), "cannot write " + outDb + ": " + s.error().message);
     return stats;

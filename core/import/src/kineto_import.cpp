@@ -248,6 +248,335 @@ struct Event {
     bool hasName = false, hasCommMeta = false;
 };
 
+// One pass over an event's bytes, for the events nearly every trace is made of: it finds where
+// the event ends and reads the fields we use at once, where the general path scans the event
+// to find its end (ValueScanner), then has simdjson index it (stage 1) and walk it (On-Demand).
+//
+// It takes only what it can read exactly as that path would: strict JSON of ASCII with no
+// escapes and no control characters in strings, nesting up to kMaxDepth, values of the types
+// the general path expects where it reads them (a string name, an object of args, ...), and no
+// Lockstep step args. Anything else, and an event that runs past `limit`, is refused (false)
+// before any side effect, and the caller hands the same bytes to the general path; so the
+// result for any input is the general path's, and fewer than one event in a million of a
+// torch.profiler trace goes that way.
+class FastEventReader {
+public:
+    FastEventReader(const char* begin, const char* limit) : m_p(begin), m_end(limit) {}
+
+    // Reads the object at `begin` into `e`; true with *size = its length in bytes.
+    bool read(Event& e, size_t* size)
+    {
+        const char* const begin = m_p;
+        if (!object(e))
+            return false;
+        *size = static_cast<size_t>(m_p - begin);
+        return true;
+    }
+
+private:
+    static constexpr int kMaxDepth = 64;
+
+    // k == lit, with the length known when compiled (so no call to memcmp).
+    template <size_t N>
+    static bool is(std::string_view k, const char (&lit)[N])
+    {
+        return k.size() == N - 1 && std::memcmp(k.data(), lit, N - 1) == 0;
+    }
+
+    static constexpr std::array<bool, 256> kWs = [] {
+        std::array<bool, 256> t{};
+        t[' '] = t['\n'] = t['\r'] = t['\t'] = true;
+        return t;
+    }();
+    void ws()
+    {
+        while (m_p < m_end && kWs[static_cast<unsigned char>(*m_p)])
+            ++m_p;
+    }
+    // The next non-space byte, or 0 at the limit.
+    char peek()
+    {
+        ws();
+        return m_p < m_end ? *m_p : '\0';
+    }
+    bool expect(char c)
+    {
+        if (peek() != c)
+            return false;
+        ++m_p;
+        return true;
+    }
+    // A string at m_p (its opening quote): its contents, and m_p one past the closing quote.
+    // Refused: a backslash, a control character or a byte ≥ 0x80 before the closing quote.
+    bool string(std::string_view* out)
+    {
+        const char* q = m_p + 1;
+#ifdef __SSE2__
+        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+        while (m_end - q >= 16) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+            // Signed compare: bytes ≥ 0x80 are negative, so "< 0x20" takes them too.
+            const __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                                             _mm_cmplt_epi8(v, space));
+            const int mask = _mm_movemask_epi8(hit);
+            if (mask != 0) {
+                q += __builtin_ctz(static_cast<unsigned>(mask));
+                if (*q != '"')
+                    return false;
+                *out = std::string_view(m_p + 1, static_cast<size_t>(q - m_p - 1));
+                m_p = q + 1;
+                return true;
+            }
+            q += 16;
+        }
+#endif
+        for (; q < m_end; ++q) {
+            const auto c = static_cast<unsigned char>(*q);
+            if (c == '"') {
+                *out = std::string_view(m_p + 1, static_cast<size_t>(q - m_p - 1));
+                m_p = q + 1;
+                return true;
+            }
+            if (c == '\\' || c < 0x20 || c >= 0x80)
+                return false;
+        }
+        return false;
+    }
+    static bool isScalarChar(char c)
+    {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '-'
+            || c == '+';
+    }
+    // A number or a literal (true, false, null; not checked further, as On-Demand does not
+    // check a value it skips or takes raw).
+    bool scalar(std::string_view* out)
+    {
+        const char* s = m_p;
+        while (m_p < m_end && isScalarChar(*m_p))
+            ++m_p;
+        if (m_p == s)
+            return false;
+        *out = std::string_view(s, static_cast<size_t>(m_p - s));
+        return true;
+    }
+    // A value's raw token as On-Demand's raw_json_token gives it, less its trailing spaces
+    // (every reader trims them): a string with its quotes, or a scalar. Objects and arrays
+    // are refused.
+    bool token(std::string_view* out)
+    {
+        const char c = peek();
+        if (c == '"') {
+            const char* s = m_p;
+            std::string_view body;
+            if (!string(&body))
+                return false;
+            *out = std::string_view(s, static_cast<size_t>(m_p - s));
+            return true;
+        }
+        return scalar(out);
+    }
+    // A string value into *out; another type of value (skipped) leaves `otherwise`, as the
+    // general path's failed get_string does.
+    bool stringOr(std::string_view* out, std::string_view otherwise)
+    {
+        if (peek() == '"')
+            return string(out);
+        *out = otherwise;
+        return skip(0);
+    }
+    bool skip(int depth)
+    {
+        const char c = peek();
+        if (c == '"') {
+            std::string_view s;
+            return string(&s);
+        }
+        if (c == '{' || c == '[') {
+            if (depth >= kMaxDepth)
+                return false;
+            const char close = c == '{' ? '}' : ']';
+            ++m_p;
+            if (peek() == close) {
+                ++m_p;
+                return true;
+            }
+            for (;;) {
+                if (c == '{') {
+                    std::string_view key;
+                    if (peek() != '"' || !string(&key) || !expect(':'))
+                        return false;
+                }
+                if (!skip(depth + 1))
+                    return false;
+                const char next = peek();
+                ++m_p;
+                if (next == close)
+                    return true;
+                if (next != ',')
+                    return false;
+            }
+        }
+        std::string_view s;
+        return scalar(&s);
+    }
+    // Calls field(key) for each member of the object at m_p; field reads the value.
+    template <class Field>
+    bool members(Field&& field)
+    {
+        if (!expect('{'))
+            return false;
+        if (peek() == '}') {
+            ++m_p;
+            return true;
+        }
+        for (;;) {
+            std::string_view key;
+            if (peek() != '"' || !string(&key) || !expect(':'))
+                return false;
+            if (!field(key))
+                return false;
+            const char next = peek();
+            ++m_p;
+            if (next == '}')
+                return true;
+            if (next != ',')
+                return false;
+        }
+    }
+    bool intArg(int64_t* out)
+    {
+        std::string_view tok;
+        if (!token(&tok))
+            return false;
+        if (parseInteger(tok, out) != NumberParse::Ok)
+            *out = -1;
+        return true;
+    }
+    // readArgs, for the same keys in the same order of tests.
+    bool args(Event& e)
+    {
+        if (peek() != '{' || is(e.cat, "lockstep.step"))
+            return false; // args of another type, step args: the general path
+        return members([&](std::string_view k) {
+            switch (k.size()) {
+            case 4:
+                if (is(k, "step"))
+                    return intArg(&e.argStep);
+                if (is(k, "kind"))
+                    return stringOr(&e.argKind, {});
+                if (is(k, "name"))
+                    return stringOr(&e.argName, {});
+                break;
+            case 5:
+                if (is(k, "bytes"))
+                    return intArg(&e.bytes);
+                if (is(k, "dtype"))
+                    return stringOr(&e.dtype, {});
+                break;
+            case 6:
+                if (is(k, "bucket"))
+                    return intArg(&e.argBucket);
+                if (is(k, "device"))
+                    return intArg(&e.device);
+                if (is(k, "stream"))
+                    return intArg(&e.stream);
+                break;
+            case 10:
+                if (is(k, "Group size")) {
+                    e.hasCommMeta = true;
+                    return skip(1);
+                }
+                break;
+            case 11:
+                if (is(k, "External id"))
+                    return intArg(&e.extId);
+                if (is(k, "correlation"))
+                    return intArg(&e.correlation);
+                if (is(k, "In msg size"))
+                    return intArg(&e.inNelems);
+                break;
+            case 12:
+                if (is(k, "Out msg size"))
+                    return intArg(&e.outNelems);
+                break;
+            case 13:
+                if (is(k, "In msg nelems"))
+                    return intArg(&e.inNelems);
+                break;
+            case 14:
+                if (is(k, "Out msg nelems"))
+                    return intArg(&e.outNelems);
+                break;
+            case 15:
+                if (is(k, "Collective name")) {
+                    e.hasCommMeta = true;
+                    return stringOr(&e.collective, {});
+                }
+                break;
+            case 18:
+                if (is(k, "Process Group Name")) {
+                    e.hasCommMeta = true;
+                    std::string_view tok;
+                    if (!token(&tok))
+                        return false;
+                    if (tok.size() >= 2 && tok.front() == '"' && tok.back() == '"')
+                        tok = tok.substr(1, tok.size() - 2);
+                    e.group = tok;
+                    return true;
+                }
+                break;
+            case 19:
+                if (is(k, "Process Group Ranks")) {
+                    e.hasCommMeta = true;
+                    return skip(1);
+                }
+                break;
+            default: break;
+            }
+            return skip(1);
+        });
+    }
+    // readEvent.
+    bool object(Event& e)
+    {
+        return members([&](std::string_view k) {
+            switch (k.size()) {
+            case 2:
+                if (is(k, "ph"))
+                    return stringOr(&e.ph, "?");
+                if (is(k, "ts"))
+                    return token(&e.ts);
+                if (is(k, "id"))
+                    return token(&e.id);
+                break;
+            case 3:
+                if (is(k, "dur"))
+                    return token(&e.dur);
+                if (is(k, "cat"))
+                    return stringOr(&e.cat, {});
+                if (is(k, "pid"))
+                    return token(&e.pid);
+                if (is(k, "tid"))
+                    return token(&e.tid);
+                break;
+            case 4:
+                if (is(k, "name")) {
+                    e.hasName = true;
+                    return peek() == '"' && string(&e.name); // another type: the general path
+                }
+                if (is(k, "args"))
+                    return args(e);
+                break;
+            default: break;
+            }
+            return skip(0);
+        });
+    }
+
+    const char* m_p;
+    const char* m_end;
+};
+
 } // namespace
 
 // Collective of a communication op or kernel, normalised so that "allreduce", "all_reduce",
@@ -382,6 +711,10 @@ private:
         size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
     };
     std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> m_laneByKey;
+    // laneFor's last answer per family: its key's parts (host: the trimmed pid and tid tokens).
+    uint32_t m_lastGpuLane = UINT32_MAX, m_lastHostLane = UINT32_MAX;
+    int64_t m_lastGpuDevice = 0, m_lastGpuStream = 0;
+    std::string m_lastHostPid, m_lastHostTid;
     std::vector<std::pair<std::string, std::string>> m_laneTokens; // (pid, tid) per host lane
     std::unordered_map<std::string, std::string> m_threadNames;  // "pid\x1ftid" -> name
     std::unordered_map<std::string, std::string> m_processNames; // pid -> name
@@ -591,6 +924,20 @@ Status KinetoParser::run()
                 ++m_pos;
                 state = m_topArray ? State::Done : State::ObjAfterValue;
                 break;
+            }
+            if (c == '{') {
+                // Most events: read in one pass where they lie (see FastEventReader).
+                Event event;
+                size_t n = 0;
+                if (FastEventReader(m_data + m_pos, m_data + m_len).read(event, &n)) {
+                    m_pos += n;
+                    ++m_out.events;
+                    addEvent(event);
+                    state = State::AfterItem;
+                    if (m_mapped && m_pos - m_released >= (64u << 20))
+                        releaseConsumed();
+                    break;
+                }
             }
             size_t s = 0, e = 0;
             if (!scanValue(&s, &e))
@@ -813,6 +1160,15 @@ bool KinetoParser::readEvent(od::object& obj, Event& e)
 void KinetoParser::onEvent(const char* p, size_t n)
 {
     ++m_out.events;
+    {
+        // An event the one-pass reader refused only because it ran past the read buffer.
+        Event e;
+        size_t size = 0;
+        if (FastEventReader(p, p + n).read(e, &size) && size == n) {
+            addEvent(e);
+            return;
+        }
+    }
     size_t capacity = static_cast<size_t>(m_data + m_capacity - p);
     if (capacity < n + kPadding) {
         // The last bytes of a mapping: simdjson may read up to kPadding past the event.
@@ -845,19 +1201,36 @@ uint32_t KinetoParser::laneFor(EventClass cls, const Event& e)
             device = 0;
         if (stream < 0 && parseInteger(trimToken(e.tid), &stream) != NumberParse::Ok)
             stream = 0;
+        // Consecutive events mostly share their lane: the last one of each family is kept.
+        if (m_lastGpuLane != UINT32_MAX && device == m_lastGpuDevice && stream == m_lastGpuStream)
+            return m_lastGpuLane;
         m_laneKey.push_back('g');
         m_laneKey.append(std::to_string(device));
         m_laneKey.push_back('/');
         m_laneKey.append(std::to_string(stream));
     } else {
+        if (m_lastHostLane != UINT32_MAX && trimToken(e.pid) == m_lastHostPid && trimToken(e.tid) == m_lastHostTid)
+            return m_lastHostLane;
         m_laneKey.push_back('h');
         m_laneKey.append(trimToken(e.pid));
         m_laneKey.push_back('\x1f');
         m_laneKey.append(trimToken(e.tid));
     }
+    auto remember = [&](uint32_t lane) {
+        if (cls == EventClass::Gpu) {
+            m_lastGpuLane = lane;
+            m_lastGpuDevice = device;
+            m_lastGpuStream = stream;
+        } else {
+            m_lastHostLane = lane;
+            m_lastHostPid = trimToken(e.pid);
+            m_lastHostTid = trimToken(e.tid);
+        }
+        return lane;
+    };
     auto it = m_laneByKey.find(m_laneKey);
     if (it != m_laneByKey.end())
-        return it->second;
+        return remember(it->second);
     const auto index = static_cast<uint32_t>(m_out.lanes.size());
     RawLane lane;
     if (cls == EventClass::Gpu) {
@@ -874,7 +1247,7 @@ uint32_t KinetoParser::laneFor(EventClass cls, const Event& e)
     m_out.lanes.push_back(std::move(lane));
     m_laneTokens.emplace_back(std::string(trimToken(e.pid)), std::string(trimToken(e.tid)));
     m_laneByKey.emplace(m_laneKey, index);
-    return index;
+    return remember(index);
 }
 
 size_t KinetoParser::addSpan(uint32_t lane, TimeNs start, TimeNs end, StringId name, SpanKind kind, int64_t bytes)

@@ -68,6 +68,11 @@ struct ImportOptions {
     // thread (std::thread::hardware_concurrency), never more than there are files. The result
     // does not depend on it: the parsed files are added to the run in file order, one at a time.
     int jobs = 0;
+    // importTraces: store the run's summaries (summary_store.h) in the output before it is moved
+    // into place, as every import does. false leaves them out (the run file is still whole, and
+    // reads analyse it in full until core::storeSummaries(path) adds them): for benchmarks that
+    // time the parse and write apart from the analysis.
+    bool storeSummaries = true;
 };
 
 // How far an import is, for a progress display: files added to the run out of all of them, and
