@@ -109,48 +109,46 @@ struct DeltaColumns {
     }
 };
 
-class Encoder {
+// What the encoder and the decoder share: the walk over values, vectors and records, and the
+// delta columns of a vector's records. Self supplies scalar(v) for integers, enums, doubles and
+// strings, vectorSize(v) (writes or reads, and resizes, the count) and good().
+template <class Self>
+class Walker {
 public:
-    std::string out;
+    template <class... T> void operator()(T&... values) { (value(values), ...); }
 
-    template <class... T> void operator()(T&... values) { (put(values), ...); }
+protected:
+    DeltaColumns* m_columns = nullptr; // set while walking the integer fields of a vector's record
+
+    // An integer field: the difference from the previous record's inside a vector of records.
+    int64_t toDelta(int64_t v)
+    {
+        if (!m_columns)
+            return v;
+        int64_t& prev = m_columns->slot();
+        const int64_t d = static_cast<int64_t>(static_cast<uint64_t>(v) - static_cast<uint64_t>(prev));
+        prev = v;
+        return d;
+    }
+    int64_t fromDelta(int64_t d)
+    {
+        if (!m_columns)
+            return d;
+        int64_t& prev = m_columns->slot();
+        prev = static_cast<int64_t>(static_cast<uint64_t>(prev) + static_cast<uint64_t>(d));
+        return prev;
+    }
 
 private:
-    DeltaColumns* m_columns = nullptr; // set while writing the integer fields of a vector's record
-
-    void varint(uint64_t v)
+    Self& self() { return static_cast<Self&>(*this); }
+    template <class T> void value(T& v)
     {
-        while (v >= 0x80) {
-            out.push_back(static_cast<char>(v | 0x80));
-            v >>= 7;
-        }
-        out.push_back(static_cast<char>(v));
-    }
-    void integer(int64_t v)
-    {
-        if (m_columns) {
-            int64_t& prev = m_columns->slot();
-            const int64_t d = static_cast<int64_t>(static_cast<uint64_t>(v) - static_cast<uint64_t>(prev));
-            prev = v;
-            v = d;
-        }
-        varint(zigzag(v));
-    }
-    template <class T> void put(T& v)
-    {
-        if constexpr (std::is_same_v<T, double>) {
-            const uint64_t bits = std::bit_cast<uint64_t>(std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : v);
-            for (int i = 0; i < 8; ++i)
-                out.push_back(static_cast<char>(bits >> (8 * i)));
-        } else if constexpr (std::is_enum_v<T>) {
-            integer(static_cast<int64_t>(v));
-        } else if constexpr (std::is_integral_v<T>) {
-            integer(static_cast<int64_t>(v));
-        } else if constexpr (std::is_same_v<T, std::string>) {
-            varint(v.size());
-            out.append(v);
+        if (!self().good())
+            return;
+        if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_same_v<T, std::string>) {
+            self().scalar(v);
         } else if constexpr (requires { v.size(); v.begin(); }) {
-            varint(v.size());
+            self().vectorSize(v);
             DeltaColumns columns;
             DeltaColumns* outer = m_columns;
             for (auto& item : v) {
@@ -158,19 +156,51 @@ private:
                 if constexpr (std::is_class_v<Item> && !std::is_same_v<Item, std::string>) {
                     columns.next = 0;
                     m_columns = &columns;
-                    fields(*this, item);
+                    fields(self(), item);
                 } else {
                     m_columns = nullptr; // a vector of plain values (steps, names): no deltas
-                    put(item);
+                    value(item);
                 }
+                if (!self().good())
+                    break;
             }
             m_columns = outer;
         } else {
             DeltaColumns* outer = m_columns;
             m_columns = nullptr; // a record inside a record: its own fields, plain
-            fields(*this, v);
+            fields(self(), v);
             m_columns = outer;
         }
+    }
+};
+
+class Encoder : public Walker<Encoder> {
+public:
+    std::string out;
+    bool good() const { return true; }
+    template <class T> void scalar(T& v)
+    {
+        if constexpr (std::is_same_v<T, double>) {
+            const uint64_t bits = std::bit_cast<uint64_t>(std::isnan(v) ? std::numeric_limits<double>::quiet_NaN() : v);
+            for (int i = 0; i < 8; ++i)
+                out.push_back(static_cast<char>(bits >> (8 * i)));
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            varint(v.size());
+            out.append(v);
+        } else {
+            varint(zigzag(toDelta(static_cast<int64_t>(v))));
+        }
+    }
+    template <class V> void vectorSize(V& v) { varint(v.size()); }
+
+private:
+    void varint(uint64_t v)
+    {
+        while (v >= 0x80) {
+            out.push_back(static_cast<char>(v | 0x80));
+            v >>= 7;
+        }
+        out.push_back(static_cast<char>(v));
     }
 };
 
@@ -203,18 +233,51 @@ template <class T> size_t minEncodedSize()
     }
 }
 
-class Decoder {
+class Decoder : public Walker<Decoder> {
 public:
-    Decoder(const std::string& data) : m_p(reinterpret_cast<const uint8_t*>(data.data())), m_end(m_p + data.size()) {}
+    explicit Decoder(const std::string& data)
+        : m_p(reinterpret_cast<const uint8_t*>(data.data())), m_end(m_p + data.size()) {}
     bool ok = true;
+    bool good() const { return ok; }
     bool atEnd() const { return m_p == m_end; }
 
-    template <class... T> void operator()(T&... values) { (get(values), ...); }
+    template <class T> void scalar(T& v)
+    {
+        if constexpr (std::is_same_v<T, double>) {
+            if (m_end - m_p < 8) {
+                ok = false;
+                return;
+            }
+            uint64_t bits = 0;
+            for (int i = 0; i < 8; ++i)
+                bits |= static_cast<uint64_t>(m_p[i]) << (8 * i);
+            m_p += 8;
+            v = std::bit_cast<double>(bits);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+            const size_t n = count(1);
+            v.assign(reinterpret_cast<const char*>(m_p), n);
+            m_p += n;
+        } else {
+            using Int = typename std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>, std::type_identity<T>>::type;
+            const int64_t x = fromDelta(unzigzag(varint()));
+            if constexpr (std::is_same_v<Int, bool>)
+                ok = ok && (x == 0 || x == 1);
+            else
+                ok = ok && x >= static_cast<int64_t>(std::numeric_limits<Int>::min())
+                     && x <= static_cast<int64_t>(std::numeric_limits<Int>::max());
+            v = static_cast<T>(static_cast<Int>(x));
+        }
+    }
+    template <class V> void vectorSize(V& v)
+    {
+        const size_t n = count(minEncodedSize<typename V::value_type>());
+        v.clear();
+        v.resize(n);
+    }
 
 private:
     const uint8_t* m_p;
     const uint8_t* m_end;
-    DeltaColumns* m_columns = nullptr;
 
     uint64_t varint()
     {
@@ -232,18 +295,8 @@ private:
         ok = false;
         return 0;
     }
-    int64_t integer()
-    {
-        int64_t v = unzigzag(varint());
-        if (m_columns) {
-            int64_t& prev = m_columns->slot();
-            v = static_cast<int64_t>(static_cast<uint64_t>(prev) + static_cast<uint64_t>(v));
-            prev = v;
-        }
-        return v;
-    }
     // A count of items that each take at least `itemBytes` bytes: never more than the bytes left hold.
-    size_t count(size_t itemBytes = 1)
+    size_t count(size_t itemBytes)
     {
         const uint64_t n = varint();
         if (n > static_cast<uint64_t>(m_end - m_p) / itemBytes) {
@@ -251,60 +304,6 @@ private:
             return 0;
         }
         return static_cast<size_t>(n);
-    }
-    template <class T> void get(T& v)
-    {
-        if (!ok)
-            return;
-        if constexpr (std::is_same_v<T, double>) {
-            if (m_end - m_p < 8) {
-                ok = false;
-                return;
-            }
-            uint64_t bits = 0;
-            for (int i = 0; i < 8; ++i)
-                bits |= static_cast<uint64_t>(m_p[i]) << (8 * i);
-            m_p += 8;
-            v = std::bit_cast<double>(bits);
-        } else if constexpr (std::is_enum_v<T> || std::is_integral_v<T>) {
-            using Int = typename std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>, std::type_identity<T>>::type;
-            const int64_t x = integer();
-            if constexpr (std::is_same_v<Int, bool>)
-                ok = ok && (x == 0 || x == 1);
-            else
-                ok = ok && x >= static_cast<int64_t>(std::numeric_limits<Int>::min())
-                     && x <= static_cast<int64_t>(std::numeric_limits<Int>::max());
-            v = static_cast<T>(static_cast<Int>(x));
-        } else if constexpr (std::is_same_v<T, std::string>) {
-            const size_t n = count();
-            v.assign(reinterpret_cast<const char*>(m_p), n);
-            m_p += n;
-        } else if constexpr (requires { v.size(); v.begin(); }) {
-            const size_t n = count(minEncodedSize<typename T::value_type>());
-            v.clear();
-            v.resize(n);
-            DeltaColumns columns;
-            DeltaColumns* outer = m_columns;
-            for (auto& item : v) {
-                using Item = std::remove_cvref_t<decltype(item)>;
-                if constexpr (std::is_class_v<Item> && !std::is_same_v<Item, std::string>) {
-                    columns.next = 0;
-                    m_columns = &columns;
-                    fields(*this, item);
-                } else {
-                    m_columns = nullptr;
-                    get(item);
-                }
-                if (!ok)
-                    break;
-            }
-            m_columns = outer;
-        } else {
-            DeltaColumns* outer = m_columns;
-            m_columns = nullptr;
-            fields(*this, v);
-            m_columns = outer;
-        }
     }
 };
 
