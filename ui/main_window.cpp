@@ -616,8 +616,8 @@ void MainWindow::addRun(LoadedRunPtr run)
     statusBar()->showMessage(tr("Opened %1 (%2, %3 steps, %4 spans)")
                                  .arg(run->label)
                                  .arg(formatRanks(run->summary().worldSize))
-                                 .arg(run->summary().steps)
-                                 .arg(run->summary().spans),
+                                 .arg(formatCount(run->summary().steps))
+                                 .arg(formatCount(run->summary().spans)),
                              6000);
     refreshPages();
     emit runOpened(run);

@@ -387,7 +387,7 @@ QVariant RunBrowserModel::data(const QModelIndex& index, int role) const
             return int(Qt::AlignRight | Qt::AlignVCenter);
     }
     if (role == Qt::ToolTipRole) {
-        const QString tip = QStringLiteral("%1\n%2 steps, %3 spans").arg(displayText(e.path, 400)).arg(s.steps).arg(s.spans);
+        const QString tip = QStringLiteral("%1\n%2 steps, %3 spans").arg(displayText(e.path, 400)).arg(formatCount(s.steps)).arg(formatCount(s.spans));
         return plainToolTip(isPredictedEntry(e) ? QStringLiteral("%1\n%2").arg(tip, predictedToolTip()) : tip);
     }
     if (role == Qt::FontRole && col == Name && isPredictedEntry(e)) {

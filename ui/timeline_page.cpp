@@ -462,9 +462,9 @@ void TimelinePage::updateSearchCount()
     else if (n == 0)
         m_searchCount->setText(tr("no match"));
     else if (m_match < 0)
-        m_searchCount->setText(tr("%1 matches").arg(QLocale(QLocale::English).toString(n)));
+        m_searchCount->setText(tr("%1 matches").arg(formatCount(n)));
     else
-        m_searchCount->setText(tr("%1 of %2").arg(m_match + 1).arg(QLocale(QLocale::English).toString(n)));
+        m_searchCount->setText(tr("%1 of %2").arg(m_match + 1).arg(formatCount(n)));
 }
 
 } // namespace lockstep::ui

@@ -1,6 +1,8 @@
 // Number and name formatting (see format.h).
 #include "format.h"
 
+#include <QLocale>
+
 #include <cmath>
 
 namespace lockstep::ui {
@@ -137,6 +139,8 @@ QString formatRanks(qint64 n)
 {
     return n == 1 ? QStringLiteral("1 rank") : QStringLiteral("%1 ranks").arg(n);
 }
+
+QString formatCount(qint64 n) { return QLocale(QLocale::English).toString(n); }
 
 QString plainToolTip(const QString& text)
 {

@@ -42,5 +42,7 @@ QString formatStepLabel(int32_t step, bool warmup);
 QString plainToolTip(const QString& text);
 // "1 rank", "4 ranks": every heading that counts ranks.
 QString formatRanks(qint64 n);
+// "10,035,200": counts of spans, steps and matches, digits grouped the same in every locale.
+QString formatCount(qint64 n);
 
 } // namespace lockstep::ui

@@ -7,7 +7,6 @@
 #include "timeline_palette.h"
 #include "host_groups.h"
 
-#include <QLocale>
 
 #include <algorithm>
 #include <cmath>
@@ -202,7 +201,7 @@ void TimelineWidget::Impl::buildSpans(TimelineDrawList& list, const QFontMetrics
             QString text;
             QString shortText; // used when `text` would be cut
             if (it.count > 1) {
-                text = QStringLiteral("%1 spans").arg(QLocale(QLocale::English).toString(qlonglong(it.count)));
+                text = QStringLiteral("%1 spans").arg(formatCount(qlonglong(it.count)));
             } else if (core::isCommunication(s.kind) && s.bucket >= 0) {
                 text = s.bytes > 0 ? QStringLiteral("b%1 · %2").arg(s.bucket).arg(formatBytes(double(s.bytes)))
                                    : QStringLiteral("b%1").arg(s.bucket); // size unknown: no "0 B"
