@@ -22,6 +22,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <type_traits>
 
 namespace lockstep::core {
@@ -515,6 +516,13 @@ Result<AnalyzedRun> loadAnalyzedRun(const std::string& path, const AnalyzedRunOp
 
 Status storeSummaries(const std::string& path, std::stop_token stop)
 {
+    // A -wal beside the file: a writer has it open (a run still recording) or died with it open.
+    // Its analysis would describe a moment of it, and closing a writer here would checkpoint the
+    // log under the other writer's feet.
+    std::error_code ec;
+    if (std::filesystem::exists(path + "-wal", ec))
+        return fail(path + ": is being written (a -wal file is beside it); store its analysis once it is "
+                           "finished, or recover it first if its writer died (lockstep merge of its shards does)");
     std::string stamp;
     std::string parts[std::size(kParts)];
     {

@@ -190,6 +190,28 @@ TEST_F(StaleSummary, ADamagedSummaryIsComputedInstead)
     expectComputed("damaged stored summary");
 }
 
+TEST(SummaryStore, ARunStillBeingWrittenIsAnalysedOnReadNotStored)
+{
+    test::TempDir dir;
+    const std::string path = dir.file("live.db");
+    const core::Run run = makeSyntheticRun(SyntheticParams{.worldSize = 2, .steps = 3});
+    auto w = RunWriter::create(path, run.config);
+    ASSERT_TRUE(w);
+    for (const Lane& l : run.lanes)
+        ASSERT_TRUE((*w)->addLane(l));
+    for (const RankInfo& r : run.ranks)
+        ASSERT_TRUE((*w)->addRank(r));
+    ASSERT_TRUE((*w)->commit());
+    auto s = storeSummaries(path);
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.error().message.find("is being written"), std::string::npos) << s.error().message;
+    auto got = loadAnalyzedRun(path);
+    ASSERT_TRUE(got) << got.error().message;
+    EXPECT_FALSE(got->stored);
+    ASSERT_TRUE((*w)->close());
+    EXPECT_TRUE(storeSummaries(path)) << "once closed, it can be stored";
+}
+
 TEST(SummaryStore, FilesOlderThanBootIdsAreAnalysedOnReadNotMigrated)
 {
     test::TempDir dir;

@@ -75,7 +75,8 @@ Result<AnalyzedRun> loadAnalyzedRun(const std::string& path, const AnalyzedRunOp
 
 // Computes the analysis of the run file at `path` and stores it in the file, replacing any stored
 // summary (RunWriter::openExisting: an older schema is migrated first). The file must be whole
-// (not being written). Memory: what RunReader::load and analyze need, once.
+// (a file with a -wal beside it, being written or left by a writer that died, is refused). Memory:
+// what RunReader::load and analyze need, once.
 Status storeSummaries(const std::string& path, std::stop_token stop = {});
 
 // The encoding of one part of `analysis` of `run` (the loaded run: its diagnostics are part of
