@@ -400,7 +400,9 @@ std::optional<std::string> decompress(const std::string& stored)
         return std::nullopt;
     uint64_t n = 0;
     std::memcpy(&n, stored.data(), 8);
-    if (n > (uint64_t{1} << 40))
+    // deflate expands at most 1032 to 1: a damaged (or hostile) size beyond what the bytes can
+    // hold is refused before anything is allocated for it.
+    if (n > (static_cast<uint64_t>(stored.size()) - 8) * 1032 + 64)
         return std::nullopt;
     std::string raw(static_cast<size_t>(n), '\0');
     uLongf size = static_cast<uLongf>(n);

@@ -188,6 +188,11 @@ TEST_F(StaleSummary, ADamagedSummaryIsComputedInstead)
     ASSERT_TRUE(storeSummaries(path));
     execSql(path, "UPDATE summaries SET data = zeroblob(40) WHERE part = 'run'");
     expectComputed("damaged stored summary");
+    // A size that the compressed bytes cannot hold (here 64 GiB): refused, nothing allocated for it
+    // (allocating it would end the reader with std::bad_alloc).
+    ASSERT_TRUE(storeSummaries(path));
+    execSql(path, "UPDATE summaries SET data = X'0000000010000000' || substr(data, 9) WHERE part = 'buckets'");
+    expectComputed("damaged stored summary");
 }
 
 TEST(SummaryStore, ARunStillBeingWrittenIsAnalysedOnReadNotStored)
