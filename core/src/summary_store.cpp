@@ -394,7 +394,25 @@ Result<std::string> compress(const std::string& raw)
     return out;
 }
 
-std::optional<std::string> decompress(const std::string& stored)
+// The most bytes an encoded part of this run can take: a generous 256 bytes per record it can hold
+// (records encode to a few dozen), per (rank, step) and bucket, rank, lane and step, plus the
+// text it carries. A declared size beyond it is damage (or a decompression bomb), refused before
+// anything is allocated; a real part never comes near it, and were one to, the analysis is
+// computed instead, never wrong.
+uint64_t maxPartBytes(const Run& run)
+{
+    uint64_t records = static_cast<uint64_t>(run.steps.size()) * (run.buckets.size() + 2) + run.ranks.size()
+        + run.lanes.size() + run.buckets.size() + run.diagnostics.size() + 16;
+    uint64_t text = 0;
+    for (const Bucket& b : run.buckets)
+        for (const std::string& p : b.params)
+            text += p.size() + 8;
+    for (const Diagnostic& d : run.diagnostics)
+        text += d.kind.size() + d.message.size() + 16;
+    return (uint64_t{1} << 20) + 256 * records + 2 * text;
+}
+
+std::optional<std::string> decompress(const std::string& stored, uint64_t maxBytes)
 {
     if (stored.size() < 8)
         return std::nullopt;
@@ -402,7 +420,7 @@ std::optional<std::string> decompress(const std::string& stored)
     std::memcpy(&n, stored.data(), 8);
     // deflate expands at most 1032 to 1: a damaged (or hostile) size beyond what the bytes can
     // hold is refused before anything is allocated for it.
-    if (n > (static_cast<uint64_t>(stored.size()) - 8) * 1032 + 64)
+    if (n > maxBytes || n > (static_cast<uint64_t>(stored.size()) - 8) * 1032 + 64)
         return std::nullopt;
     std::string raw(static_cast<size_t>(n), '\0');
     uLongf size = static_cast<uLongf>(n);
@@ -441,7 +459,7 @@ std::string readStored(RunReader& reader, const std::string& stamp, unsigned par
                 return "stored summary written by another build of Lockstep (its analysis code differs)";
             return "stale stored summary (the run changed after it was computed)";
         }
-        const auto raw = decompress((*stored)->data);
+        const auto raw = decompress((*stored)->data, maxPartBytes(out.run));
         if (!raw)
             return "damaged stored summary";
         if (!decodePart(*raw, part, out.analysis, diagnostics))

@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <zlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -188,10 +190,34 @@ TEST_F(StaleSummary, ADamagedSummaryIsComputedInstead)
     ASSERT_TRUE(storeSummaries(path));
     execSql(path, "UPDATE summaries SET data = zeroblob(40) WHERE part = 'run'");
     expectComputed("damaged stored summary");
-    // A size that the compressed bytes cannot hold (here 64 GiB): refused, nothing allocated for it
-    // (allocating it would end the reader with std::bad_alloc).
+    // A size no part of this run can have (here 64 GiB; the compressed bytes could not hold it
+    // either): refused, nothing allocated for it (allocating it would end the reader with
+    // std::bad_alloc).
     ASSERT_TRUE(storeSummaries(path));
     execSql(path, "UPDATE summaries SET data = X'0000000010000000' || substr(data, 9) WHERE part = 'buckets'");
+    expectComputed("damaged stored summary");    // A bomb: bytes that do inflate to the size they declare, 100 MB of zeros from ~100 KB, far
+    // beyond what a run of 3 ranks and 5 steps can hold.
+    ASSERT_TRUE(storeSummaries(path));
+    {
+        const std::string zeros(100u << 20, '\0');
+        uLongf size = compressBound(static_cast<uLong>(zeros.size()));
+        std::string bomb(size + 8, '\0');
+        const uint64_t n = zeros.size();
+        std::memcpy(bomb.data(), &n, 8);
+        ASSERT_EQ(compress2(reinterpret_cast<Bytef*>(bomb.data() + 8), &size, reinterpret_cast<const Bytef*>(zeros.data()),
+                            static_cast<uLong>(zeros.size()), 9),
+                  Z_OK);
+        bomb.resize(size + 8);
+        ASSERT_LT(bomb.size(), 1u << 20);
+        sqlite3* db = nullptr;
+        ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+        sqlite3_stmt* st = nullptr;
+        ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE summaries SET data = ? WHERE part = 'steps'", -1, &st, nullptr), SQLITE_OK);
+        sqlite3_bind_blob(st, 1, bomb.data(), static_cast<int>(bomb.size()), SQLITE_STATIC);
+        EXPECT_EQ(sqlite3_step(st), SQLITE_DONE);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+    }
     expectComputed("damaged stored summary");
 }
 
