@@ -1,5 +1,5 @@
-// Private to lockstep::core: the pieces the block codecs share (span_block.cpp, instant_block.cpp):
-// zigzag, varints, and a bounds-checked reader.
+// Private to lockstep::core: the pieces the binary codecs share (span_block.cpp, instant_block.cpp,
+// summary_store.cpp): zigzag, varints, and a bounds-checked reader.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +67,15 @@ public:
             }
         }
         return false;
+    }
+    // The next n bytes, in place (`p` points at them).
+    bool take(size_t n, const uint8_t*& p)
+    {
+        if (n > left())
+            return false;
+        p = m_p;
+        m_p += n;
+        return true;
     }
     bool atEnd() const { return m_p == m_end; }
     size_t left() const { return static_cast<size_t>(m_end - m_p); }

@@ -43,7 +43,7 @@ struct Table<Span> {
     // A lane's last block (the writer continues it).
     static constexpr const char* kLast =
         "SELECT first_start_ns, seq, count, data FROM span_blocks WHERE lane = ?1 ORDER BY seq DESC LIMIT 1";
-        // Every block in key order (load), their records, and every block with its row (the validator).
+    // Every block in key order (load), their records, and every block with its row (the validator).
     static constexpr const char* kAll = "SELECT lane, seq, count, data FROM span_blocks ORDER BY lane, first_start_ns, seq";
     static constexpr const char* kCount = "SELECT COALESCE(sum(count), 0) FROM span_blocks";
     static constexpr const char* kCheck =

@@ -1412,6 +1412,7 @@ struct RunReader::Impl {
 
     // spansInWindow() for files of kSpanBlocksVersion on: the blocks that meet the window,
     // decoded and filtered (names are the file's ids: the caller maps them).
+    Status rowsInWindow(LaneId lane, TimeNs t0, TimeNs t1, std::vector<Span>& out);
     Status blocksInWindow(LaneId lane, TimeNs t0, TimeNs t1, std::vector<Span>& out)
     {
         sqlite3_stmt* st = window.get();
@@ -1683,20 +1684,27 @@ Result<std::vector<Span>> RunReader::spansInWindow(LaneId lane, TimeNs t0, TimeN
     std::vector<Span> out;
     if (t1 <= t0)
         return out;
-    if (d.version >= schema::kSpanBlocksVersion) {
-        if (auto s = d.blocksInWindow(lane, t0, t1, out); !s)
+    if (auto s = d.version >= schema::kSpanBlocksVersion ? d.blocksInWindow(lane, t0, t1, out)
+                                                          : d.rowsInWindow(lane, t0, t1, out);
+        !s)
+        return std::unexpected(s.error());
+    // Names as the file's string ids: a string interned after the reader's last look is read now.
+    const bool unknownString = std::any_of(out.begin(), out.end(), [&](const Span& s) {
+        return s.name.v >= d.stringMap.size();
+    });
+    if (unknownString) {
+        if (auto s = d.refreshStrings(); !s)
             return std::unexpected(s.error());
-        const bool unknownString = std::any_of(out.begin(), out.end(), [&](const Span& s) {
-            return s.name.v >= d.stringMap.size();
-        });
-        if (unknownString) {
-            if (auto s = d.refreshStrings(); !s)
-                return std::unexpected(s.error());
-        }
-        for (Span& s : out)
-            s.name = d.mapString(s.name.v);
-        return out;
     }
+    for (Span& s : out)
+        s.name = d.mapString(s.name.v);
+    return out;
+}
+
+// spansInWindow() for files before kSpanBlocksVersion: spans rows through the (lane, start) index.
+Status RunReader::Impl::rowsInWindow(LaneId lane, TimeNs t0, TimeNs t1, std::vector<Span>& out)
+{
+    auto& d = *this;
     sqlite3_stmt* st = d.window.get();
     sqlite3_bind_int64(st, 1, lane.v);
     sqlite3_bind_int64(st, 2, t0);
@@ -1707,34 +1715,25 @@ Result<std::vector<Span>> RunReader::spansInWindow(LaneId lane, TimeNs t0, TimeN
             Stmt m;
             int rc = m.prepare(d.db, "SELECT COALESCE(MAX(dur_ns), 0) FROM spans WHERE lane = ?1");
             if (rc != SQLITE_OK)
-                return std::unexpected(d.error(rc, "reading a window"));
+                return fail(d.error(rc, "reading a window"));
             m.bind(1, static_cast<int64_t>(lane.v));
             if ((rc = sqlite3_step(m.get())) != SQLITE_ROW)
-                return std::unexpected(d.error(rc, "reading a window"));
+                return fail(d.error(rc, "reading a window"));
             it = d.v1MaxDur.emplace(lane.v, sqlite3_column_int64(m.get(), 0)).first;
         }
         sqlite3_bind_int64(st, 4, it->second);
     }
     int rc;
-    bool unknownString = false;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         SpanRow row = readSpanRow(st);
-        if (row.name >= static_cast<int64_t>(d.stringMap.size()))
-            unknownString = true;
         row.span.lane = lane;
-        row.span.name = StringId{static_cast<uint32_t>(row.name)}; // mapped below
+        row.span.name = StringId{static_cast<uint32_t>(row.name)}; // mapped by spansInWindow
         out.push_back(row.span);
     }
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
-        return std::unexpected(d.error(rc, "reading a window"));
-    if (unknownString) {
-        if (auto s = d.refreshStrings(); !s)
-            return std::unexpected(s.error());
-    }
-    for (Span& s : out)
-        s.name = d.mapString(s.name.v);
-    return out;
+        return fail(d.error(rc, "reading a window"));
+    return {};
 }
 
 void correctRunClocks(Run& run, bool bootIdsRecorded)

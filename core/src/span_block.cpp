@@ -23,6 +23,21 @@ Status corrupt(const char* what)
 
 } // namespace
 
+// What "previous" is before a block's first span (the header comment): kind 0, name 0, no step,
+// no bucket, no bytes; the encoder and the decoder start from the same one.
+static Span blockStart(TimeNs start, LaneId lane)
+{
+    Span s;
+    s.start = start;
+    s.lane = lane;
+    s.kind = static_cast<SpanKind>(0);
+    s.name = StringId{0};
+    s.step = kNoStep;
+    s.bucket = kNoBucket;
+    s.bytes = 0;
+    return s;
+}
+
 Status encodeSpanBlock(std::span<const Span> spans, std::string& out, SpanBlockSummary* summary)
 {
     out.clear();
@@ -32,13 +47,7 @@ Status encodeSpanBlock(std::span<const Span> spans, std::string& out, SpanBlockS
     out.push_back(static_cast<char>(kFormat));
     putVarint(out, spans.size());
     putVarint(out, zigzag(spans.front().start));
-    Span prev;
-    prev.start = spans.front().start;
-    prev.kind = static_cast<SpanKind>(0);
-    prev.name = StringId{0};
-    prev.step = kNoStep;
-    prev.bucket = kNoBucket;
-    prev.bytes = 0;
+    Span prev = blockStart(spans.front().start, LaneId{});
     TimeNs maxEnd = std::numeric_limits<TimeNs>::min();
     for (const Span& s : spans) {
         if (s.start < prev.start)
@@ -88,14 +97,7 @@ Status decodeSpanBlock(std::span<const uint8_t> data, LaneId lane, std::vector<S
     // Geometric growth: an exact reserve per block would copy the whole vector every block.
     if (out.capacity() < out.size() + count)
         out.reserve(std::max<size_t>(out.size() + count, out.capacity() * 2));
-    Span prev;
-    prev.start = unzigzag(firstStart);
-    prev.lane = lane;
-    prev.kind = static_cast<SpanKind>(0);
-    prev.name = StringId{0};
-    prev.step = kNoStep;
-    prev.bucket = kNoBucket;
-    prev.bytes = 0;
+    Span prev = blockStart(unzigzag(firstStart), lane);
     TimeNs maxEnd = std::numeric_limits<TimeNs>::min();
     const TimeNs first = prev.start;
     for (uint64_t i = 0; i < count; ++i) {

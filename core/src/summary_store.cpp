@@ -14,6 +14,7 @@
 
 #include "lockstep/core/run_db.h"
 
+#include "block_codec.h"
 #include "schema.h"
 
 #include <zlib.h>
@@ -95,8 +96,9 @@ template <class A> void fields(A& a, RunSummary& s)
 // ---------------------------------------------------------------------------------------------
 // Encoder and decoder: one visitor each over the field lists.
 
-uint64_t zigzag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
-int64_t unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+using blockcodec::putVarint;
+using blockcodec::unzigzag;
+using blockcodec::zigzag;
 
 // Per vector of records: the previous record's integer fields, by position.
 struct DeltaColumns {
@@ -186,23 +188,13 @@ public:
             for (int i = 0; i < 8; ++i)
                 out.push_back(static_cast<char>(bits >> (8 * i)));
         } else if constexpr (std::is_same_v<T, std::string>) {
-            varint(v.size());
+            putVarint(out, v.size());
             out.append(v);
         } else {
-            varint(zigzag(toDelta(static_cast<int64_t>(v))));
+            putVarint(out, zigzag(toDelta(static_cast<int64_t>(v))));
         }
     }
-    template <class V> void vectorSize(V& v) { varint(v.size()); }
-
-private:
-    void varint(uint64_t v)
-    {
-        while (v >= 0x80) {
-            out.push_back(static_cast<char>(v | 0x80));
-            v >>= 7;
-        }
-        out.push_back(static_cast<char>(v));
-    }
+    template <class V> void vectorSize(V& v) { putVarint(out, v.size()); }
 };
 
 // The fewest bytes a value of each type takes encoded (a varint 1, a double 8, an empty string or
@@ -237,30 +229,31 @@ template <class T> size_t minEncodedSize()
 class Decoder : public Walker<Decoder> {
 public:
     explicit Decoder(const std::string& data)
-        : m_p(reinterpret_cast<const uint8_t*>(data.data())), m_end(m_p + data.size()) {}
+        : m_in(std::span(reinterpret_cast<const uint8_t*>(data.data()), data.size())) {}
     bool ok = true;
     bool good() const { return ok; }
-    bool atEnd() const { return m_p == m_end; }
+    bool atEnd() const { return m_in.atEnd(); }
 
     template <class T> void scalar(T& v)
     {
         if constexpr (std::is_same_v<T, double>) {
-            if (m_end - m_p < 8) {
-                ok = false;
+            const uint8_t* p = nullptr;
+            if (!(ok = m_in.take(8, p)))
                 return;
-            }
             uint64_t bits = 0;
             for (int i = 0; i < 8; ++i)
-                bits |= static_cast<uint64_t>(m_p[i]) << (8 * i);
-            m_p += 8;
+                bits |= static_cast<uint64_t>(p[i]) << (8 * i);
             v = std::bit_cast<double>(bits);
         } else if constexpr (std::is_same_v<T, std::string>) {
             const size_t n = count(1);
-            v.assign(reinterpret_cast<const char*>(m_p), n);
-            m_p += n;
+            const uint8_t* p = nullptr;
+            if (ok && (ok = m_in.take(n, p)))
+                v.assign(reinterpret_cast<const char*>(p), n);
         } else {
             using Int = typename std::conditional_t<std::is_enum_v<T>, std::underlying_type<T>, std::type_identity<T>>::type;
-            const int64_t x = fromDelta(unzigzag(varint()));
+            uint64_t raw = 0;
+            ok = m_in.varint(raw);
+            const int64_t x = fromDelta(unzigzag(raw));
             if constexpr (std::is_same_v<Int, bool>)
                 ok = ok && (x == 0 || x == 1);
             else
@@ -277,30 +270,13 @@ public:
     }
 
 private:
-    const uint8_t* m_p;
-    const uint8_t* m_end;
+    blockcodec::Reader m_in;
 
-    uint64_t varint()
-    {
-        uint64_t v = 0;
-        for (int shift = 0; shift < 64; shift += 7) {
-            if (m_p == m_end) {
-                ok = false;
-                return 0;
-            }
-            const uint8_t b = *m_p++;
-            v |= static_cast<uint64_t>(b & 0x7f) << shift;
-            if (!(b & 0x80))
-                return v;
-        }
-        ok = false;
-        return 0;
-    }
     // A count of items that each take at least `itemBytes` bytes: never more than the bytes left hold.
     size_t count(size_t itemBytes)
     {
-        const uint64_t n = varint();
-        if (n > static_cast<uint64_t>(m_end - m_p) / itemBytes) {
+        uint64_t n = 0;
+        if (!m_in.varint(n) || n > m_in.left() / itemBytes) {
             ok = false;
             return 0;
         }
