@@ -49,7 +49,8 @@ int main(int argc, char** argv)
     QCommandLineOption sizeOpt("size", "Size of the rendered window, WxH.", "WxH", "1400x860");
     QCommandLineOption wsOpt("workspace", "Workspace folder shown in the run browser.", "folder");
     QCommandLineOption stepOpt("step", "Screenshot: zoom the timeline (or compare) view to this step and select its largest bucket.", "N", "-1");
-    parser.addOptions({shotOpt, viewOpt, sizeOpt, wsOpt, stepOpt});
+    QCommandLineOption panOpt("pan-frames", "Screenshot of the timeline: first pan and zoom across the whole run N times (and until its spans are loaded), timing each frame; statistics on stderr.", "N", "0");
+    parser.addOptions({shotOpt, viewOpt, sizeOpt, wsOpt, stepOpt, panOpt});
     parser.addPositionalArgument("runs", "Run databases to open.", "[RUN.db...]");
     parser.process(app);
 
@@ -63,6 +64,12 @@ int main(int argc, char** argv)
         o.step = parser.value(stepOpt).toInt(&stepOk);
         if (!stepOk) {
             std::fprintf(stderr, "lockstep-ui: --step must be a step number\n");
+            return lockstep::app::exitStatusFor(lockstep::core::ErrorCode::Usage);
+        }
+        bool panOk = false;
+        o.panFrames = parser.value(panOpt).toInt(&panOk);
+        if (!panOk || o.panFrames < 0) {
+            std::fprintf(stderr, "lockstep-ui: --pan-frames must be a count of frames\n");
             return lockstep::app::exitStatusFor(lockstep::core::ErrorCode::Usage);
         }
         const auto m = QRegularExpression(QStringLiteral("^(\\d+)x(\\d+)$")).match(parser.value(sizeOpt));

@@ -214,6 +214,14 @@ void ComparePage::updateChanges()
         emit changesReady();
         return;
     }
+    // What changed compares spans: a run shown from its overview has none yet.
+    for (const LoadedRunPtr& r : m_compared)
+        if (!r->detailed) {
+            m_changesPending = false;
+            m_changes->setPlainText(tr("%1: %2").arg(r->label, waitingForSpans(*r)));
+            emit changesReady();
+            return;
+        }
     // The runs are immutable and shared: the job keeps them alive while it works.
     std::vector<LoadedRunPtr> runs = m_compared;
     m_changesPending = true;

@@ -165,6 +165,11 @@ void KernelPanel::refresh()
         m_hint->setText(tr("No run is open."));
         return;
     }
+    if (!m_run->detailed) { // the table is counted from spans
+        m_model->setRows({});
+        m_hint->setText(waitingForSpans(*m_run));
+        return;
+    }
     core::KernelTableOptions options;
     options.rank = m_rank->currentData().toInt();
     std::vector<core::KernelRow> rows = core::kernelTable(*m_run->run, *m_run->analysis, options);

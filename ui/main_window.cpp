@@ -201,6 +201,20 @@ void MainWindow::connectLoaders()
         showPage(TimelinePageIndex);
     });
     connect(m_loader, &RunLoader::loadFailed, this, [this](const QString& path, const QString& message) {
+        // The spans of a run shown from its overview: it stays open, saying why they are missing.
+        auto open = std::find_if(m_open.begin(), m_open.end(), [&](const LoadedRunPtr& r) { return r->path == path; });
+        if (open != m_open.end() && (*open)->detailPending) {
+            auto copy = std::make_shared<LoadedRun>(**open);
+            copy->detailPending = false;
+            copy->detailError = message;
+            const bool current = m_current == *open;
+            *open = copy;
+            if (current) {
+                m_current = copy;
+                m_timeline->updateLiveRun(copy);
+            }
+            emit runDetailed(copy);
+        }
         const bool dialog = m_explicitPending.removeAll(path) > 0;
         if (m_comparePending.removeAll(path) > 0 && m_comparePending.isEmpty())
             applyPicked();
@@ -210,6 +224,7 @@ void MainWindow::connectLoaders()
     m_liveTimer->setInterval(kLivePollMs);
     connect(m_liveTimer, &QTimer::timeout, this, &MainWindow::pollLive);
     connect(m_liveLoader, &RunLoader::runLoaded, this, &MainWindow::liveRunLoaded);
+    connect(m_loader, &RunLoader::detailLoaded, this, &MainWindow::runDetailLoaded);
 }
 
 // The pages' requests: show a place in the timeline, open or compare runs, change the workspace.
@@ -577,11 +592,11 @@ void MainWindow::applyPicked()
     showPage(m_pickPage);
 }
 
-bool MainWindow::openFilesBlocking(const QStringList& paths, QString* error)
+bool MainWindow::openFilesBlocking(const QStringList& paths, QString* error, bool firstView)
 {
     for (const QString& p : paths) {
         const QString path = QFileInfo(p).absoluteFilePath();
-        auto run = loadAndAnalyze(path);
+        auto run = firstView ? loadFirstView(QStringList{path}) : loadAndAnalyze(path);
         if (!run) {
             const QString message = QString::fromStdString(run.error().message);
             reportError(path, message, false);
@@ -590,8 +605,41 @@ bool MainWindow::openFilesBlocking(const QStringList& paths, QString* error)
             return false;
         }
         addRun(*run);
+        if ((*run)->detailPending)
+            m_loader->loadDetailOf(*run, path);
     }
     return true;
+}
+
+bool MainWindow::detailPending() const
+{
+    return std::any_of(m_open.begin(), m_open.end(), [](const LoadedRunPtr& r) { return r->detailPending; });
+}
+
+void MainWindow::runDetailLoaded(const QString& path, LoadedRunPtr run)
+{
+    auto it = std::find_if(m_open.begin(), m_open.end(), [&](const LoadedRunPtr& r) { return r->path == path; });
+    if (it == m_open.end() || (*it)->detailed)
+        return; // closed, or opened again meanwhile
+    if (run->path != path) {
+        auto copy = std::make_shared<LoadedRun>(*run);
+        copy->path = path;
+        run = copy;
+    }
+    const bool current = m_current == *it;
+    *it = run;
+    if (current) {
+        // In place: the view, the rank order and what is folded stay as the user left them.
+        m_current = run;
+        m_timeline->updateLiveRun(run);
+        m_ranks->setRun(run);
+    }
+    m_charts->setRuns(m_current, m_open);
+    m_compare->setOpenRuns(m_open);
+    if (current && currentPage() == WhatIfPageIndex)
+        m_whatif->setRun(m_current);
+    statusBar()->showMessage(tr("%1: its %2 spans are loaded").arg(run->label, formatCount(run->summary().spans)), 6000);
+    emit runDetailed(run);
 }
 
 void MainWindow::reportError(const QString& path, const QString& message, bool dialog)

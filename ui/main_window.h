@@ -56,8 +56,12 @@ public:
     // command line, Compare selected): opened if need be, then checked on the Compare page and
     // picked for the Charts page's cross-run charts, and `page` shown.
     void pickRuns(const QStringList& paths, int page);
-    // Blocking open (screenshot mode, tests); false with `error` on the first failure.
-    bool openFilesBlocking(const QStringList& paths, QString* error);
+    // Blocking open (screenshot mode, tests); false with `error` on the first failure. With
+    // `firstView`, as the app opens a run: a run with a stored overview opens from it and its
+    // spans load in the background (detailPending(), runDetailed); else each run whole.
+    bool openFilesBlocking(const QStringList& paths, QString* error, bool firstView = false);
+    // Runs opened from their overview whose spans are still loading.
+    bool detailPending() const;
 
     // Imports torch.profiler / Nsight Systems traces (one file per rank) into a run file in the
     // workspace, off the GUI thread, then opens it. Returns false when this build has no importers.
@@ -94,6 +98,9 @@ public:
 
 signals:
     void runOpened(lockstep::ui::LoadedRunPtr run);
+    // A run opened from its overview now has its spans (it replaced the overview in openRuns()),
+    // or loading them failed (run->detailError).
+    void runDetailed(lockstep::ui::LoadedRunPtr run);
     void openFailed(const QString& path, const QString& message);
     void importFinished(const QString& runFile, const QString& error);
 
@@ -125,6 +132,8 @@ private:
     void reportError(const QString& path, const QString& message, bool dialog);
     void pollLive();
     void liveRunLoaded(const QString& path, LoadedRunPtr run);
+    // The spans of a run opened from its overview arrived: it replaces the overview in place.
+    void runDetailLoaded(const QString& path, LoadedRunPtr run);
 
     Options m_options;
     QString m_workspace;

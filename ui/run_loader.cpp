@@ -20,7 +20,84 @@ auto cancelled() { return core::fail(core::ErrorCode::Cancelled, "cancelled: a n
 // A LoadedRun of `run` and its analysis: the label, the shared pointers, the timeline's model.
 core::Result<LoadedRunPtr> buildLoadedRun(core::Run run, core::RunAnalysis analysis, const QString& path,
                                           std::stop_token stop);
+QString labelOf(const core::Run& run, const QString& path)
+{
+    return markPredicted(displayText(run.config.name.empty() ? QFileInfo(path).completeBaseName().toStdString() : run.config.name, 80),
+                         core::isPredicted(run.config));
+}
 } // namespace
+
+qint64 maxDetailSpans()
+{
+    bool ok = false;
+    const qint64 v = qEnvironmentVariableIntValue("LOCKSTEP_MAX_DETAIL_SPANS", &ok);
+    return ok && v >= 0 ? v : qint64{20'000'000};
+}
+
+QString waitingForSpans(const LoadedRun& run)
+{
+    if (!run.detailError.isEmpty())
+        return QObject::tr("Loading the run's spans failed (%1): this needs them.").arg(run.detailError);
+    if (run.detailPending)
+        return QObject::tr("Loading the run's %1 spans: this needs them, and shows once they are in.")
+            .arg(formatCount(run.summary().spans));
+    return QObject::tr("This run has %1 spans, more than the app loads into memory (%2; set LOCKSTEP_MAX_DETAIL_SPANS "
+                       "to change it): it is shown from its stored analysis and overview, and this needs its spans.")
+        .arg(formatCount(run.summary().spans), formatCount(maxDetailSpans()));
+}
+
+core::Result<LoadedRunPtr> loadFirstView(const QStringList& paths, std::stop_token stop)
+{
+    if (paths.size() != 1)
+        return loadAndAnalyze(paths, stop);
+    const std::string file = paths.front().toStdString();
+    {
+        auto reader = core::RunReader::open(file);
+        if (!reader)
+            return core::fail(reader.error());
+        auto spans = (*reader)->spanCount();
+        if (!spans)
+            return core::fail(spans.error());
+        if (*spans <= kOverviewFirstSpans)
+            return loadAndAnalyze(paths, stop);
+    }
+    auto loaded = core::loadAnalyzedRun(file, core::AnalyzedRunOptions{.parts = core::kSummaryAll | core::kSummaryOverview,
+                                                                        .spans = false,
+                                                                        .keepComputedSpans = true,
+                                                                        .stop = stop});
+    if (stop.stop_requested())
+        return cancelled();
+    if (!loaded)
+        return core::fail(loaded.error());
+    if (!loaded->stored) // analysed here: the spans it was computed from are loaded
+        return buildLoadedRun(std::move(loaded->run), std::move(loaded->analysis), paths.front(), stop);
+
+    auto out = std::make_shared<LoadedRun>();
+    out->path = paths.front();
+    out->label = labelOf(loaded->run, out->path);
+    out->analysis = std::make_shared<const core::RunAnalysis>(std::move(loaded->analysis));
+    out->timeline = TimelineRunModel::buildOverview(loaded->run, loaded->overview, out->analysis, stop);
+    if (stop.stop_requested())
+        return cancelled();
+    if (!out->timeline) // an overview that does not fit its run: never drawn, the spans are
+        return loadAndAnalyze(paths, stop);
+    out->run = std::make_shared<const core::Run>(std::move(loaded->run));
+    out->detailed = false;
+    out->detailPending = out->summary().spans <= maxDetailSpans();
+    return LoadedRunPtr(std::move(out));
+}
+
+core::Result<LoadedRunPtr> loadDetail(const LoadedRun& first, std::stop_token stop)
+{
+    auto run = loadAndAnalyze(QStringList{first.path}, stop);
+    if (!run)
+        return run;
+    if ((*run)->label == first.label)
+        return run;
+    auto copy = std::make_shared<LoadedRun>(**run);
+    copy->label = first.label;
+    return LoadedRunPtr(std::move(copy));
+}
 
 core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_token stop)
 {
@@ -73,8 +150,7 @@ core::Result<LoadedRunPtr> buildLoadedRun(core::Run run, core::RunAnalysis analy
 {
     auto out = std::make_shared<LoadedRun>();
     out->path = path;
-    out->label = markPredicted(displayText(run.config.name.empty() ? QFileInfo(path).completeBaseName().toStdString() : run.config.name, 80),
-                               core::isPredicted(run.config));
+    out->label = labelOf(run, path);
     out->run = std::make_shared<const core::Run>(std::move(run));
     out->analysis = std::make_shared<const core::RunAnalysis>(std::move(analysis));
     out->timeline = TimelineRunModel::build(out->run, out->analysis, stop);
@@ -102,31 +178,59 @@ RunLoader::~RunLoader()
 void RunLoader::load(const QStringList& paths, const QString& keyIn)
 {
     const QString key = keyIn.isEmpty() ? (paths.isEmpty() ? QString() : paths.front()) : keyIn;
+    start(key, Phase::First, [paths](std::stop_token token) { return loadFirstView(paths, token); }, true);
+}
+
+void RunLoader::loadDetailOf(LoadedRunPtr first, const QString& keyIn)
+{
+    if (!first)
+        return;
+    const QString key = keyIn.isEmpty() ? first->path : keyIn;
+    start(key, Phase::Detail, [first](std::stop_token token) { return loadDetail(*first, token); }, true);
+}
+
+// One job of a slot. A new request takes the slot (the older job of its key gives up at its next
+// checkpoint); the detail job that follows a first view keeps it: the same request, its second half.
+void RunLoader::start(const QString& key, Phase phase, std::function<core::Result<LoadedRunPtr>(std::stop_token)> job,
+                      bool newRequest)
+{
     Slot& slot = m_slots[key];
-    if (slot.running) {
-        slot.stop.request_stop(); // the older job of this key gives up at its next checkpoint
-        ++m_cancelled;
+    if (newRequest) {
+        if (slot.running) {
+            slot.stop.request_stop();
+            ++m_cancelled;
+        }
+        slot.stop = std::stop_source();
+        ++slot.generation;
     }
-    slot.stop = std::stop_source();
-    const quint64 generation = ++slot.generation;
+    const quint64 generation = slot.generation;
     const std::stop_token token = slot.stop.get_token();
     slot.running = true;
     ++m_pending;
     auto* watcher = new QFutureWatcher<core::Result<LoadedRunPtr>>(this);
-    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, key, generation] {
+    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, key, generation, phase] {
         watcher->deleteLater();
         --m_pending;
         Slot& current = m_slots[key];
         if (current.generation != generation)
             return; // superseded by a newer request for the same key
-        current.running = false;
         const auto result = watcher->result();
-        if (result)
-            emit runLoaded(key, *result);
-        else
+        const bool more = result && phase == Phase::First && !(*result)->detailed && (*result)->detailPending;
+        current.running = more;
+        if (!result) {
             emit loadFailed(key, QString::fromStdString(result.error().message));
+            return;
+        }
+        if (phase == Phase::Detail) {
+            emit detailLoaded(key, *result);
+            return;
+        }
+        LoadedRunPtr first = *result;
+        if (more) // before runLoaded: a slot connected to it may ask for pendingJobs()
+            start(key, Phase::Detail, [first](std::stop_token t) { return loadDetail(*first, t); }, false);
+        emit runLoaded(key, first);
     });
-    watcher->setFuture(QtConcurrent::run([paths, token] { return loadAndAnalyze(paths, token); }));
+    watcher->setFuture(QtConcurrent::run([job = std::move(job), token] { return job(token); }));
 }
 
 } // namespace lockstep::ui

@@ -19,6 +19,7 @@
 #include <QString>
 #include <QStringList>
 
+#include <functional>
 #include <memory>
 #include <stop_token>
 #include <vector>
@@ -35,9 +36,26 @@ struct LoadedRun {
     std::shared_ptr<const core::Run> run;
     std::shared_ptr<const core::RunAnalysis> analysis;      // core::analyze(run)
     std::shared_ptr<const TimelineRunModel> timeline;       // the timeline's draw model
+    // false: opened from its stored analysis and overview (core/summary_store.h) without its
+    // spans: `run` holds the small tables only (no spans, no instants) and `timeline` draws the
+    // overview. Pages that need spans (kernels, what-if, span details, measuring, search, What
+    // changed) say so (waitingForSpans) until the detailed run replaces this one.
+    bool detailed = true;
+    // !detailed and the spans are being loaded (false: more spans than maxDetailSpans()).
+    bool detailPending = false;
+    QString detailError; // !detailed: why loading its spans failed
     const core::RunSummary& summary() const { return analysis->summary; }
 };
 using LoadedRunPtr = std::shared_ptr<const LoadedRun>;
+
+// The most spans the app loads into memory (about 100 bytes each with the timeline's model):
+// 20 M, or LOCKSTEP_MAX_DETAIL_SPANS. A bigger run is shown from its stored overview.
+qint64 maxDetailSpans();
+// Runs up to this many spans load whole at once (a fraction of a second): an overview first would
+// only flicker.
+inline constexpr qint64 kOverviewFirstSpans = 1'000'000;
+// What a page that needs spans says while a run has none loaded.
+QString waitingForSpans(const LoadedRun& run);
 
 // Blocking: loads `paths` (one run file, or several rank shards of a run still recording, shown
 // as one run by core's stitching rule, core::loadShards), analyses it (a run file with a fresh stored
@@ -45,6 +63,12 @@ using LoadedRunPtr = std::shared_ptr<const LoadedRun>;
 // model. Fails with ErrorCode::Cancelled when `stop` is requested before it is done.
 core::Result<LoadedRunPtr> loadAndAnalyze(const QStringList& paths, std::stop_token stop = {});
 inline core::Result<LoadedRunPtr> loadAndAnalyze(const QString& path) { return loadAndAnalyze(QStringList{path}); }
+// The first half of opening a run, what the app shows first: a run file of more than
+// kOverviewFirstSpans spans with a fresh stored analysis and overview opens from those (no spans:
+// detailed false; a fraction of a second on any run), anything else as loadAndAnalyze does.
+core::Result<LoadedRunPtr> loadFirstView(const QStringList& paths, std::stop_token stop = {});
+// The second half: `first` (not detailed) with its spans, a detailed run.
+core::Result<LoadedRunPtr> loadDetail(const LoadedRun& first, std::stop_token stop = {});
 // The analysing half of loadAndAnalyze for a run already in memory (a what-if prediction);
 // `path` names it (its file, or where it came from).
 core::Result<LoadedRunPtr> analyzeRun(core::Run run, const QString& path, std::stop_token stop = {});
@@ -62,8 +86,11 @@ public:
     ~RunLoader() override;
 
     // Starts a background load. `key` names the request slot (default: the first path); a newer
-    // request with the same key cancels older ones.
+    // request with the same key cancels older ones. A run that opens from its overview is
+    // answered twice: runLoaded with it, then (when detailPending) detailLoaded with its spans.
     void load(const QStringList& paths, const QString& key = {});
+    // Loads the spans of `first` (detailPending) in the background: detailLoaded.
+    void loadDetailOf(LoadedRunPtr first, const QString& key = {});
     void load(const QString& path) { load(QStringList{path}); }
     int pendingJobs() const { return m_pending; }
     // Jobs whose stop was requested because a newer request superseded them (tests).
@@ -71,9 +98,13 @@ public:
 
 signals:
     void runLoaded(const QString& key, lockstep::ui::LoadedRunPtr run);
+    void detailLoaded(const QString& key, lockstep::ui::LoadedRunPtr run);
     void loadFailed(const QString& key, const QString& message);
 
 private:
+    enum class Phase { First, Detail };
+    void start(const QString& key, Phase phase, std::function<core::Result<LoadedRunPtr>(std::stop_token)> job,
+               bool newRequest);
     struct Slot {
         quint64 generation = 0;
         std::stop_source stop;

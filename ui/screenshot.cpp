@@ -7,6 +7,7 @@
 #include "timeline_page.h"
 #include "whatif_panel.h"
 
+#include "timeline/timeline_model.h"
 #include "timeline/timeline_widget.h"
 
 #include "lockstep/core/output_file.h"
@@ -15,10 +16,12 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QEventLoop>
+#include <QFile>
 #include <QFileInfo>
 #include <QSet>
 #include <QThread>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -55,6 +58,69 @@ void reportFirstFrame()
     const auto now = std::chrono::steady_clock::now().time_since_epoch();
     std::fprintf(stderr, "first_frame_steady_ns: %lld\n",
                  static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+}
+
+// Resident memory of this process now, MB (Linux; 0 elsewhere).
+double residentMb()
+{
+    QFile status(QStringLiteral("/proc/self/status"));
+    if (!status.open(QIODevice::ReadOnly))
+        return 0;
+    for (const QByteArray& line : status.readAll().split('\n'))
+        if (line.startsWith("VmRSS:"))
+            return line.mid(6).trimmed().split(' ').front().toDouble() / 1024.0;
+    return 0;
+}
+
+double percentile(std::vector<double> v, double p)
+{
+    if (v.empty())
+        return 0;
+    std::sort(v.begin(), v.end());
+    return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
+}
+
+// --pan-frames: a session of navigation over the whole run, zoom levels from the whole run down to
+// 1/4096 of it, each at positions sweeping from its start to its end, one rendered frame per view
+// change; between frames the GUI thread's events run (the spans arriving are taken there), and
+// the longest of those is the worst stall the user could feel. Runs `frames` frames, and on while
+// a run's spans are still loading.
+void measurePanning(MainWindow& window, int frames)
+{
+    TimelineWidget* timeline = window.timelinePage()->timeline();
+    QImage image(timeline->size(), QImage::Format_ARGB32_Premultiplied);
+    std::vector<double> loading, loaded;
+    double stallMs = 0, rssMb = residentMb();
+    static constexpr double kZoom[] = {1.0, 1.0 / 8, 1.0 / 64, 1.0 / 512, 1.0 / 4096};
+    for (int i = 0; i < frames || window.detailPending(); ++i) {
+        const TimelineRunModel* model = timeline->runModel(0);
+        if (!model)
+            break;
+        const double begin = double(model->alignedBegin()), extent = double(model->alignedEnd() - model->alignedBegin());
+        const double width = extent * kZoom[(i / 16) % std::size(kZoom)];
+        const double at = begin + (extent - width) * double(i % 16) / 15.0;
+        timeline->setViewRange(core::TimeNs(at), core::TimeNs(at + width));
+        const bool pending = window.detailPending();
+        QElapsedTimer t;
+        t.start();
+        timeline->render(&image);
+        (pending ? loading : loaded).push_back(double(t.nsecsElapsed()) / 1e6);
+        t.restart();
+        QApplication::processEvents();
+        stallMs = std::max(stallMs, double(t.nsecsElapsed()) / 1e6);
+        rssMb = std::max(rssMb, residentMb());
+    }
+    std::vector<double> all = loading;
+    all.insert(all.end(), loaded.begin(), loaded.end());
+    std::fprintf(stderr, "ui_pan_frames: %zu frames\n", all.size());
+    std::fprintf(stderr, "ui_pan_frames_while_loading: %zu frames\n", loading.size());
+    std::fprintf(stderr, "ui_pan_frame_ms_median: %.2f ms\n", percentile(all, 0.5));
+    std::fprintf(stderr, "ui_pan_frame_ms_p95: %.2f ms\n", percentile(all, 0.95));
+    std::fprintf(stderr, "ui_pan_frame_ms_max: %.2f ms\n", all.empty() ? 0.0 : *std::max_element(all.begin(), all.end()));
+    std::fprintf(stderr, "ui_pan_frame_ms_max_while_loading: %.2f ms\n",
+                 loading.empty() ? 0.0 : *std::max_element(loading.begin(), loading.end()));
+    std::fprintf(stderr, "ui_pan_gui_stall_ms_max: %.2f ms\n", stallMs);
+    std::fprintf(stderr, "ui_pan_rss_mb_max: %.1f MB\n", rssMb);
 }
 
 // A prediction takes milliseconds on the runs a screenshot shows; a minute means something hangs.
@@ -109,7 +175,8 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
     window.setErrorDialogsEnabled(false);
     window.resize(options.size);
     QString loadError;
-    if (!options.runs.isEmpty() && !window.openFilesBlocking(options.runs, &loadError))
+    // As the app opens runs: from their stored overview first (the first frame), then their spans.
+    if (!options.runs.isEmpty() && !window.openFilesBlocking(options.runs, &loadError, true))
         return fail(loadError);
     if (page == MainWindow::RunsPage) {
         window.browserPage()->setWorkspace(wo.workspace);
@@ -125,6 +192,28 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
     if (!window.openRuns().empty())
         window.setCurrentRun(0);
     window.showPage(page);
+    bool firstFrameReported = false;
+    const bool pan = options.panFrames > 0 && page == MainWindow::TimelinePageIndex && !window.openRuns().empty();
+    if (window.detailPending() || pan) {
+        window.setAttribute(Qt::WA_DontShowOnScreen, QGuiApplication::platformName() != QLatin1String("offscreen"));
+        window.show();
+        QApplication::processEvents();
+        reportFirstFrame();
+        firstFrameReported = true;
+        if (pan) {
+            measurePanning(window, options.panFrames);
+            window.timelinePage()->fitAll();
+        }
+        while (window.detailPending()) {
+            QEventLoop loop;
+            QObject::connect(&window, &MainWindow::runDetailed, &loop, &QEventLoop::quit);
+            if (window.detailPending())
+                loop.exec();
+        }
+        for (const auto& r : window.openRuns())
+            if (!r->detailError.isEmpty())
+                return fail(QStringLiteral("%1: %2").arg(r->path, r->detailError));
+    }
     // The what-if page builds its model and predicts off the GUI thread: wait for the first
     // prediction (or the model's refusal) before the picture is taken.
     if (page == MainWindow::WhatIfPageIndex && !waitForWhatIf(window.whatIfPanel()))
@@ -154,7 +243,7 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
     // the height their wrapped titles and legends leave a plot: a few rounds).
     for (int i = 0; i < 12; ++i) {
         QApplication::processEvents();
-        if (i == 0)
+        if (i == 0 && !firstFrameReported)
             reportFirstFrame();
         QThread::msleep(10);
     }

@@ -16,6 +16,10 @@ struct ScreenshotOptions {
     QStringList runs;
     QString workspace;               // browser view; default: the first run's folder
     int step = -1;                   // timeline/compare: zoom to this step (-1: whole run)
+    // timeline: after the first frame, this many pan and zoom frames across the whole run (and
+    // as many more as it takes the run's spans to load), each rendered and timed; statistics
+    // on stderr as `ui_pan_*: value unit` lines (bench/big/bench_big.cpp reads them).
+    int panFrames = 0;
 };
 
 // The views --screenshot renders: timeline, summary (the Timeline page with its Summary tab),

@@ -85,6 +85,7 @@ TimelinePage::TimelinePage(QWidget* parent)
     , m_searchTimer(new QTimer(this))
     , m_title(new ElidedLabel(this))
     , m_live(new QLabel(this))
+    , m_overviewNote(new QLabel(this))
 {
     m_timeline->setFocusPolicy(Qt::StrongFocus);
     m_timeline->setMinimumHeight(200);
@@ -148,6 +149,8 @@ QHBoxLayout* TimelinePage::buildToolRow()
 
     m_live->setStyleSheet("color:#b91c1c;font-weight:bold");
     m_live->hide();
+    m_overviewNote->setStyleSheet("color:#6b7280");
+    m_overviewNote->hide();
     QFont titleFont = m_title->font();
     titleFont.setBold(true);
     m_title->setFont(titleFont);
@@ -155,6 +158,7 @@ QHBoxLayout* TimelinePage::buildToolRow()
     auto* bar = new QHBoxLayout;
     bar->addWidget(m_title, 1);
     bar->addWidget(m_live);
+    bar->addWidget(m_overviewNote);
     bar->addWidget(fit);
     bar->addWidget(m_step);
     bar->addWidget(zoomStep);
@@ -287,6 +291,7 @@ void TimelinePage::setRun(LoadedRunPtr run)
         m_timeline->setRuns({});
         static_cast<ElidedLabel*>(m_title)->setFullText(QString());
         m_details->clear();
+        updateOverviewNote();
         return;
     }
     m_timeline->setRuns({TimelineRun{m_run->run, m_run->label, m_run->timeline}});
@@ -305,10 +310,11 @@ void TimelinePage::setRun(LoadedRunPtr run)
         m_step->setValue(std::clamp(m_run->timeline->alignStep(), 0, std::max(0, s.steps - 1)));
     }
     m_replayBar->setStepRange(0, std::max(0, s.steps - 1));
-    m_bucketStates->setRun(m_run->run);
+    m_bucketStates->setRun(m_run->detailed ? m_run->run : nullptr); // bucket states are read from spans
     m_bucketStates->setStep(m_step->value());
     if (!m_search->text().isEmpty())
         runSearch();
+    updateOverviewNote();
     showSelection();
 }
 
@@ -323,10 +329,13 @@ void TimelinePage::updateLiveRun(LoadedRunPtr run)
     const int steps = std::max(0, m_run->summary().steps - 1);
     m_step->setRange(0, steps);
     m_replayBar->setStepRange(0, steps);
-    m_bucketStates->setRun(m_run->run);
+    m_bucketStates->setRun(m_run->detailed ? m_run->run : nullptr);
     m_bucketStates->setStep(m_step->value());
     m_summary->setRun(m_run);
     m_kernels->setRun(m_run);
+    if (!m_search->text().isEmpty())
+        runSearch();
+    updateOverviewNote();
 }
 
 void TimelinePage::announce(const QString& text)
@@ -378,6 +387,8 @@ void TimelinePage::focusStep(int step, double replayFraction)
 // RunIndex searches the rank's lanes around the step, not every span of the run).
 void TimelinePage::selectLargestCollective(int rank, int step)
 {
+    if (!m_run->detailed)
+        return; // an overview has no spans to select
     if (const auto best = m_run->timeline->index().largestCollective(rank, step))
         m_timeline->select(SpanRef{0, qint64(*best)});
 }
@@ -412,6 +423,9 @@ void TimelinePage::showSelection()
         }
         m_details->setSelection(*m_run->timeline, ref.span);
         showSideTab(DetailsTab);
+    } else if (const auto range = m_timeline->measureRange(); range && !m_run->detailed) {
+        m_details->clear();
+        announce(tr("Measuring: %1").arg(waitingForSpans(*m_run)));
     } else if (const auto range = m_timeline->measureRange()) {
         const TimelineRunModel& m = *m_run->timeline;
         m_details->setRange(m, m.toAbsolute(range->first), m.toAbsolute(range->second));
@@ -465,6 +479,26 @@ void TimelinePage::updateSearchCount()
         m_searchCount->setText(tr("%1 matches").arg(formatCount(n)));
     else
         m_searchCount->setText(tr("%1 of %2").arg(m_match + 1).arg(formatCount(n)));
+    if (m_run && !m_run->detailed && !m_search->text().isEmpty()) {
+        m_searchCount->setText(tr("needs the spans"));
+        m_searchCount->setToolTip(waitingForSpans(*m_run));
+    } else {
+        m_searchCount->setToolTip(QString());
+    }
+}
+
+// Drawn from the stored overview: say so, and whether the spans are coming.
+void TimelinePage::updateOverviewNote()
+{
+    const bool overview = m_run && !m_run->detailed;
+    m_overviewNote->setVisible(overview);
+    if (!overview)
+        return;
+    m_overviewNote->setText(m_run->detailPending ? tr("◐ overview · loading %1 spans…").arg(formatCount(m_run->summary().spans))
+                                                 : tr("◐ overview of %1 spans").arg(formatCount(m_run->summary().spans)));
+    m_overviewNote->setToolTip(tr("Drawn from the run's stored overview: zoomed out, exactly what its spans draw; zoomed "
+                                  "in, folded items until the spans are loaded. %1")
+                                   .arg(waitingForSpans(*m_run)));
 }
 
 } // namespace lockstep::ui

@@ -101,6 +101,8 @@ private:
     int m_match = -1;
     QLabel* m_title;
     QLabel* m_live;
+    QLabel* m_overviewNote; // shown while the run is drawn from its overview (LoadedRun::detailed)
+    void updateOverviewNote();
     QString m_lastMessage;
 };
 

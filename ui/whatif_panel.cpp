@@ -363,6 +363,11 @@ void WhatIfPanel::setRun(LoadedRunPtr run)
     }
     m_title->setText(tr("What if — %1").arg(run->label));
     m_title->setToolTip(plainToolTip(run->path));
+    if (!run->detailed) { // the model is fitted to the spans
+        m_building = false;
+        showMessage(waitingForSpans(*run));
+        return;
+    }
     m_building = true;
     showMessage(tr("Building the what-if model of %1…").arg(run->label));
     // The model indexes the run and fits its link: O(run), off the GUI thread. Its prediction of

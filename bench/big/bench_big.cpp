@@ -15,7 +15,11 @@
 //   big_<size>_ui_screenshot_s, _ui_cpu_s, _ui_peak_rss_mb  (`lockstep-ui --screenshot OUT.png
 //       --view timeline FILE`, offscreen), and big_<size>_ui_first_frame_s: from the fork to
 //       the first processed paint after the window is shown (the app prints that moment when
-//       LOCKSTEP_FIRST_FRAME_CLOCK is set; ui/screenshot.cpp).
+//       LOCKSTEP_FIRST_FRAME_CLOCK is set; ui/screenshot.cpp: a run with a stored overview
+//       shows it first, its spans load behind it), and big_<size>_ui_pan_*: the app's session
+//       of 400 pan and zoom frames across the whole run at five zoom levels, kept going until
+//       the spans are in (--pan-frames): frame render times (all, and while the spans load),
+//       the longest GUI-thread stall between frames, the resident memory's maximum.
 // Peak RSS is each child's own (wait4's rusage). A child that runs past --timeout (300 s) is
 // killed and its line says "timed out after N s"; one that fails (past --mem-limit-mb, 12 GB of
 // address space, it cannot allocate) says how it ended. The load average is printed before and
@@ -295,7 +299,7 @@ std::optional<int64_t> firstFrameNs(const std::string& err)
 void measureUi(const std::string& prefix, const std::string& file, const std::string& dir, const Options& o)
 {
     const std::string png = dir + "/" + prefix + "_timeline.png";
-    const ChildResult r = runChild({o.uiPath, "--screenshot", png, "--view", "timeline", file},
+    const ChildResult r = runChild({o.uiPath, "--screenshot", png, "--view", "timeline", "--pan-frames", "400", file},
                                    {"QT_QPA_PLATFORM=offscreen", "LOCKSTEP_FIRST_FRAME_CLOCK=1"}, o.timeoutS, o.memLimitMb);
     if (!r.ok()) {
         printFailure(prefix + "_ui_screenshot_s", r, o.timeoutS);
@@ -304,6 +308,13 @@ void measureUi(const std::string& prefix, const std::string& file, const std::st
         if (const auto ns = firstFrameNs(r.err)) {
             const double s = static_cast<double>(*ns - std::chrono::duration_cast<std::chrono::nanoseconds>(r.forkedAt.time_since_epoch()).count()) * 1e-9;
             std::printf("%s_ui_first_frame_s: %.2f s\n", prefix.c_str(), s);
+        }
+        // The app's own statistics of its pan and zoom session (--pan-frames).
+        size_t at = 0;
+        while ((at = r.err.find("ui_pan_", at)) != std::string::npos) {
+            const size_t end = r.err.find('\n', at);
+            std::printf("%s_%s\n", prefix.c_str(), r.err.substr(at, end == std::string::npos ? std::string::npos : end - at).c_str());
+            at = end == std::string::npos ? r.err.size() : end;
         }
     }
     std::printf("%s_ui_cpu_s: %.2f s\n", prefix.c_str(), r.cpuS);

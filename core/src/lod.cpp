@@ -108,6 +108,96 @@ LaneLod::LaneLod(std::span<const Span> spans) : m_spans(spans)
         buildLevels(row);
 }
 
+LaneLod::LaneLod(std::span<const Span> spans, std::span<const DrawItem> folded) : m_spans(spans), m_folded(folded)
+{
+    if (m_folded.size() != m_spans.size())
+        m_folded = {};
+    // Searches widen the window by the longest thing drawn: an item's whole extent.
+    for (size_t i = 0; i < m_spans.size(); ++i)
+        m_maxDuration = std::max({m_maxDuration, m_spans[i].end - m_spans[i].start, m_folded.empty() ? 0 : m_folded[i].maxDuration});
+    // The overview keeps the lane's own sub-rows: no packing again.
+    uint32_t rows = 1;
+    for (const DrawItem& it : m_folded)
+        rows = std::max(rows, std::min(it.row, kMaxRows - 1) + 1);
+    if (rows == 1) {
+        m_rows.resize(1);
+        m_rows[0].maxDuration = m_maxDuration;
+    } else {
+        m_rows.resize(rows);
+        m_rowOf.resize(m_folded.size());
+        for (size_t i = 0; i < m_folded.size(); ++i) {
+            const uint32_t row = std::min(m_folded[i].row, kMaxRows - 1);
+            m_rowOf[i] = static_cast<uint8_t>(row);
+            m_rows[row].members.push_back(static_cast<uint32_t>(i));
+            m_rows[row].maxDuration = std::max({m_rows[row].maxDuration, m_folded[i].maxDuration,
+                                                m_spans[i].end - m_spans[i].start});
+        }
+    }
+    for (Row& row : m_rows)
+        buildLevels(row);
+}
+
+DrawItem LaneLod::itemAt(size_t index) const
+{
+    if (m_folded.empty())
+        return itemOf(m_spans[index], index);
+    DrawItem it = m_folded[index];
+    it.start = m_spans[index].start;
+    it.end = std::max(m_spans[index].end, it.start);
+    it.span = static_cast<uint32_t>(index);
+    it.row = 0;
+    return it;
+}
+
+std::vector<DrawItem> LaneLod::overview(size_t maxItems, TimeNs& gapOut) const
+{
+    // The lane folded at gap g, row by row (the fold of lod.cpp's header; at g = 0 nothing is
+    // narrow, so it is the spans). The number of items only falls as g grows: the smallest g of
+    // 0, 1 µs, 2 µs, 4 µs, ... that fits is found by bisection over the doublings.
+    auto fold = [&](TimeNs g, auto emit) {
+        for (uint32_t r = 0; r < m_rows.size(); ++r) {
+            const Row& row = m_rows[r];
+            Folder folder(g, [&emit, r](DrawItem it) {
+                it.row = r;
+                emit(it);
+            });
+            for (size_t k = 0; k < rowSize(row); ++k)
+                folder.add(itemAt(spanAt(row, k)));
+            folder.flush();
+        }
+    };
+    auto countAt = [&](TimeNs g) {
+        size_t n = 0;
+        fold(g, [&n](const DrawItem&) { ++n; });
+        return n;
+    };
+    TimeNs g = 0;
+    if (countAt(0) > maxItems) {
+        // Doublings of kFinestGapNs up to one past the lane's extent (there every row is one item).
+        TimeNs first = 0, last = 0;
+        for (size_t i = 0; i < m_spans.size(); ++i) {
+            first = i == 0 ? m_spans[i].start : std::min(first, m_spans[i].start);
+            last = std::max(last, m_spans[i].end);
+        }
+        int lo = 0, hi = 0;
+        while (hi < 52 && (kFinestGapNs << hi) <= last - first)
+            ++hi;
+        while (lo < hi) { // the smallest k in [lo, hi] whose fold fits; hi always does or is the last
+            const int mid = (lo + hi) / 2;
+            if (countAt(kFinestGapNs << mid) <= maxItems)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        g = kFinestGapNs << lo;
+    }
+    gapOut = g;
+    std::vector<DrawItem> out;
+    fold(g, [&out](const DrawItem& it) { out.push_back(it); });
+    std::stable_sort(out.begin(), out.end(), [](const DrawItem& a, const DrawItem& b) { return a.start < b.start; });
+    return out;
+}
+
 void LaneLod::pack()
 {
     // One pass answers the usual case: no span starts before the running end of the ones before.
@@ -171,10 +261,8 @@ void LaneLod::buildLevels(Row& row)
             for (const DrawItem& it : *source)
                 folder.add(it);
         } else {
-            for (size_t k = 0; k < n; ++k) {
-                const size_t i = spanAt(row, k);
-                folder.add(itemOf(m_spans[i], i));
-            }
+            for (size_t k = 0; k < n; ++k)
+                folder.add(itemAt(spanAt(row, k)));
         }
         folder.flush();
     };
@@ -269,7 +357,7 @@ void LaneLod::queryRow(uint32_t rowIndex, TimeNs t0, TimeNs t1, TimeNs threshold
             const Span& s = m_spans[i];
             if (s.end <= t0 && s.end > s.start)
                 continue; // in the widened margin but not reaching the window (as below)
-            folder.add(itemOf(s, i));
+            folder.add(itemAt(i));
         }
         folder.flush();
         return;
@@ -296,6 +384,21 @@ RunLod::RunLod(const Run& run)
         const auto [first, last] = run.laneSpanRange(LaneId{static_cast<uint32_t>(i)});
         m_offsets[i] = first;
         m_lanes[i] = LaneLod(std::span<const Span>(run.spans.data() + first, last - first));
+    }
+}
+
+RunLod::RunLod(const Run& run, std::span<const DrawItem> folded)
+{
+    if (folded.size() != run.spans.size()) {
+        *this = RunLod(run);
+        return;
+    }
+    m_lanes.resize(run.lanes.size());
+    m_offsets.assign(run.lanes.size(), 0);
+    for (size_t i = 0; i < run.lanes.size(); ++i) {
+        const auto [first, last] = run.laneSpanRange(LaneId{static_cast<uint32_t>(i)});
+        m_offsets[i] = first;
+        m_lanes[i] = LaneLod(std::span<const Span>(run.spans.data() + first, last - first), folded.subspan(first, last - first));
     }
 }
 

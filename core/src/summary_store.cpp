@@ -83,6 +83,15 @@ template <class A> void fields(A& a, RankSummary& r)
       r.runqMs);
 }
 template <class A> void fields(A& a, Diagnostic& d) { a(d.kind, d.severity, d.count, d.message); }
+template <class A> void fields(A& a, StringId& id) { a(id.v); }
+template <class A> void fields(A& a, LaneWork& w) { a(w.spans, w.busyNs, w.communicates); }
+template <class A> void fields(A& a, OverviewItem& it)
+{
+    a(it.start, it.end, it.maxDuration, it.count, it.row, it.bytes, it.name, it.step, it.bucket, it.kind);
+}
+template <class A> void fields(A& a, LaneOverview& l) { a(l.work, l.rows, l.gap, l.items); }
+static_assert(sizeof(LaneWork) == 24 && sizeof(OverviewItem) == 56 && sizeof(LaneOverview) == 64,
+              "a stored overview record changed: list its new field in summary_store.cpp and bump kSummaryVersion");
 // RunSummary without config and signature: those are the file's configuration, read with the
 // run (summarize() copies it; configSignature() derives the signature).
 template <class A> void fields(A& a, RunSummary& s)
@@ -256,6 +265,8 @@ public:
             const int64_t x = fromDelta(unzigzag(raw));
             if constexpr (std::is_same_v<Int, bool>)
                 ok = ok && (x == 0 || x == 1);
+            else if constexpr (std::is_same_v<Int, uint64_t>)
+                ; // every 64-bit pattern is one (its range does not fit the int64_t comparison below)
             else
                 ok = ok && x >= static_cast<int64_t>(std::numeric_limits<Int>::min())
                      && x <= static_cast<int64_t>(std::numeric_limits<Int>::max());
@@ -287,7 +298,7 @@ private:
 // The records of each part, in order; `diagnostics` are the loaded run's (the diagnostics a
 // load adds, such as spans on unknown lanes, are not in the file's table).
 template <class A>
-void partFields(A& a, SummaryPart part, RunAnalysis& x, std::vector<Diagnostic>& diagnostics)
+void partFields(A& a, SummaryPart part, RunAnalysis& x, std::vector<Diagnostic>& diagnostics, RunOverview& overview)
 {
     switch (part) {
     case kSummaryRun:
@@ -300,12 +311,15 @@ void partFields(A& a, SummaryPart part, RunAnalysis& x, std::vector<Diagnostic>&
     case kSummaryBuckets:
         a(x.buckets, x.stragglers.skews);
         break;
+    case kSummaryOverview:
+        a(overview.lanes);
+        break;
     default:
         break;
     }
 }
 
-constexpr SummaryPart kParts[] = {kSummaryRun, kSummarySteps, kSummaryBuckets};
+constexpr SummaryPart kParts[] = {kSummaryRun, kSummarySteps, kSummaryBuckets, kSummaryOverview};
 
 // ---------------------------------------------------------------------------------------------
 // The stamp: what of the file the analysis depends on, in a line. FNV-1a over the steps (with
@@ -378,7 +392,9 @@ Result<std::string> compress(const std::string& raw)
 uint64_t maxPartBytes(const Run& run)
 {
     uint64_t records = static_cast<uint64_t>(run.steps.size()) * (run.buckets.size() + 2) + run.ranks.size()
-        + run.lanes.size() + run.buckets.size() + run.diagnostics.size() + 16;
+        + run.lanes.size() + run.buckets.size() + run.diagnostics.size() + 16
+        // the overview's items (run_overview.h): the budget, or each lane's coarsest levels
+        + kOverviewItemBudget + run.lanes.size() * (uint64_t{LaneLod::kMaxRows} * 1024 + kOverviewMinLaneItems);
     uint64_t text = 0;
     for (const Bucket& b : run.buckets)
         for (const std::string& p : b.params)
@@ -407,11 +423,20 @@ std::optional<std::string> decompress(const std::string& stored, uint64_t maxByt
     return raw;
 }
 
-bool decodePart(const std::string& raw, SummaryPart part, RunAnalysis& out, std::vector<Diagnostic>& diagnostics)
+bool decodePart(const std::string& raw, SummaryPart part, RunAnalysis& out, std::vector<Diagnostic>& diagnostics,
+                RunOverview& overview)
 {
     Decoder d(raw);
-    partFields(d, part, out, diagnostics);
+    partFields(d, part, out, diagnostics, overview);
     return d.ok && d.atEnd();
+}
+
+std::string encodePart(const Run& run, const RunAnalysis& analysis, const RunOverview& overview, SummaryPart part)
+{
+    Encoder e;
+    partFields(e, part, const_cast<RunAnalysis&>(analysis), const_cast<std::vector<Diagnostic>&>(run.diagnostics),
+               const_cast<RunOverview&>(overview));
+    return std::move(e.out);
 }
 
 // Why the stored parts cannot be used, or "" when every asked part decoded into `out`.
@@ -438,7 +463,7 @@ std::string readStored(RunReader& reader, const std::string& stamp, unsigned par
         const auto raw = decompress((*stored)->data, maxPartBytes(out.run));
         if (!raw)
             return "damaged stored summary";
-        if (!decodePart(*raw, part, out.analysis, diagnostics))
+        if (!decodePart(*raw, part, out.analysis, diagnostics, out.overview))
             return "damaged stored summary";
     }
     if (parts & kSummaryRun) {
@@ -457,21 +482,33 @@ const char* summaryPartName(SummaryPart part)
     case kSummaryRun: return "run";
     case kSummarySteps: return "steps";
     case kSummaryBuckets: return "buckets";
+    case kSummaryOverview: return "overview";
     default: return "?";
     }
 }
 
 std::string encodeSummaryPart(const Run& run, const RunAnalysis& analysis, SummaryPart part)
 {
-    Encoder e;
-    partFields(e, part, const_cast<RunAnalysis&>(analysis), const_cast<std::vector<Diagnostic>&>(run.diagnostics));
-    return std::move(e.out);
+    return part == kSummaryOverview ? std::string() : encodePart(run, analysis, RunOverview{}, part);
 }
 
 bool decodeSummaryPart(const std::string& encoded, SummaryPart part, RunAnalysis& analysis,
                        std::vector<Diagnostic>& diagnostics)
 {
-    return decodePart(encoded, part, analysis, diagnostics);
+    RunOverview unused;
+    return part != kSummaryOverview && decodePart(encoded, part, analysis, diagnostics, unused);
+}
+
+std::string encodeOverviewPart(const RunOverview& overview)
+{
+    return encodePart(Run{}, RunAnalysis{}, overview, kSummaryOverview);
+}
+
+bool decodeOverviewPart(const std::string& encoded, RunOverview& overview)
+{
+    RunAnalysis unused;
+    std::vector<Diagnostic> diagnostics;
+    return decodePart(encoded, kSummaryOverview, unused, diagnostics, overview);
 }
 
 Result<AnalyzedRun> loadAnalyzedRun(const std::string& path, const AnalyzedRunOptions& options)
@@ -503,7 +540,7 @@ Result<AnalyzedRun> loadAnalyzedRun(const std::string& path, const AnalyzedRunOp
     if (!analysis)
         return std::unexpected(analysis.error());
     out.analysis = std::move(*analysis);
-    if (!options.spans) {
+    if (!options.spans && !options.keepComputedSpans) {
         out.run.spans = {};
         out.run.instants = {};
     }
@@ -542,8 +579,11 @@ Status storeSummaries(const std::string& path, std::stop_token stop)
         auto analysis = analyze(*run, stop);
         if (!analysis)
             return std::unexpected(analysis.error());
+        const RunOverview overview = buildRunOverview(*run, stop);
+        if (stop.stop_requested())
+            return fail(ErrorCode::Cancelled, "cancelled");
         for (size_t i = 0; i < std::size(kParts); ++i) {
-            auto packed = compress(encodeSummaryPart(*run, *analysis, kParts[i]));
+            auto packed = compress(encodePart(*run, *analysis, overview, kParts[i]));
             if (!packed)
                 return std::unexpected(packed.error());
             parts[i] = std::move(*packed);

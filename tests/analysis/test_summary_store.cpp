@@ -35,8 +35,80 @@ Full fullPath(const std::string& path)
     return f;
 }
 
+// The overview draws exactly what the spans draw wherever it claims to (run_overview.h): for every
+// lane, at every threshold at least the lane's fold gap and over the whole run and windows of it,
+// LaneLod queries on the overview's items return the items that queries on the spans return (what
+// of each lies in the window, and its sub-row; inside the window also its start, end, span count
+// and longest span); an item that stands for one span carries that span.
+// Returns how many lanes were folded (gap > 0), so callers know the folding was exercised.
+size_t expectOverviewExact(const Run& full, const RunOverview& overview)
+{
+    Run header = full;
+    header.spans.clear();
+    std::vector<DrawItem> folded;
+    EXPECT_TRUE(overviewRun(overview, header, folded));
+    const RunLod fromOverview(header, folded);
+    const RunLod fromSpans(full);
+    size_t foldedLanes = 0, compared = 0;
+    for (size_t i = 0; i < full.lanes.size(); ++i) {
+        const LaneId id{static_cast<uint32_t>(i)};
+        const LaneOverview& lane = overview.lanes[i];
+        const auto [first, last] = full.laneSpanRange(id);
+        EXPECT_EQ(lane.work.spans, int64_t(last - first));
+        EXPECT_EQ(lane.rows, fromSpans.lane(id).rowCount());
+        EXPECT_EQ(fromOverview.lane(id).rowCount(), fromSpans.lane(id).rowCount());
+        if (first == last)
+            continue;
+        foldedLanes += lane.gap > 0;
+        TimeNs t0 = full.spans[first].start, t1 = t0;
+        for (size_t k = first; k < last; ++k)
+            t1 = std::max(t1, full.spans[k].end);
+        const TimeNs extent = std::max<TimeNs>(1, t1 - t0);
+        for (TimeNs threshold : {lane.gap, lane.gap * 3, extent / 2000, extent / 300, extent / 40}) {
+            if (threshold < lane.gap || threshold <= 0)
+                continue;
+            for (auto [a, b] : {std::pair{t0, t1 + 1}, std::pair{t0 + extent / 3, t0 + extent / 2},
+                                std::pair{t0 + extent / 7, t0 + extent / 7 + extent / 50}}) {
+                std::vector<DrawItem> want, got;
+                fromSpans.lane(id).query(a, b, double(threshold), 1.0, want);
+                fromOverview.lane(id).query(a, b, double(threshold), 1.0, got);
+                EXPECT_EQ(got.size(), want.size()) << "lane " << i << " threshold " << threshold;
+                if (got.size() != want.size())
+                    return foldedLanes;
+                for (size_t k = 0; k < want.size(); ++k) {
+                    // What is drawn: the item within the window, in its sub-row. At the window's
+                    // right edge an item may stand for spans beyond it (the LOD's own levels do the
+                    // same): there the two ends differ by less than the threshold, a pixel.
+                    const TimeNs gotEnd = std::min(got[k].end, b), wantEnd = std::min(want[k].end, b);
+                    const bool atEdge = std::max(got[k].end, want[k].end) > b - threshold;
+                    EXPECT_EQ(std::tuple(std::max(got[k].start, a), got[k].row), std::tuple(std::max(want[k].start, a), want[k].row))
+                        << "lane " << i << " item " << k << " threshold " << threshold << " gap " << lane.gap;
+                    EXPECT_LE(std::abs(gotEnd - wantEnd), atEdge ? threshold : 0)
+                        << "lane " << i << " item " << k << " threshold " << threshold << " gap " << lane.gap;
+                    // One inside the window is the same item.
+                    if (want[k].start < a || atEdge)
+                        continue;
+                    EXPECT_EQ(std::tuple(got[k].start, got[k].end, got[k].count, got[k].maxDuration),
+                              std::tuple(want[k].start, want[k].end, want[k].count, want[k].maxDuration))
+                        << "lane " << i << " item " << k << " threshold " << threshold << " gap " << lane.gap;
+                    if (want[k].count == 1) {
+                        const Span& s = full.spans[fromSpans.laneOffset(id) + want[k].span];
+                        const Span& o = header.spans[fromOverview.laneOffset(id) + got[k].span];
+                        EXPECT_EQ(std::tuple(o.kind, o.name.v, o.bucket, o.bytes, o.step),
+                                  std::tuple(s.kind, s.name.v, s.bucket, s.bytes, s.step));
+                    }
+                }
+                compared += want.size();
+            }
+        }
+    }
+    EXPECT_GT(compared, 0u);
+    return foldedLanes;
+}
+
 // Each part of the stored analysis equals the full path's, byte for byte of their encodings
-// (NaN equals NaN); the reports printed from both are the same text and JSON.
+// (NaN equals NaN); the reports printed from both are the same text and JSON. The stored overview
+// draws what the spans draw.
 void expectSameAnalysis(const std::string& path)
 {
     const Full full = fullPath(path);
@@ -52,6 +124,13 @@ void expectSameAnalysis(const std::string& path)
     EXPECT_EQ(stored->analysis.buckets.size(), full.analysis.buckets.size());
     EXPECT_EQ(reportText(stored->run, stored->analysis), reportText(full.run, full.analysis));
     EXPECT_EQ(reportJson(stored->run, stored->analysis), reportJson(full.run, full.analysis));
+    EXPECT_TRUE(stored->overview.lanes.empty()) << "the overview is read only when asked for";
+    auto withOverview = loadAnalyzedRun(path, AnalyzedRunOptions{.parts = kSummaryAll | kSummaryOverview});
+    ASSERT_TRUE(withOverview && withOverview->stored) << (withOverview ? withOverview->whyComputed : withOverview.error().message);
+    EXPECT_LE(withOverview->overview.items(), std::max<size_t>(kOverviewItemBudget, full.run.lanes.size() * kOverviewMinLaneItems));
+    expectOverviewExact(full.run, withOverview->overview);
+    // Stored and rebuilt overviews are the same bytes.
+    EXPECT_EQ(encodeOverviewPart(withOverview->overview), encodeOverviewPart(buildRunOverview(full.run)));
 }
 
 SyntheticParams midSizeRun()
@@ -81,6 +160,43 @@ TEST(SummaryStore, AMidSizeGeneratedRunReadsTheSameAnalysisFromItsSummaries)
     EXPECT_TRUE(runOnly->analysis.steps.empty());
     EXPECT_FALSE(runOnly->analysis.ranks.empty());
     EXPECT_EQ(runOnly->analysis.summary.stragglers, fullPath(path).analysis.summary.stragglers);
+}
+
+// A budget far below the spans folds every busy lane: the overview still draws exactly what the
+// spans draw at and above each lane's gap, on a generated run and on real profiler traces (lanes
+// with nested operators: several sub-rows).
+TEST(SummaryStore, AFoldedOverviewDrawsWhatTheSpansDraw)
+{
+    SyntheticParams p = bigRunParams(200'000, 16);
+    test::TempDir dir;
+    const std::string path = dir.file("folded.db");
+    ASSERT_TRUE(writeSyntheticRun(p, path));
+    const core::Run generated = *loadRun(path);
+    EXPECT_GT(expectOverviewExact(generated, buildRunOverview(generated, {}, 1000)), generated.lanes.size() / 2);
+    const std::string imported = dir.file("imported.db");
+    ASSERT_TRUE(importTraces({kData + "gpu/kineto-gloo2-rank-0.json.gz", kData + "gpu/kineto-gloo2-rank-1.json.gz"}, imported));
+    const core::Run traces = *loadRun(imported);
+    const RunOverview overview = buildRunOverview(traces, {}, 1000);
+    EXPECT_GT(expectOverviewExact(traces, overview), 0u);
+    size_t multiRow = 0;
+    for (const LaneOverview& l : overview.lanes)
+        multiRow += l.rows > 1;
+    EXPECT_GT(multiRow, 0u) << "the traces have nested operators";
+    // An overview that does not fit the run is refused, the run left as it was.
+    core::Run header = traces;
+    header.spans.clear();
+    std::vector<DrawItem> folded;
+    RunOverview wrong = overview;
+    wrong.lanes.pop_back();
+    EXPECT_FALSE(overviewRun(wrong, header, folded));
+    wrong = overview;
+    for (LaneOverview& l : wrong.lanes)
+        if (!l.items.empty()) {
+            l.items.front().name.v = uint32_t(traces.strings.size());
+            break;
+        }
+    EXPECT_FALSE(overviewRun(wrong, header, folded));
+    EXPECT_TRUE(header.spans.empty());
 }
 
 TEST(SummaryStore, ImportStoresTheSummariesOfRealProfilerTraces)

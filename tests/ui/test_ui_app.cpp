@@ -8,6 +8,7 @@
 #include "timeline/timeline_model.h"
 
 #include "lockstep/core/step_stats.h"
+#include "lockstep/core/summary_store.h"
 #include "lockstep/import/import.h"
 
 #include <chrono>
@@ -108,6 +109,7 @@ private slots:
     void quietGpuStreamsFoldIntoOneRow();
     void kernelRowClickOutlinesItsKernels();
     void whatChangedIsComputedOffTheGuiThread();
+    void aBigRunOpensFromItsOverviewThenItsSpans();
 
 private:
     QString importedGpuRun();
@@ -896,6 +898,115 @@ void TestUiApp::liveRunGrowsOnTheTimeline()
     QTRY_VERIFY_WITH_TIMEOUT(w.liveRuns().isEmpty(), 20000);
     QCOMPARE(w.timelinePage()->run()->summary().steps, 9);
     QFile::remove(path);
+}
+
+// Issue 31: a run with a stored analysis and overview opens from them (no spans: the first frame),
+// draws at the fitted view exactly the spans its detailed model draws, tells the pages that need
+// spans to wait, and is replaced in place, the view kept, once its spans are loaded. A run over the
+// detail limit stays on its overview and says why.
+void TestUiApp::aBigRunOpensFromItsOverviewThenItsSpans()
+{
+    const QString path = m_dir.filePath("overview.db");
+    // 2 M spans on 32 lanes: each lane's 62 k spans fold to fit the overview's budget.
+    auto counts = core::writeSyntheticRun(core::bigRunParams(2'000'000, 16), path.toStdString());
+    QVERIFY2(counts, counts ? "" : counts.error().message.c_str());
+    QVERIFY(core::storeSummaries(path.toStdString())); // what merge, import and `lockstep index` do
+    // A rect, and inside the time area its colour and span count (an item cut by the view's edge
+    // may count spans beyond it: the LOD's levels do the same).
+    struct Drawn {
+        QRectF rect;
+        uint32_t count;
+        QRgb color;
+        bool inside;
+        bool operator==(const Drawn& o) const
+        {
+            return rect == o.rect && inside == o.inside && (!inside || (count == o.count && color == o.color));
+        }
+    };
+    // Each lane's overview is exact at thresholds down to its fold gap (core/run_overview.h); the
+    // views compared: the whole run, and two windows whose pixel is at least the largest gap
+    // (the area is under 2,000 pixels wide), one at a quarter of the run, one at three quarters.
+    auto stored = core::loadAnalyzedRun(path.toStdString(), core::AnalyzedRunOptions{.parts = core::kSummaryOverview});
+    QVERIFY(stored && stored->stored);
+    core::TimeNs maxGap = 0;
+    for (const core::LaneOverview& l : stored->overview.lanes)
+        maxGap = std::max(maxGap, l.gap);
+    QVERIFY(maxGap > 0); // the lanes did fold
+    auto drawn = [maxGap](MainWindow& w) {
+        TimelineWidget* t = w.timelinePage()->timeline();
+        std::vector<Drawn> out;
+        QImage image(t->size(), QImage::Format_ARGB32_Premultiplied);
+        for (int view = 0; view < 3; ++view) {
+            t->fitAll();
+            if (view > 0) {
+                const TimelineRunModel* m = t->runModel(0);
+                const core::TimeNs at = m->alignedBegin() + (m->alignedEnd() - m->alignedBegin()) * (view == 1 ? 1 : 3) / 4;
+                t->setViewRange(at, at + maxGap * 2000);
+            }
+            t->render(&image);
+            const TimelineRunModel* m = t->runModel(0);
+            const core::TimeNs a = m->toAbsolute(t->viewRange().first), b = m->toAbsolute(t->viewRange().second);
+            for (const DrawSpan& d : t->drawList().spans)
+                out.push_back({d.rect, d.count, d.color.rgb(), d.start >= a && d.end <= b});
+        }
+        t->fitAll();
+        return out;
+    };
+    std::vector<Drawn> fromOverview;
+    {
+        qputenv("LOCKSTEP_MAX_DETAIL_SPANS", "1000");
+        const auto restore = qScopeGuard([] { qunsetenv("LOCKSTEP_MAX_DETAIL_SPANS"); });
+        MainWindow w(options());
+        w.setErrorDialogsEnabled(false);
+        w.resize(1400, 900);
+        w.show();
+        QSignalSpy opened(&w, &MainWindow::runOpened);
+        w.openFiles({path});
+        QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 20000);
+        const LoadedRunPtr run = w.currentRun();
+        QVERIFY(!run->detailed);
+        QVERIFY(!run->detailPending); // over the limit of 1000 spans
+        QVERIFY(run->run->spans.empty());
+        QVERIFY(!run->timeline->detailed());
+        QCOMPARE(run->summary().spans, qint64(counts->spans));
+        QApplication::processEvents();
+        fromOverview = drawn(w);
+        QVERIFY2(fromOverview.size() > 200, qPrintable(QString::number(fromOverview.size())));
+        // A folded item of the overview stands for many spans.
+        QVERIFY(std::any_of(fromOverview.begin(), fromOverview.end(), [](const Drawn& d) { return d.count > 1; }));
+        // Pages that need spans say so; the summary's numbers are there.
+        w.timelinePage()->showSideTab(TimelinePage::KernelsTab);
+        QApplication::processEvents();
+        const QString hint = w.timelinePage()->kernelPanel()->hint()->text();
+        QVERIFY2(hint.contains("more than the app loads"), qPrintable(hint));
+        QVERIFY(run->summary().stepTimeMs > 0);
+        // Nothing is selected from an overview.
+        w.timelinePage()->timeline()->select(SpanRef{0, 0});
+        QVERIFY(!w.timelinePage()->timeline()->selection().valid());
+    }
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    w.resize(1400, 900);
+    w.show();
+    QSignalSpy opened(&w, &MainWindow::runOpened);
+    QSignalSpy detailed(&w, &MainWindow::runDetailed);
+    QString error;
+    QVERIFY2(w.openFilesBlocking({path}, &error, true), qPrintable(error));
+    QVERIFY(!w.currentRun()->detailed);
+    QVERIFY(w.currentRun()->detailPending);
+    w.showPage(MainWindow::TimelinePageIndex);
+    QApplication::processEvents();
+    // (The spans may arrive meanwhile: the overview and they draw the same, which is the point.)
+    QCOMPARE(drawn(w), fromOverview);
+    QTRY_COMPARE_WITH_TIMEOUT(detailed.count(), 1, 60000);
+    QVERIFY(w.currentRun()->detailed);
+    QCOMPARE(w.currentRun()->run->spans.size(), size_t(counts->spans));
+    QCOMPARE(int(w.openRuns().size()), 1);
+    QApplication::processEvents();
+    // The detailed model draws, at the same view, exactly what the overview drew.
+    QCOMPARE(drawn(w), fromOverview);
+    w.timelinePage()->timeline()->select(SpanRef{0, 0});
+    QVERIFY(w.timelinePage()->timeline()->selection().valid());
 }
 
 QTEST_MAIN(TestUiApp)

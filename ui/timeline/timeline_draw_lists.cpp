@@ -296,7 +296,8 @@ void TimelineWidget::Impl::buildStrips(TimelineDrawList& list) const
         if (!rl || rl->stepOverlap.empty())
             continue;
         int y = 0, hh = kStripHeight - 1;
-        bool detail = double(rl->meanStepNs) / npp >= kStripDetailPx;
+        // An overview has no pieces: its strip is the per-step one at every zoom.
+        bool detail = m.detailed() && double(rl->meanStepNs) / npp >= kStripDetailPx;
         if (row.kind == TimelineRowKind::Lane && int(rl->stripLane.v) == row.lane) {
             y = rowY(row) + row.subRows * kLaneHeight;
             list.strips.push_back({QRectF(kGutterWidth, y, rightX - kGutterWidth, hh), palette::stripBackground()});

@@ -337,16 +337,21 @@ bool TimelineWidget::event(QEvent* event)
                           "(the union of their spans, busy %3 in all).<br>%4<br>Click to %5 them; O: every rank's")
                            .arg(rl ? rl->quietLanes.size() : 0)
                            .arg(TimelineRunModel::kQuietStreamShare * 100.0)
-                           .arg(formatDuration(double(rl ? rl->quietBusyNs : 0)))
+                           .arg(rl && rl->quietBusyNs >= 0 ? formatDuration(double(rl->quietBusyNs)) : tr("not known until the spans are loaded"))
                            .arg(names.join(QStringLiteral(", ")))
                            .arg(r.collapsed ? tr("show") : tr("fold"));
             } else if (r.kind == TimelineRowKind::Lane)
                 text = displayText(run.lanes[size_t(r.lane)].name).toHtmlEscaped()
                      + (r.subRows > 1 ? tr("<br>%1 rows: up to %1 spans of this lane run at once").arg(r.subRows) : QString());
         } else if (const DrawSpan* it = d.hit(pos)) {
-            if (it->count > 1) {
+            if (it->count > 1 && !m.detailed()) {
+                text = tr("%1 spans, longest %2, drawn from the run's overview<br>%3")
+                           .arg(formatCount(qlonglong(it->count)))
+                           .arg(formatDuration(double(it->maxDuration)))
+                           .arg(tr("their detail is drawn once the run's spans are loaded"));
+            } else if (it->count > 1) {
                 text = tr("%1 spans too small to show, longest %2<br>click to zoom in")
-                           .arg(it->count)
+                           .arg(formatCount(qlonglong(it->count)))
                            .arg(formatDuration(double(it->maxDuration)));
             } else {
                 const core::Span& s = run.spans[it->span];
@@ -369,7 +374,7 @@ bool TimelineWidget::event(QEvent* event)
             }
         } else if (r.kind == TimelineRowKind::Lane && inRow >= r.subRows * kLaneHeight) {
             const int32_t step = core::stepAt(run, r.rank, d.absolute(r.run, timeForX(pos.x())));
-            if (const auto b = m.index().stepBreakdown(r.rank, step))
+            if (const core::StepBreakdown* b = m.stepBreakdown(r.rank, step))
                 text = tr("rank %1 step %2: communication %3, overlapped %4, exposed %5")
                            .arg(r.rank)
                            .arg(step)

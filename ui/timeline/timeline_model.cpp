@@ -59,33 +59,19 @@ const core::RankSummary* summaryOf(const core::RunAnalysis& a, int32_t rank)
     return it != a.ranks.end() && it->rank == rank ? &*it : nullptr;
 }
 
-using LaneWork = std::unordered_map<uint32_t, std::pair<bool, TimeNs>>; // lane -> (has communication, busy time)
-
-LaneWork laneWork(const Run& r, const std::vector<const core::Lane*>& lanes)
-{
-    LaneWork work;
-    for (const core::Lane* l : lanes) {
-        auto [first, last] = r.laneSpanRange(l->id);
-        auto& [comm, busy] = work[l->id.v];
-        for (size_t i = first; i < last; ++i) {
-            comm = comm || core::isCommunication(r.spans[i].kind);
-            busy += r.spans[i].duration();
-        }
-    }
-    return work;
-}
+using LaneWork = std::vector<core::LaneWork>; // by lane id
 
 // What the eye needs first: the training thread, the communication, then the host threads that
 // launch or run collectives (gloo's worker threads on an imported trace), the GPU streams
 // busiest first (a trace's dozens of nearly idle streams sink to the bottom), then the other
 // host threads.
-void orderLanes(std::vector<const core::Lane*>& lanes, LaneWork& work)
+void orderLanes(std::vector<const core::Lane*>& lanes, const LaneWork& work)
 {
     const auto group = [&](const core::Lane& l) {
         switch (l.kind) {
         case LaneKind::Compute: return 0;
         case LaneKind::Comm: return 1;
-        case LaneKind::HostThread: return work[l.id.v].first ? 2 : 4;
+        case LaneKind::HostThread: return work[l.id.v].communicates ? 2 : 4;
         case LaneKind::GpuStream: return 3;
         }
         return 5;
@@ -94,19 +80,19 @@ void orderLanes(std::vector<const core::Lane*>& lanes, LaneWork& work)
         const int gx = group(*x), gy = group(*y);
         if (gx != gy)
             return gx < gy;
-        if (gx == 3 && work[x->id.v].second != work[y->id.v].second)
-            return work[x->id.v].second > work[y->id.v].second;
+        if (gx == 3 && work[x->id.v].busyNs != work[y->id.v].busyNs)
+            return work[x->id.v].busyNs > work[y->id.v].busyNs;
         return std::tuple{laneOrder(*x), x->device, x->stream} < std::tuple{laneOrder(*y), y->device, y->stream};
     });
 }
 
 // The strip goes under the communication lane (or the first lane that communicates); a rank
 // without one carries it on its last lane.
-void placeStrip(TimelineRunModel::RankLanes& rl, const std::vector<const core::Lane*>& lanes, LaneWork& work)
+void placeStrip(TimelineRunModel::RankLanes& rl, const std::vector<const core::Lane*>& lanes, const LaneWork& work)
 {
     auto comm = std::find_if(lanes.begin(), lanes.end(), [](const core::Lane* l) { return l->kind == LaneKind::Comm; });
     if (comm == lanes.end())
-        comm = std::find_if(lanes.begin(), lanes.end(), [&](const core::Lane* l) { return work[l->id.v].first; });
+        comm = std::find_if(lanes.begin(), lanes.end(), [&](const core::Lane* l) { return work[l->id.v].communicates; });
     if (comm != lanes.end())
         rl.stripLane = (*comm)->id;
     else if (!lanes.empty())
@@ -115,25 +101,30 @@ void placeStrip(TimelineRunModel::RankLanes& rl, const std::vector<const core::L
 
 // Nearly idle GPU streams fold into one row (timeline_model.h): below kQuietStreamShare of the
 // busiest stream's busy time, no communication, not the strip's lane.
+// On an overview (`folded` not empty) the lanes' spans stand for folded items: their union is
+// drawn, its length is not known.
 void foldQuietStreams(const Run& r, TimelineRunModel::RankLanes& rl, const std::vector<const core::Lane*>& lanes,
-                      LaneWork& work)
+                      const LaneWork& work, const std::vector<core::DrawItem>& folded)
 {
     TimeNs busiest = 0;
     for (const core::Lane* l : lanes)
         if (l->kind == LaneKind::GpuStream)
-            busiest = std::max(busiest, work[l->id.v].second);
+            busiest = std::max(busiest, work[l->id.v].busyNs);
     std::vector<core::LaneId> quiet;
     for (const core::Lane* l : lanes)
-        if (l->kind == LaneKind::GpuStream && !work[l->id.v].first && l->id != rl.stripLane
-            && double(work[l->id.v].second) < TimelineRunModel::kQuietStreamShare * double(busiest))
+        if (l->kind == LaneKind::GpuStream && !work[l->id.v].communicates && l->id != rl.stripLane
+            && double(work[l->id.v].busyNs) < TimelineRunModel::kQuietStreamShare * double(busiest))
             quiet.push_back(l->id);
     if (quiet.size() < 2)
         return;
     std::vector<Interval> pieces;
+    bool exact = true;
     for (core::LaneId id : quiet) {
         const auto [first, last] = r.laneSpanRange(id);
-        for (size_t i = first; i < last; ++i)
+        for (size_t i = first; i < last; ++i) {
             pieces.push_back(Interval{r.spans[i].start, r.spans[i].end});
+            exact = exact && (folded.empty() || folded[i].count == 1);
+        }
     }
     core::mergeInPlace(pieces);
     for (const Interval& iv : pieces) {
@@ -144,7 +135,7 @@ void foldQuietStreams(const Run& r, TimelineRunModel::RankLanes& rl, const std::
         s.kind = core::SpanKind::Other;
         rl.quietUnion.push_back(s);
     }
-    rl.quietBusyNs = core::totalLength(pieces);
+    rl.quietBusyNs = exact ? core::totalLength(pieces) : -1;
     rl.quietLod = core::LaneLod(std::span<const core::Span>(rl.quietUnion));
     rl.quietLanes = std::move(quiet);
 }
@@ -185,6 +176,24 @@ std::shared_ptr<const TimelineRunModel> TimelineRunModel::build(std::shared_ptr<
 std::shared_ptr<const TimelineRunModel> TimelineRunModel::build(std::shared_ptr<const Run> run)
 {
     return build(std::move(run), nullptr);
+}
+
+std::shared_ptr<const TimelineRunModel> TimelineRunModel::buildOverview(const Run& header, const core::RunOverview& overview,
+                                                                        std::shared_ptr<const core::RunAnalysis> analysis,
+                                                                        std::stop_token stop)
+{
+    if (!analysis)
+        return nullptr;
+    auto run = std::make_shared<Run>(header);
+    std::vector<core::DrawItem> folded;
+    if (!core::overviewRun(overview, *run, folded))
+        return nullptr;
+    std::shared_ptr<TimelineRunModel> model(new TimelineRunModel(std::move(run), std::move(analysis)));
+    model->m_folded = std::move(folded);
+    model->m_overview = true;
+    if (!model->construct(stop, &overview))
+        return nullptr;
+    return model;
 }
 
 void TimelineRunModel::computeExtent()
@@ -236,12 +245,11 @@ std::unique_ptr<TimelineRunModel::RankLanes> TimelineRunModel::buildRank(int32_t
     const Run& r = *m_run;
     auto rl = std::make_unique<RankLanes>();
     rl->rank = rank;
-    LaneWork work = laneWork(r, lanes);
-    orderLanes(lanes, work);
+    orderLanes(lanes, m_work);
     for (const core::Lane* l : lanes)
         rl->lanes.push_back(l->id);
-    placeStrip(*rl, lanes, work);
-    foldQuietStreams(r, *rl, lanes, work);
+    placeStrip(*rl, lanes, m_work);
+    foldQuietStreams(r, *rl, lanes, m_work, m_folded);
     if (!rl->quietLanes.empty() && m_quietLane.size() < r.lanes.size())
         m_quietLane.assign(r.lanes.size(), 0);
     for (core::LaneId id : rl->quietLanes)
@@ -254,8 +262,8 @@ std::unique_ptr<TimelineRunModel::RankLanes> TimelineRunModel::buildRank(int32_t
     for (const StepSpan& st : rl->steps) {
         const core::StepBreakdown* b = breakdownOf(*m_analysis, rank, st.step);
         rl->stepOverlap.emplace_back(b ? b->overlapped : 0, b ? b->exposed : 0);
-        if (lanes.empty())
-            continue;
+        if (lanes.empty() || !detailed())
+            continue; // an overview's strip is the per-step one
         const core::RankUnions u = m_index->stepUnions(rank, st.step);
         appendPieces(rl->overlapped, core::intersectIntervals(u.compute, u.comm), rl->stripLane, st.step);
         appendPieces(rl->exposed, core::subtractIntervals(u.comm, u.compute), rl->stripLane, st.step);
@@ -313,10 +321,13 @@ void TimelineRunModel::buildMatrix()
             m_matrix.values[RankStepMatrix::WaitCaused][*c] = float(double(w.waitCaused) / 1e6);
 }
 
-bool TimelineRunModel::construct(std::stop_token stop)
+bool TimelineRunModel::construct(std::stop_token stop, const core::RunOverview* overview)
 {
     const Run& r = *m_run;
-    m_lod = core::RunLod(r);
+    m_lod = m_folded.empty() ? core::RunLod(r) : core::RunLod(r, m_folded);
+    m_work.resize(r.lanes.size());
+    for (size_t i = 0; i < r.lanes.size(); ++i)
+        m_work[i] = overview ? overview->lanes[i].work : core::laneWork(r, LaneId{static_cast<uint32_t>(i)});
     if (stop.stop_requested())
         return false;
     std::vector<TimeNs> laneMax(r.lanes.size(), 0);
@@ -387,6 +398,11 @@ const StepSpan* TimelineRunModel::step(int32_t s) const
     auto it = std::lower_bound(m_steps.begin(), m_steps.end(), s,
                                [](const StepSpan& x, int32_t v) { return x.step < v; });
     return it != m_steps.end() && it->step == s ? &*it : nullptr;
+}
+
+const core::StepBreakdown* TimelineRunModel::stepBreakdown(int32_t rank, int32_t step) const
+{
+    return breakdownOf(*m_analysis, rank, step);
 }
 
 const core::BucketSkew* TimelineRunModel::bucketSkew(int32_t step, int32_t bucket) const

@@ -10,6 +10,7 @@
 
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/lod.h"
+#include "lockstep/core/run_overview.h"
 #include "lockstep/core/types.h"
 
 #include <memory>
@@ -49,6 +50,18 @@ public:
                                                          std::shared_ptr<const core::RunAnalysis> analysis,
                                                          std::stop_token stop = {});
     static std::shared_ptr<const TimelineRunModel> build(std::shared_ptr<const core::Run> run);
+    // The model of a run known by its stored overview (core/run_overview.h) before, or instead
+    // of, its spans: `header` is the run's small tables (no spans), `analysis` its stored
+    // analysis. The lanes draw the overview's items (exactly what the spans would draw, zoomed out
+    // to each lane's fold gap: lod.h); the overlap strips colour whole steps by core's per-step
+    // numbers; nothing that needs a span (selection, measuring, search, core::RunIndex) is
+    // answered: detailed() is false. Null when the overview does not fit the run, or on `stop`.
+    static std::shared_ptr<const TimelineRunModel> buildOverview(const core::Run& header,
+                                                                 const core::RunOverview& overview,
+                                                                 std::shared_ptr<const core::RunAnalysis> analysis,
+                                                                 std::stop_token stop = {});
+    // False for a model built from an overview: its run's spans stand for the overview's items.
+    bool detailed() const { return m_folded.empty() && !m_overview; }
     TimelineRunModel(const TimelineRunModel&) = delete;
     TimelineRunModel& operator=(const TimelineRunModel&) = delete;
 
@@ -94,7 +107,7 @@ public:
         std::vector<core::LaneId> quietLanes;
         std::vector<core::Span> quietUnion;
         core::LaneLod quietLod;
-        core::TimeNs quietBusyNs = 0; // the union's length
+        core::TimeNs quietBusyNs = 0; // the union's length; -1 when not known (an overview of folded lanes)
         const StepSpan* step(int32_t s) const; // nullptr when the rank has no such step
     };
     // A GPU stream is quiet when its busy time is below this share of the rank's busiest stream.
@@ -115,13 +128,16 @@ public:
     // there is none (one rank, or not recorded).
     const core::BucketSkew* bucketSkew(int32_t step, int32_t bucket) const;
     const RankStepMatrix& rankStepMatrix() const { return m_matrix; }
+    // Core's breakdown of (rank, step) from the analysis (stored or computed): nullptr when the
+    // rank has no such step.
+    const core::StepBreakdown* stepBreakdown(int32_t rank, int32_t step) const;
     // [first, last) of run.instants on a lane.
     std::pair<size_t, size_t> laneInstants(core::LaneId lane) const { return m_laneInstants[lane.v]; }
     const std::vector<core::TimeNs>& laneMaxDurations() const { return m_index->laneMaxDurations(); }
 
 private:
     TimelineRunModel(std::shared_ptr<const core::Run> run, std::shared_ptr<const core::RunAnalysis> analysis);
-    bool construct(std::stop_token stop);
+    bool construct(std::stop_token stop, const core::RunOverview* overview = nullptr);
     void computeExtent();
     void indexInstants();
     std::unique_ptr<RankLanes> buildRank(int32_t rank, std::vector<const core::Lane*> lanes,
@@ -130,6 +146,9 @@ private:
 
     std::shared_ptr<const core::Run> m_run;
     std::shared_ptr<const core::RunAnalysis> m_analysis;
+    std::vector<core::DrawItem> m_folded; // an overview's: what each of m_run's spans stands for
+    bool m_overview = false;
+    std::vector<core::LaneWork> m_work;   // by lane id: what each lane holds (the overview's, or counted)
     core::RunLod m_lod;
     std::unique_ptr<core::RunIndex> m_index;
     core::TimeNs m_origin = 0;

@@ -88,6 +88,8 @@ void TimelineWidget::Impl::updateSearch()
         return;
     // Names are interned: match each distinct name once, then take the spans by name id.
     for (size_t ri = 0; ri < models.size(); ++ri) {
+        if (!models[ri]->detailed())
+            continue; // an overview has no spans to match (TimelinePage says so)
         const core::Run& r = models[ri]->run();
         auto& names = searchNames[ri];
         names.assign(r.strings.size(), 0);

@@ -207,6 +207,9 @@ void TimelineWidget::select(SpanRef ref)
     auto& d = *m_impl;
     if (ref.valid() && (ref.run >= int(d.models.size()) || ref.span >= qint64(d.models[size_t(ref.run)]->run().spans.size())))
         ref = {};
+    // An overview's spans stand for folded items, not the run's spans: nothing to select yet.
+    if (ref.valid() && !d.models[size_t(ref.run)]->detailed())
+        ref = {};
     if (!ref.valid())
         ref = {};
     if (ref == d.selection)

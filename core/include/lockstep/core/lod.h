@@ -43,6 +43,12 @@ public:
     // `spans` must be sorted by start and outlive the LaneLod. Packs the lane into sub-rows and
     // builds each row's pre-folded levels.
     explicit LaneLod(std::span<const Span> spans);
+    // A lane known by its overview (run_overview.h): `spans` stand for the items of a stored
+    // fold, `folded` parallel to them says what each stands for (its span count, longest span
+    // and sub-row). Sorted by start; both outlive the LaneLod. A query at a threshold at least
+    // the fold's gap answers exactly what the lane's own spans would (the fold is idempotent,
+    // lod.cpp); finer, it draws the overview's items.
+    LaneLod(std::span<const Span> spans, std::span<const DrawItem> folded);
 
     // [first, last) indices of spans overlapping [t0, t1), over all sub-rows.
     std::pair<size_t, size_t> visibleRange(TimeNs t0, TimeNs t1) const;
@@ -60,6 +66,13 @@ public:
     uint32_t rowOf(size_t index) const { return m_rowOf.empty() ? 0 : m_rowOf[index]; }
     // Spans placed on a row where they overlap another (the lane needed more than kMaxRows).
     size_t overflowSpans() const { return m_overflow; }
+
+    // The lane folded at the smallest gap (0, or 1 µs doubled) at which, over all sub-rows, it has
+    // at most `maxItems` items (the spans when they fit; one item per row at worst), sorted by
+    // start, `row` set, `span` the lane-relative index of the item's first span. `gap` receives
+    // that gap: queries at thresholds ≥ gap on the items give exactly what queries on the lane
+    // give.
+    std::vector<DrawItem> overview(size_t maxItems, TimeNs& gap) const;
 
 private:
     struct Level {
@@ -80,7 +93,10 @@ private:
     void buildLevels(Row& row);
     void queryRow(uint32_t rowIndex, TimeNs t0, TimeNs t1, TimeNs threshold, std::vector<DrawItem>& out) const;
 
+    DrawItem itemAt(size_t index) const;
+
     std::span<const Span> m_spans;
+    std::span<const DrawItem> m_folded; // empty: m_spans are the lane's own spans
     TimeNs m_maxDuration = 0;
     std::vector<Row> m_rows;
     std::vector<uint8_t> m_rowOf; // per span; empty when the lane has one row
@@ -92,6 +108,9 @@ class RunLod {
 public:
     RunLod() = default;
     explicit RunLod(const Run& run);
+    // The LOD of a run whose spans stand for overview items (run_overview.h): `folded` is
+    // parallel to run.spans.
+    RunLod(const Run& run, std::span<const DrawItem> folded);
     const LaneLod& lane(LaneId id) const { return m_lanes[id.v]; }
     size_t laneCount() const { return m_lanes.size(); }
     // Offset of a lane's first span in run.spans (DrawItem::span is lane-relative).

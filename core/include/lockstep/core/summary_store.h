@@ -28,6 +28,7 @@
 
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/result.h"
+#include "lockstep/core/run_overview.h"
 #include "lockstep/core/types.h"
 
 #include <stop_token>
@@ -37,7 +38,7 @@
 namespace lockstep::core {
 
 // The summary codec's version (the layout of the parts): parts written by another are stale.
-inline constexpr int kSummaryVersion = 1;
+inline constexpr int kSummaryVersion = 2;
 
 // The parts of a stored analysis, each one row, read only when asked for (a bit mask).
 enum SummaryPart : unsigned {
@@ -49,15 +50,20 @@ enum SummaryPart : unsigned {
     kSummarySteps = 2,
     // Per (rank, step, bucket): BucketStat, and per (step, bucket): BucketSkew.
     kSummaryBuckets = 4,
-    kSummaryAll = 7,
+    kSummaryAll = 7, // the analysis
+    // Not the analysis: each lane's overview (run_overview.h), what the app's timeline draws first.
+    kSummaryOverview = 8,
 };
-const char* summaryPartName(SummaryPart part); // "run", "steps", "buckets"
+const char* summaryPartName(SummaryPart part); // "run", "steps", "buckets", "overview"
 
 struct AnalyzedRunOptions {
     unsigned parts = kSummaryAll; // the parts of the analysis the caller reads
     // true: the run's spans and instants are loaded too (the timeline); false: only when the
     // summary must be computed (then they are dropped again unless asked for).
     bool spans = false;
+    // With spans false: when the analysis has to be computed, keep the spans loaded for it (a
+    // reader that would draw them next need not load them twice).
+    bool keepComputedSpans = false;
     std::stop_token stop{};
 };
 
@@ -65,6 +71,9 @@ struct AnalyzedRunOptions {
 struct AnalyzedRun {
     Run run;                // spans and instants only when asked for (or computed from them)
     RunAnalysis analysis;   // the parts asked for; other parts' vectors are empty
+    // kSummaryOverview asked for and `stored`: the file's overview. Empty when the analysis was
+    // computed (the spans were loaded for it: a reader draws those).
+    RunOverview overview;
     bool stored = false;    // the analysis came from the file's stored summaries
     std::string whyComputed; // when !stored: "no stored summary", "stale summary (...)", ...
 };
@@ -89,5 +98,8 @@ std::string encodeSummaryPart(const Run& run, const RunAnalysis& analysis, Summa
 // (fuzz_summary_part runs it on arbitrary bytes).
 bool decodeSummaryPart(const std::string& encoded, SummaryPart part, RunAnalysis& analysis,
                        std::vector<Diagnostic>& diagnostics);
+// The same for the kSummaryOverview part.
+std::string encodeOverviewPart(const RunOverview& overview);
+bool decodeOverviewPart(const std::string& encoded, RunOverview& overview);
 
 } // namespace lockstep::core
