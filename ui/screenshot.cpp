@@ -88,7 +88,6 @@ double percentile(std::vector<double> v, double p)
 void measurePanning(MainWindow& window, int frames)
 {
     TimelineWidget* timeline = window.timelinePage()->timeline();
-    QImage image(timeline->size(), QImage::Format_ARGB32_Premultiplied);
     std::vector<double> loading, loaded;
     double stallMs = 0, rssMb = residentMb();
     static constexpr double kZoom[] = {1.0, 1.0 / 8, 1.0 / 64, 1.0 / 512, 1.0 / 4096};
@@ -103,10 +102,15 @@ void measurePanning(MainWindow& window, int frames)
         const bool pending = window.detailPending();
         QElapsedTimer t;
         t.start();
-        timeline->render(&image);
+        timeline->repaint(); // the on-screen path: painted into the window's backing store now
         (pending ? loading : loaded).push_back(double(t.nsecsElapsed()) / 1e6);
+        if (qEnvironmentVariableIsSet("LOCKSTEP_PAN_VERBOSE"))
+            std::fprintf(stderr, "# frame %d (zoom %g, %s): %.2f ms\n", i, kZoom[(i / 16) % std::size(kZoom)],
+                         pending ? "loading" : "loaded", double(t.nsecsElapsed()) / 1e6);
         t.restart();
         QApplication::processEvents();
+        if (qEnvironmentVariableIsSet("LOCKSTEP_PAN_VERBOSE"))
+            std::fprintf(stderr, "# events after frame %d: %.2f ms\n", i, double(t.nsecsElapsed()) / 1e6);
         stallMs = std::max(stallMs, double(t.nsecsElapsed()) / 1e6);
         rssMb = std::max(rssMb, residentMb());
     }
@@ -197,7 +201,13 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
     if (window.detailPending() || pan) {
         window.setAttribute(Qt::WA_DontShowOnScreen, QGuiApplication::platformName() != QLatin1String("offscreen"));
         window.show();
-        QApplication::processEvents();
+        // The first frame: the timeline has painted its spans (not only the window its frame).
+        for (int k = 0; k < 100; ++k) {
+            QApplication::processEvents();
+            if (page != MainWindow::TimelinePageIndex || window.timelinePage()->timeline()->lastFrameItemCount() > 0)
+                break;
+            QThread::msleep(1);
+        }
         reportFirstFrame();
         firstFrameReported = true;
         if (pan) {
