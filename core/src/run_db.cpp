@@ -1701,6 +1701,63 @@ Result<std::vector<Span>> RunReader::spansInWindow(LaneId lane, TimeNs t0, TimeN
     return out;
 }
 
+Result<std::vector<std::vector<Span>>> RunReader::laneSpans(const Run& header, std::span<const LaneWindow> windows)
+{
+    if (!header.clocksCorrected)
+        return fail("laneSpans: the run was loaded without its clocks corrected");
+    auto lanes = this->lanes(); // the file's lane ids, in the order load() numbers them
+    if (!lanes)
+        return std::unexpected(lanes.error());
+    if (lanes->size() != header.lanes.size())
+        return fail("laneSpans: the file's lanes changed since the run was loaded");
+    std::unordered_map<int32_t, const RankInfo*> byRank;
+    for (const RankInfo& r : header.ranks)
+        byRank.emplace(r.rank, &r);
+    // A step's spans are kept when the step's row is committed (load()'s RowFilter): header.steps
+    // is sorted by (rank, step).
+    auto committed = [&](int32_t rank, int32_t step) {
+        const auto it = std::lower_bound(header.steps.begin(), header.steps.end(), std::pair{rank, step},
+                                         [](const Step& s, std::pair<int32_t, int32_t> k) { return std::pair{s.rank, s.step} < k; });
+        return it != header.steps.end() && it->rank == rank && it->step == step;
+    };
+    std::vector<std::vector<Span>> out(windows.size());
+    for (size_t w = 0; w < windows.size(); ++w) {
+        const LaneWindow& win = windows[w];
+        if (win.lane.v >= header.lanes.size())
+            return fail("laneSpans: no lane " + std::to_string(win.lane.v) + " in the run");
+        if (win.end <= win.start)
+            continue;
+        const Lane& lane = header.lanes[win.lane.v];
+        auto rankIt = byRank.find(lane.rank);
+        const RankInfo* rank = rankIt == byRank.end() ? nullptr : rankIt->second;
+        // The file's times: the correction is an offset that moves from clockOffsetNs to
+        // clockOffsetEndNs; read wide enough for either, then keep the corrected starts asked for.
+        TimeNs lo = 0, hi = 0;
+        if (rank) {
+            lo = std::min(rank->clockOffsetNs, rank->clockOffsetEndNs);
+            hi = std::max(rank->clockOffsetNs, rank->clockOffsetEndNs);
+        }
+        auto spans = spansInWindow(LaneId{static_cast<uint32_t>((*lanes)[win.lane.v].id.v)}, win.start - hi - 1, win.end - lo + 1);
+        if (!spans)
+            return std::unexpected(spans.error());
+        std::vector<Span>& dst = out[w];
+        for (Span s : *spans) {
+            if (rank) {
+                s.start = rank->correct(s.start);
+                s.end = rank->correct(s.end);
+            }
+            if (s.start < win.start || s.start >= win.end)
+                continue;
+            if (s.step != kNoStep && !committed(lane.rank, s.step))
+                continue;
+            s.lane = win.lane;
+            dst.push_back(s);
+        }
+        std::stable_sort(dst.begin(), dst.end(), [](const Span& a, const Span& b) { return std::tie(a.start, a.end) < std::tie(b.start, b.end); });
+    }
+    return out;
+}
+
 // spansInWindow() for files before kSpanBlocksVersion: spans rows through the (lane, start) index.
 Status RunReader::Impl::rowsInWindow(LaneId lane, TimeNs t0, TimeNs t1, std::vector<Span>& out)
 {

@@ -199,6 +199,125 @@ TEST(SummaryStore, AFoldedOverviewDrawsWhatTheSpansDraw)
     EXPECT_TRUE(header.spans.empty());
 }
 
+// Spans streamed in for a window (RunReader::laneSpans) are exactly the spans load() gives there,
+// and the overview with them in place draws, inside the window and at any zoom, what the spans
+// draw: on a generated run with clock offsets between hosts, and on real traces (several sub-rows).
+void expectDetailExact(const std::string& path, size_t budget)
+{
+    const core::Run full = *loadRun(path);
+    const core::Run header = *loadRun(path, LoadOptions{.spans = false});
+    ASSERT_TRUE(header.spans.empty());
+    const RunOverview overview = buildRunOverview(full, {}, budget);
+    auto reader = RunReader::open(path);
+    ASSERT_TRUE(reader);
+    TimeNs first = std::numeric_limits<TimeNs>::max(), last = std::numeric_limits<TimeNs>::min();
+    for (const Span& s : full.spans)
+        first = std::min(first, s.start), last = std::max(last, s.end);
+    const RunLod fromSpans(full);
+    size_t compared = 0, streamed = 0, foldedLanes = 0;
+    for (auto [fa, fb] : {std::pair{0.40, 0.43}, std::pair{0.0, 0.02}, std::pair{0.97, 1.0}}) {
+        const TimeNs a = first + TimeNs(double(last - first) * fa), b = first + TimeNs(double(last - first) * fb);
+        OverviewDetail detail;
+        for (size_t i = 0; i < full.lanes.size(); ++i)
+            if (const auto w = detailRange(overview.lanes[i], LaneId{uint32_t(i)}, a, b); w.end > w.start)
+                detail.windows.push_back(w);
+        auto spans = (*reader)->laneSpans(header, detail.windows);
+        ASSERT_TRUE(spans) << spans.error().message;
+        detail.spans = std::move(*spans);
+        // The streamed spans are load()'s, field for field and in its order.
+        for (size_t w = 0; w < detail.windows.size(); ++w) {
+            const auto [lf, ll] = full.laneSpanRange(detail.windows[w].lane);
+            std::vector<Span> want;
+            for (size_t k = lf; k < ll; ++k)
+                if (full.spans[k].start >= detail.windows[w].start && full.spans[k].start < detail.windows[w].end)
+                    want.push_back(full.spans[k]);
+            ASSERT_EQ(detail.spans[w].size(), want.size()) << "lane " << detail.windows[w].lane.v;
+            for (size_t k = 0; k < want.size(); ++k) {
+                const Span &x = detail.spans[w][k], &y = want[k];
+                ASSERT_EQ(std::tuple(x.start, x.end, x.bytes, x.lane.v, x.name.v, x.step, x.bucket, x.kind),
+                          std::tuple(y.start, y.end, y.bytes, y.lane.v, y.name.v, y.step, y.bucket, y.kind));
+            }
+            streamed += want.size();
+        }
+        core::Run hybrid = header;
+        std::vector<DrawItem> folded;
+        ASSERT_TRUE(overviewRun(overview, hybrid, folded, &detail));
+        const RunLod fromHybrid(hybrid, folded);
+        for (size_t i = 0; i < full.lanes.size(); ++i) {
+            const LaneId id{uint32_t(i)};
+            foldedLanes += overview.lanes[i].gap > 0;
+            EXPECT_EQ(fromHybrid.lane(id).rowCount(), fromSpans.lane(id).rowCount());
+            for (TimeNs threshold : {TimeNs(1), TimeNs(700), (b - a) / 3000, (b - a) / 200, overview.lanes[i].gap}) {
+                if (threshold <= 0)
+                    continue;
+                std::vector<DrawItem> want, got;
+                fromSpans.lane(id).query(a, b, double(threshold), 1.0, want);
+                fromHybrid.lane(id).query(a, b, double(threshold), 1.0, got);
+                ASSERT_EQ(got.size(), want.size()) << "lane " << i << " threshold " << threshold;
+                for (size_t k = 0; k < want.size(); ++k) {
+                    // At the window's edges an item may stand for spans beyond them, and which
+                    // spans fold together there follows the LOD's levels: the drawn part (clipped
+                    // to the window) differs by less than the threshold, a pixel.
+                    const TimeNs gotEnd = std::min(got[k].end, b), wantEnd = std::min(want[k].end, b);
+                    const TimeNs gotStart = std::max(got[k].start, a), wantStart = std::max(want[k].start, a);
+                    const bool atEdge = std::max(got[k].end, want[k].end) > b - threshold
+                        || std::min(got[k].start, want[k].start) < a + threshold;
+                    EXPECT_EQ(got[k].row, want[k].row) << "lane " << i << " item " << k << " threshold " << threshold;
+                    EXPECT_LE(std::abs(gotStart - wantStart), atEdge ? threshold : 0) << "lane " << i << " item " << k;
+                    EXPECT_LE(std::abs(gotEnd - wantEnd), atEdge ? threshold : 0) << "lane " << i << " item " << k;
+                    if (!atEdge)
+                        EXPECT_EQ(std::tuple(got[k].start, got[k].end, got[k].count, got[k].maxDuration),
+                                  std::tuple(want[k].start, want[k].end, want[k].count, want[k].maxDuration))
+                            << "lane " << i << " item " << k << " threshold " << threshold;
+                    if (want[k].count == 1 && !atEdge) {
+                        const Span& s = full.spans[fromSpans.laneOffset(id) + want[k].span];
+                        const Span& o = hybrid.spans[fromHybrid.laneOffset(id) + got[k].span];
+                        EXPECT_EQ(std::tuple(o.start, o.end, o.kind, o.name.v, o.bucket, o.bytes, o.step),
+                                  std::tuple(s.start, s.end, s.kind, s.name.v, s.bucket, s.bytes, s.step));
+                    }
+                }
+                compared += want.size();
+            }
+        }
+    }
+    EXPECT_GT(compared, 1000u);
+    EXPECT_GT(streamed, 100u);
+    EXPECT_GT(foldedLanes, 0u);
+    // A window that cuts an item is refused.
+    OverviewDetail cut;
+    for (size_t i = 0; i < overview.lanes.size(); ++i)
+        for (const OverviewItem& it : overview.lanes[i].items)
+            if (it.count > 1 && cut.windows.empty())
+                cut.windows.push_back({LaneId{uint32_t(i)}, it.start + 1, it.end + 1});
+    ASSERT_FALSE(cut.windows.empty());
+    cut.spans.resize(1);
+    core::Run refused = header;
+    std::vector<DrawItem> folded;
+    EXPECT_FALSE(overviewRun(overview, refused, folded, &cut));
+}
+
+void execSql(const std::string& path, const char* sql);
+
+TEST(SummaryStore, SpansStreamedForAWindowDrawWhatTheSpansDraw)
+{
+    test::TempDir dir;
+    const std::string generated = dir.file("window.db");
+    ASSERT_TRUE(writeSyntheticRun(bigRunParams(200'000, 16), generated));
+    // The second host's clock runs 3 ms behind and drifts 50 µs over the run: the streamed spans
+    // must be put on rank 0's clock as load() puts them.
+    execSql(generated, "UPDATE ranks SET clock_offset_ns = 3000000 + rank * 1000, clock_offset_end_ns = 3050000 + rank * 1000, "
+                       "clock_sync_start_ns = 1700000000500000000, clock_sync_end_ns = 1700000001500000000 WHERE rank >= 8");
+    {
+        const core::Run header = *loadRun(generated, LoadOptions{.spans = false});
+        ASSERT_EQ(header.ranks.back().clockOffsetNs, 3015000);
+        ASSERT_NE(header.ranks.back().correct(1700000001000000000), 1700000001000000000);
+    }
+    expectDetailExact(generated, 1000);
+    const std::string imported = dir.file("imported.db");
+    ASSERT_TRUE(importTraces({kData + "gpu/kineto-gloo2-rank-0.json.gz", kData + "gpu/kineto-gloo2-rank-1.json.gz"}, imported));
+    expectDetailExact(imported, 1000);
+}
+
 TEST(SummaryStore, ImportStoresTheSummariesOfRealProfilerTraces)
 {
     test::TempDir dir;

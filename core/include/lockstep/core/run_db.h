@@ -143,6 +143,18 @@ public:
     // Spans of one lane that overlap [t0, t1), in start order, through the (lane, start) index.
     // Times are the file's (uncorrected) times. Strings come from the reader's table.
     Result<std::vector<Span>> spansInWindow(LaneId lane, TimeNs t0, TimeNs t1);
+    // A time window of one lane of a loaded run.
+    struct LaneWindow {
+        LaneId lane;   // the run's (load() numbers lanes densely in file order)
+        TimeNs start = 0;
+        TimeNs end = 0;
+    };
+    // For each window, the spans load() gives its lane whose start lies in [start, end), in
+    // load()'s order, exactly as load() gives them: clocks corrected, names in load()'s string
+    // ids, spans of steps the file has no committed row of left out. `header` is this file as
+    // load() read it (LoadOptions::spans false will do). What the app's timeline streams in
+    // (run_overview.h OverviewDetail) instead of loading every span.
+    Result<std::vector<std::vector<Span>>> laneSpans(const Run& header, std::span<const LaneWindow> windows);
     const StringTable& strings() const;
     // The whole run, in one read transaction (a consistent snapshot while a run records):
     // only steps whose step row is committed are included, with their spans and instants.

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "lockstep/core/lod.h"
+#include "lockstep/core/run_db.h"
 #include "lockstep/core/types.h"
 
 #include <stop_token>
@@ -61,10 +62,28 @@ inline constexpr size_t kOverviewMinLaneItems = 512;
 // lane). Empty when `stop` is requested.
 RunOverview buildRunOverview(const Run& run, std::stop_token stop = {}, size_t budget = kOverviewItemBudget);
 
+// Spans streamed in for a window of some lanes (RunReader::laneSpans): where they are, the
+// timeline draws them instead of the overview's items, exact at any zoom.
+struct OverviewDetail {
+    // Per lane, the range detailRange() gave; and its spans starting there, in load()'s order.
+    std::vector<RunReader::LaneWindow> windows;
+    std::vector<std::vector<Span>> spans; // parallel to windows
+};
+
+// The range of `lane` whose items a view of [t0, t1) replaces with spans: from the first item
+// that reaches t0 to the end of the last that starts before t1, widened until no item of any
+// sub-row straddles either edge. The spans starting in it are exactly those the items in it
+// stand for. Empty (start == end) when no item reaches into [t0, t1).
+RunReader::LaneWindow detailRange(const LaneOverview& lane, LaneId id, TimeNs t0, TimeNs t1);
+
 // Gives `run` (its small tables loaded, no spans) one span per overview item, lane by lane, and
-// `folded` (parallel to run.spans) what each stands for, for RunLod(run, folded). False, leaving
-// both unchanged, when the overview does not fit the run (another lane count, a name the run's
-// strings do not have, items out of order): a damaged or foreign part is never drawn.
-bool overviewRun(const RunOverview& overview, Run& run, std::vector<DrawItem>& folded);
+// `folded` (parallel to run.spans) what each stands for, for RunLod(run, folded). With `detail`,
+// the items inside each of its windows are replaced by its spans (each standing for itself, in
+// the sub-row the lane's packing gives it: lod.cpp's first fit, resumed from the rows' ends the
+// items before the window leave). False, leaving both unchanged, when the overview or the detail
+// does not fit the run (another lane count, a name the run's strings do not have, items out of
+// order, a window that cuts an item): a damaged or foreign part is never drawn.
+bool overviewRun(const RunOverview& overview, Run& run, std::vector<DrawItem>& folded,
+                 const OverviewDetail* detail = nullptr);
 
 } // namespace lockstep::core
