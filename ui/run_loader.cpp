@@ -84,8 +84,37 @@ core::Result<LoadedRunPtr> loadFirstView(const QStringList& paths, std::stop_tok
     if (!out->timeline) // an overview that does not fit its run: never drawn, the spans are
         return loadAndAnalyze(paths, stop);
     out->run = std::make_shared<const core::Run>(std::move(loaded->run));
+    out->overview = std::make_shared<const core::RunOverview>(std::move(loaded->overview));
     out->detailed = false;
     out->detailPending = out->summary().spans <= maxDetailSpans();
+    return LoadedRunPtr(std::move(out));
+}
+
+core::Result<LoadedRunPtr> loadWindow(const LoadedRun& base, const std::vector<core::LaneId>& lanes, core::TimeNs t0,
+                                      core::TimeNs t1, std::stop_token stop)
+{
+    if (base.detailed || !base.overview || !base.run)
+        return core::fail("no overview to stream spans into");
+    core::OverviewDetail detail;
+    for (core::LaneId lane : lanes)
+        if (lane.v < base.overview->lanes.size())
+            if (const auto w = core::detailRange(base.overview->lanes[lane.v], lane, t0, t1); w.end > w.start)
+                detail.windows.push_back(w);
+    auto reader = core::RunReader::open(base.path.toStdString());
+    if (!reader)
+        return core::fail(reader.error());
+    auto spans = (*reader)->laneSpans(*base.run, detail.windows);
+    if (!spans)
+        return core::fail(spans.error());
+    if (stop.stop_requested())
+        return cancelled();
+    detail.spans = std::move(*spans);
+    auto out = std::make_shared<LoadedRun>(base);
+    out->timeline = TimelineRunModel::buildOverview(*base.run, *base.overview, base.analysis, stop, &detail);
+    if (stop.stop_requested())
+        return cancelled();
+    if (!out->timeline)
+        return core::fail("the run file changed: its spans no longer fit its overview (open it again)");
     return LoadedRunPtr(std::move(out));
 }
 
@@ -191,6 +220,16 @@ void RunLoader::loadDetailOf(LoadedRunPtr first, const QString& keyIn)
     start(key, Phase::Detail, [first](std::stop_token token) { return loadDetail(*first, token); }, true);
 }
 
+void RunLoader::loadWindowOf(LoadedRunPtr base, std::vector<core::LaneId> lanes, core::TimeNs t0, core::TimeNs t1,
+                             const QString& key)
+{
+    if (!base)
+        return;
+    start(key, Phase::Window,
+          [base, lanes = std::move(lanes), t0, t1](std::stop_token token) { return loadWindow(*base, lanes, t0, t1, token); },
+          true);
+}
+
 // One job of a slot. A new request takes the slot (the older job of its key gives up at its next
 // checkpoint); the detail job that follows a first view keeps it: the same request, its second half.
 void RunLoader::start(const QString& key, Phase phase, std::function<core::Result<LoadedRunPtr>(std::stop_token)> job,
@@ -225,6 +264,10 @@ void RunLoader::start(const QString& key, Phase phase, std::function<core::Resul
         }
         if (phase == Phase::Detail) {
             emit detailLoaded(key, *result);
+            return;
+        }
+        if (phase == Phase::Window) {
+            emit windowLoaded(key, *result);
             return;
         }
         LoadedRunPtr first = *result;

@@ -12,6 +12,7 @@
 
 #include "lockstep/core/analysis.h"
 #include "lockstep/core/result.h"
+#include "lockstep/core/run_overview.h"
 #include "lockstep/core/types.h"
 
 #include <QHash>
@@ -44,6 +45,9 @@ struct LoadedRun {
     // !detailed and the spans are being loaded (false: more spans than maxDetailSpans()).
     bool detailPending = false;
     QString detailError; // !detailed: why loading its spans failed
+    // !detailed: the stored overview the timeline was built from (windows of spans are streamed
+    // into it: loadWindow).
+    std::shared_ptr<const core::RunOverview> overview;
     const core::RunSummary& summary() const { return analysis->summary; }
 };
 using LoadedRunPtr = std::shared_ptr<const LoadedRun>;
@@ -69,6 +73,12 @@ inline core::Result<LoadedRunPtr> loadAndAnalyze(const QString& path) { return l
 core::Result<LoadedRunPtr> loadFirstView(const QStringList& paths, std::stop_token stop = {});
 // The second half: `first` (not detailed) with its spans, a detailed run.
 core::Result<LoadedRunPtr> loadDetail(const LoadedRun& first, std::stop_token stop = {});
+// A run shown from its overview, with the spans of `lanes` over [t0, t1) (absolute times; each lane's
+// window widened to whole overview items, core::detailRange) streamed from its file into its
+// timeline model (only `timeline` differs from `base`). What the Timeline page asks for when the
+// view is zoomed in past what the overview draws exactly; one window at a time keeps memory bound.
+core::Result<LoadedRunPtr> loadWindow(const LoadedRun& base, const std::vector<core::LaneId>& lanes, core::TimeNs t0,
+                                      core::TimeNs t1, std::stop_token stop = {});
 // The analysing half of loadAndAnalyze for a run already in memory (a what-if prediction);
 // `path` names it (its file, or where it came from).
 core::Result<LoadedRunPtr> analyzeRun(core::Run run, const QString& path, std::stop_token stop = {});
@@ -91,6 +101,9 @@ public:
     void load(const QStringList& paths, const QString& key = {});
     // Loads the spans of `first` (detailPending) in the background: detailLoaded.
     void loadDetailOf(LoadedRunPtr first, const QString& key = {});
+    // loadWindow in the background: windowLoaded (a newer request of the same key supersedes).
+    void loadWindowOf(LoadedRunPtr base, std::vector<core::LaneId> lanes, core::TimeNs t0, core::TimeNs t1,
+                      const QString& key);
     void load(const QString& path) { load(QStringList{path}); }
     int pendingJobs() const { return m_pending; }
     // Jobs whose stop was requested because a newer request superseded them (tests).
@@ -99,10 +112,11 @@ public:
 signals:
     void runLoaded(const QString& key, lockstep::ui::LoadedRunPtr run);
     void detailLoaded(const QString& key, lockstep::ui::LoadedRunPtr run);
+    void windowLoaded(const QString& key, lockstep::ui::LoadedRunPtr run);
     void loadFailed(const QString& key, const QString& message);
 
 private:
-    enum class Phase { First, Detail };
+    enum class Phase { First, Detail, Window };
     void start(const QString& key, Phase phase, std::function<core::Result<LoadedRunPtr>(std::stop_token)> job,
                bool newRequest);
     struct Slot {

@@ -99,7 +99,7 @@ void measurePanning(MainWindow& window, int frames)
         const double width = extent * kZoom[(i / 16) % std::size(kZoom)];
         const double at = begin + (extent - width) * double(i % 16) / 15.0;
         timeline->setViewRange(core::TimeNs(at), core::TimeNs(at + width));
-        const bool pending = window.detailPending();
+        const bool pending = window.detailPending() || window.timelinePage()->streamingSpans();
         QElapsedTimer t;
         t.start();
         timeline->repaint(); // the on-screen path: painted into the window's backing store now
@@ -257,6 +257,17 @@ int renderScreenshot(const ScreenshotOptions& options, QString* error)
             reportFirstFrame();
         QThread::msleep(10);
     }
+    // Spans streamed for the view (a run too big to load whole, zoomed in by --step): drawn before
+    // the picture is taken.
+    for (QElapsedTimer t; page == MainWindow::TimelinePageIndex && window.timelinePage()->streamingSpans();) {
+        if (!t.isValid())
+            t.start();
+        if (t.elapsed() > 120'000)
+            return fail(QStringLiteral("streaming the view's spans did not finish"));
+        QApplication::processEvents(QEventLoop::AllEvents, 20);
+        QThread::msleep(2);
+    }
+    QApplication::processEvents();
     const QImage image = window.grab().toImage();
     if (!imageHasContent(image))
         return fail(QStringLiteral("the rendered %1 view is blank").arg(options.view));

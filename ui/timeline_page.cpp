@@ -1,6 +1,7 @@
 // Timeline page (see timeline_page.h).
 #include "timeline_page.h"
 #include "kernel_panel.h"
+#include "run_loader.h"
 
 #include "format.h"
 #include "step_box.h"
@@ -16,6 +17,7 @@
 #include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTabWidget>
@@ -25,6 +27,15 @@
 #include <QVBoxLayout>
 
 namespace lockstep::ui {
+
+namespace {
+// How long the view must rest before a window of spans is asked for (a wheel spin asks once).
+constexpr int kStreamDelayMs = 150;
+// The most spans one streamed window holds (about 100 bytes each with its model): the window
+// spans three views when that fits, else the view alone.
+constexpr qint64 kStreamWindowSpans = 4'000'000;
+
+} // namespace
 
 namespace {
 // Typing in the search box waits this long for the next key before scanning the spans (a
@@ -86,6 +97,8 @@ TimelinePage::TimelinePage(QWidget* parent)
     , m_title(new ElidedLabel(this))
     , m_live(new QLabel(this))
     , m_overviewNote(new QLabel(this))
+    , m_windowLoader(new RunLoader(this))
+    , m_windowTimer(new QTimer(this))
 {
     m_timeline->setFocusPolicy(Qt::StrongFocus);
     m_timeline->setMinimumHeight(200);
@@ -227,6 +240,25 @@ void TimelinePage::buildPanes()
 void TimelinePage::connectNavigation()
 {
     connect(m_timeline, &TimelineWidget::selectionChanged, this, [this](SpanRef) { showSelection(); });
+    // Streaming a big run's spans: after the view (or the rows on screen) settles for a moment.
+    m_windowTimer->setSingleShot(true);
+    m_windowTimer->setInterval(kStreamDelayMs);
+    connect(m_windowTimer, &QTimer::timeout, this, &TimelinePage::streamWindow);
+    connect(m_timeline, &TimelineWidget::viewRangeChanged, m_windowTimer, qOverload<>(&QTimer::start));
+    connect(m_timeline->verticalScrollBar(), &QScrollBar::valueChanged, m_windowTimer, qOverload<>(&QTimer::start));
+    connect(m_timeline, &TimelineWidget::rowsChanged, m_windowTimer, qOverload<>(&QTimer::start));
+    connect(m_windowLoader, &RunLoader::windowLoaded, this, [this](const QString& key, LoadedRunPtr run) {
+        if (!m_run || m_run->detailed || key != m_run->path || run->path != m_run->path)
+            return; // another run now, or its spans arrived whole meanwhile
+        // Only the drawing model changes: the page's run stays the one the window opened.
+        m_timeline->updateRun(0, TimelineRun{run->run, run->label, run->timeline});
+        updateOverviewNote();
+    });
+    connect(m_windowLoader, &RunLoader::loadFailed, this, [this](const QString&, const QString& message) {
+        m_windowNote = tr("Streaming spans failed: %1").arg(message);
+        announce(m_windowNote);
+        updateOverviewNote();
+    });
     connect(m_timeline, &TimelineWidget::measureRangeChanged, this, &TimelinePage::showSelection);
     connect(m_timeline, &TimelineWidget::stepRequested, this, [this](int step) {
         if (step <= m_step->maximum())
@@ -314,8 +346,10 @@ void TimelinePage::setRun(LoadedRunPtr run)
     m_bucketStates->setStep(m_step->value());
     if (!m_search->text().isEmpty())
         runSearch();
+    m_windowNote.clear();
     updateOverviewNote();
     showSelection();
+    m_windowTimer->start(); // a view zoomed in already (a step asked for) streams at once
 }
 
 void TimelinePage::updateLiveRun(LoadedRunPtr run)
@@ -487,6 +521,55 @@ void TimelinePage::updateSearchCount()
     }
 }
 
+bool TimelinePage::streamingSpans() const
+{
+    return m_windowTimer->isActive() || m_windowLoader->pendingJobs() > 0;
+}
+
+void TimelinePage::streamWindow()
+{
+    if (!m_run || m_run->detailed || m_run->detailPending || !m_run->overview)
+        return; // the spans are all there, or on their way
+    const TimelineRunModel* shown = m_timeline->runModel(0);
+    if (!shown)
+        return;
+    const auto [v0, v1] = m_timeline->viewRange();
+    const core::TimeNs t0 = shown->toAbsolute(v0), t1 = shown->toAbsolute(v1);
+    const double threshold = m_timeline->nsPerPixel() * TimelineWidget::kMinPixels;
+    // The lanes on screen that the overview does not draw exactly at this zoom and whose spans
+    // the model shown does not have for the view.
+    std::vector<core::LaneId> lanes;
+    double spans = 0;
+    const double extent = std::max<double>(1.0, double(shown->alignedEnd() - shown->alignedBegin()));
+    for (core::LaneId lane : m_timeline->visibleLanes(0))
+        if (double(shown->overviewGap(lane)) > threshold) {
+            lanes.push_back(lane);
+            if (lane.v < m_run->overview->lanes.size())
+                spans += double(m_run->overview->lanes[lane.v].work.spans);
+        }
+    const bool covered = std::all_of(lanes.begin(), lanes.end(), [&](core::LaneId l) { return shown->hasSpans(l, t0, t1); });
+    if (lanes.empty() || covered)
+        return;
+    const core::TimeNs width = t1 - t0;
+    // Spans of these lanes in a window, if they are spread evenly over the run.
+    auto inWindow = [&](core::TimeNs w) { return spans * std::min(1.0, double(w) / extent); };
+    core::TimeNs margin = width;
+    if (inWindow(width + 2 * margin) > double(kStreamWindowSpans))
+        margin = 0;
+    if (inWindow(width) > double(kStreamWindowSpans)) {
+        m_windowNote = tr("Zoom in further, or show fewer lanes, to stream spans: the %1 lanes on screen hold about %2 "
+                          "spans in this view (at most %3 are streamed at once).")
+                           .arg(lanes.size())
+                           .arg(formatCount(qint64(inWindow(width))))
+                           .arg(formatCount(kStreamWindowSpans));
+        updateOverviewNote();
+        return;
+    }
+    m_windowNote = tr("Streaming the spans of %1 lanes around the view…").arg(lanes.size());
+    updateOverviewNote();
+    m_windowLoader->loadWindowOf(m_run, std::move(lanes), t0 - margin, t1 + margin, m_run->path);
+}
+
 // Drawn from the stored overview: say so, and whether the spans are coming.
 void TimelinePage::updateOverviewNote()
 {
@@ -494,11 +577,17 @@ void TimelinePage::updateOverviewNote()
     m_overviewNote->setVisible(overview);
     if (!overview)
         return;
+    const TimelineRunModel* shown = m_timeline->runModel(0);
+    const bool streaming = m_windowLoader->pendingJobs() > 0;
+    const bool streamed = shown && shown != m_run->timeline.get();
     m_overviewNote->setText(m_run->detailPending ? tr("◐ overview · loading %1 spans…").arg(formatCount(m_run->summary().spans))
+                            : streaming          ? tr("◐ overview · streaming spans…")
+                            : streamed           ? tr("◐ overview · spans around the view")
                                                  : tr("◐ overview of %1 spans").arg(formatCount(m_run->summary().spans)));
     m_overviewNote->setToolTip(tr("Drawn from the run's stored overview: zoomed out, exactly what its spans draw; zoomed "
-                                  "in, folded items until the spans are loaded. %1")
-                                   .arg(waitingForSpans(*m_run)));
+                                  "in, folded items until spans are loaded (runs too big to load whole stream the spans "
+                                  "of the lanes on screen around the view). %1 %2")
+                                   .arg(waitingForSpans(*m_run), m_windowNote));
 }
 
 } // namespace lockstep::ui

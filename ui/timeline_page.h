@@ -21,6 +21,8 @@ class QToolButton;
 
 namespace lockstep::ui {
 
+class RunLoader;
+
 class BucketStatusView;
 class KernelPanel;
 class ReplayBar;
@@ -103,6 +105,18 @@ private:
     QLabel* m_live;
     QLabel* m_overviewNote; // shown while the run is drawn from its overview (LoadedRun::detailed)
     void updateOverviewNote();
+public:
+    // A window of spans is about to be asked for, or is being streamed (screenshots wait for it).
+    bool streamingSpans() const;
+
+private:
+    // A run shown from its overview and too big to load whole: the spans of the lanes on screen
+    // are streamed for a window around the view whenever the view is zoomed in past what the
+    // overview draws exactly (RunLoader::loadWindowOf), debounced, newest request winning.
+    void streamWindow();
+    RunLoader* m_windowLoader;
+    QTimer* m_windowTimer;
+    QString m_windowNote; // what streaming last said (shown in the overview note's tooltip)
     QString m_lastMessage;
 };
 

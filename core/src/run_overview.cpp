@@ -52,16 +52,13 @@ RunOverview buildRunOverview(const Run& run, std::stop_token stop, size_t budget
 
 RunReader::LaneWindow detailRange(const LaneOverview& lane, LaneId id, TimeNs t0, TimeNs t1)
 {
-    RunReader::LaneWindow w{id, 0, 0};
-    bool any = false;
+    // No item starts in a gap between items: [t0, t1) itself can be part of the range.
+    RunReader::LaneWindow w{id, t0, std::max(t1, t0 + 1)};
     for (const OverviewItem& it : lane.items)
         if (it.end > t0 && it.start < t1) {
-            w.start = any ? std::min(w.start, it.start) : it.start;
-            w.end = any ? std::max(w.end, it.end) : it.end;
-            any = true;
+            w.start = std::min(w.start, it.start);
+            w.end = std::max(w.end, it.end);
         }
-    if (!any)
-        return w;
     // Widen until no item straddles an edge (a few rounds: items of one row never overlap).
     for (bool changed = true; changed;) {
         changed = false;
@@ -76,7 +73,6 @@ RunReader::LaneWindow detailRange(const LaneOverview& lane, LaneId id, TimeNs t0
             }
         }
     }
-    w.end = std::max(w.end, w.start + 1); // a zero-length item still has its start inside
     return w;
 }
 

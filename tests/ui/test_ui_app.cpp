@@ -932,6 +932,7 @@ void TestUiApp::aBigRunOpensFromItsOverviewThenItsSpans()
     for (const core::LaneOverview& l : stored->overview.lanes)
         maxGap = std::max(maxGap, l.gap);
     QVERIFY(maxGap > 0); // the lanes did fold
+    QVERIFY(maxGap < 20'000'000); // the step view below folds finer than every lane's gap
     auto drawn = [maxGap](MainWindow& w) {
         TimelineWidget* t = w.timelinePage()->timeline();
         std::vector<Drawn> out;
@@ -952,7 +953,19 @@ void TestUiApp::aBigRunOpensFromItsOverviewThenItsSpans()
         t->fitAll();
         return out;
     };
-    std::vector<Drawn> fromOverview;
+    // What the timeline draws zoomed in on one step (far below the overview's fold gaps).
+    auto drawnAtStep = [](MainWindow& w) {
+        TimelineWidget* t = w.timelinePage()->timeline();
+        QImage image(t->size(), QImage::Format_ARGB32_Premultiplied);
+        t->render(&image);
+        const TimelineRunModel* m = t->runModel(0);
+        const core::TimeNs a = m->toAbsolute(t->viewRange().first), b = m->toAbsolute(t->viewRange().second);
+        std::vector<Drawn> out;
+        for (const DrawSpan& d : t->drawList().spans)
+            out.push_back({d.rect, d.count, d.color.rgb(), d.start >= a && d.end <= b});
+        return out;
+    };
+    std::vector<Drawn> fromOverview, streamed;
     {
         qputenv("LOCKSTEP_MAX_DETAIL_SPANS", "1000");
         const auto restore = qScopeGuard([] { qunsetenv("LOCKSTEP_MAX_DETAIL_SPANS"); });
@@ -983,6 +996,29 @@ void TestUiApp::aBigRunOpensFromItsOverviewThenItsSpans()
         // Nothing is selected from an overview.
         w.timelinePage()->timeline()->select(SpanRef{0, 0});
         QVERIFY(!w.timelinePage()->timeline()->selection().valid());
+        // Zoomed in on a step, far past what the overview draws exactly: the spans of the lanes on
+        // screen are streamed in around the view, into the drawing model only.
+        w.timelinePage()->timeline()->zoomToStep(20);
+        // The overview alone would fold here.
+        QVERIFY(double(maxGap) > w.timelinePage()->timeline()->nsPerPixel() * TimelineWidget::kMinPixels);
+        QTRY_VERIFY_WITH_TIMEOUT(w.timelinePage()->timeline()->runModel(0) != run->timeline.get()
+                                     && !w.timelinePage()->streamingSpans(),
+                                 60000);
+        QCOMPARE(w.timelinePage()->run(), run);
+        const TimelineRunModel* shown = w.timelinePage()->timeline()->runModel(0);
+        QVERIFY(!shown->detailed());
+        const auto [v0, v1] = w.timelinePage()->timeline()->viewRange();
+        // Every lane on screen that the overview does not draw exactly at this zoom has its spans.
+        const double threshold = w.timelinePage()->timeline()->nsPerPixel() * TimelineWidget::kMinPixels;
+        int needed = 0;
+        for (core::LaneId lane : w.timelinePage()->timeline()->visibleLanes(0))
+            if (double(shown->overviewGap(lane)) > threshold) {
+                ++needed;
+                QVERIFY(shown->hasSpans(lane, shown->toAbsolute(v0), shown->toAbsolute(v1)));
+            }
+        QVERIFY(needed > 0);
+        streamed = drawnAtStep(w);
+        QVERIFY(streamed.size() > 100);
     }
     MainWindow w(options());
     w.setErrorDialogsEnabled(false);
@@ -1003,8 +1039,11 @@ void TestUiApp::aBigRunOpensFromItsOverviewThenItsSpans()
     QCOMPARE(w.currentRun()->run->spans.size(), size_t(counts->spans));
     QCOMPARE(int(w.openRuns().size()), 1);
     QApplication::processEvents();
-    // The detailed model draws, at the same view, exactly what the overview drew.
+    // The detailed model draws, at the same view, exactly what the overview drew, and on the step
+    // exactly what the streamed spans drew.
     QCOMPARE(drawn(w), fromOverview);
+    w.timelinePage()->timeline()->zoomToStep(20);
+    QCOMPARE(drawnAtStep(w), streamed);
     w.timelinePage()->timeline()->select(SpanRef{0, 0});
     QVERIFY(w.timelinePage()->timeline()->selection().valid());
 }

@@ -180,17 +180,25 @@ std::shared_ptr<const TimelineRunModel> TimelineRunModel::build(std::shared_ptr<
 
 std::shared_ptr<const TimelineRunModel> TimelineRunModel::buildOverview(const Run& header, const core::RunOverview& overview,
                                                                         std::shared_ptr<const core::RunAnalysis> analysis,
-                                                                        std::stop_token stop)
+                                                                        std::stop_token stop, const core::OverviewDetail* detail)
 {
     if (!analysis)
         return nullptr;
     auto run = std::make_shared<Run>(header);
     std::vector<core::DrawItem> folded;
-    if (!core::overviewRun(overview, *run, folded))
+    if (!core::overviewRun(overview, *run, folded, detail))
         return nullptr;
     std::shared_ptr<TimelineRunModel> model(new TimelineRunModel(std::move(run), std::move(analysis)));
     model->m_folded = std::move(folded);
     model->m_overview = true;
+    for (const core::LaneOverview& l : overview.lanes)
+        model->m_gaps.push_back(l.gap);
+    if (detail) {
+        model->m_detail.assign(header.lanes.size(), {0, 0});
+        for (const core::RunReader::LaneWindow& w : detail->windows)
+            if (w.lane.v < model->m_detail.size())
+                model->m_detail[w.lane.v] = {w.start, w.end};
+    }
     if (!model->construct(stop, &overview))
         return nullptr;
     return model;
@@ -398,6 +406,16 @@ const StepSpan* TimelineRunModel::step(int32_t s) const
     auto it = std::lower_bound(m_steps.begin(), m_steps.end(), s,
                                [](const StepSpan& x, int32_t v) { return x.step < v; });
     return it != m_steps.end() && it->step == s ? &*it : nullptr;
+}
+
+bool TimelineRunModel::hasSpans(LaneId lane, TimeNs t0, TimeNs t1) const
+{
+    if (detailed())
+        return true;
+    if (lane.v >= m_detail.size())
+        return false;
+    const auto [a, b] = m_detail[lane.v];
+    return a < b && a <= t0 && t1 <= b;
 }
 
 const core::StepBreakdown* TimelineRunModel::stepBreakdown(int32_t rank, int32_t step) const

@@ -56,10 +56,18 @@ public:
     // to each lane's fold gap: lod.h); the overlap strips colour whole steps by core's per-step
     // numbers; nothing that needs a span (selection, measuring, search, core::RunIndex) is
     // answered: detailed() is false. Null when the overview does not fit the run, or on `stop`.
+    // With `detail`, the spans streamed for its windows replace the overview's items there
+    // (core::overviewRun): exact at any zoom inside them.
     static std::shared_ptr<const TimelineRunModel> buildOverview(const core::Run& header,
                                                                  const core::RunOverview& overview,
                                                                  std::shared_ptr<const core::RunAnalysis> analysis,
-                                                                 std::stop_token stop = {});
+                                                                 std::stop_token stop = {},
+                                                                 const core::OverviewDetail* detail = nullptr);
+    // An overview model's fold gap of `lane` (0 on a detailed model): exact at thresholds ≥ it.
+    core::TimeNs overviewGap(core::LaneId lane) const { return lane.v < m_gaps.size() ? m_gaps[lane.v] : 0; }
+    // Whether the spans of `lane` over [t0, t1) (absolute) are drawn exactly at any zoom: a
+    // detailed model, or a streamed window that covers them.
+    bool hasSpans(core::LaneId lane, core::TimeNs t0, core::TimeNs t1) const;
     // False for a model built from an overview: its run's spans stand for the overview's items.
     bool detailed() const { return m_folded.empty() && !m_overview; }
     TimelineRunModel(const TimelineRunModel&) = delete;
@@ -149,6 +157,8 @@ private:
     std::vector<core::DrawItem> m_folded; // an overview's: what each of m_run's spans stands for
     bool m_overview = false;
     std::vector<core::LaneWork> m_work;   // by lane id: what each lane holds (the overview's, or counted)
+    std::vector<core::TimeNs> m_gaps;     // an overview's fold gap, by lane id
+    std::vector<std::pair<core::TimeNs, core::TimeNs>> m_detail; // a streamed window, by lane id (empty: none)
     core::RunLod m_lod;
     std::unique_ptr<core::RunIndex> m_index;
     core::TimeNs m_origin = 0;

@@ -472,6 +472,22 @@ TimelineOverlay TimelineWidget::overlay() const
     return m_impl->buildOverlay();
 }
 
+std::vector<core::LaneId> TimelineWidget::visibleLanes(int index) const
+{
+    const auto& d = *m_impl;
+    std::vector<core::LaneId> out;
+    const auto [first, last] = d.visibleRows();
+    for (size_t ri = first; ri < last; ++ri)
+        if (d.rows[ri].kind == TimelineRowKind::Lane && d.rows[ri].run == index)
+            out.push_back(core::LaneId{uint32_t(d.rows[ri].lane)});
+    return out;
+}
+
+double TimelineWidget::nsPerPixel() const
+{
+    return m_impl->nsPerPixel();
+}
+
 qint64 TimelineWidget::lastFrameItemCount() const
 {
     return m_impl->lastItems;

@@ -170,9 +170,15 @@ public:
     QPoint spanCenter(SpanRef ref) const;
     // The per-run model (alignment, LOD, strips); nullptr for a bad index.
     const TimelineRunModel* runModel(int index) const;
+    // The lanes of run `index` with a row on screen (scrolled into view, not folded away).
+    std::vector<core::LaneId> visibleLanes(int index) const;
+    // Nanoseconds per pixel of the time area at the current view.
+    double nsPerPixel() const;
     QSize sizeHint() const override;
     static constexpr int kGutterWidth = 132;
     static constexpr int kRulerHeight = 30;
+    // Spans narrower than this many pixels fold into one item (Tracy folds below ~3 px).
+    static constexpr double kMinPixels = 3.0;
     static constexpr int kLaneHeight = 22; // one sub-row
 
 signals:

@@ -70,10 +70,9 @@ struct OverviewDetail {
     std::vector<std::vector<Span>> spans; // parallel to windows
 };
 
-// The range of `lane` whose items a view of [t0, t1) replaces with spans: from the first item
-// that reaches t0 to the end of the last that starts before t1, widened until no item of any
-// sub-row straddles either edge. The spans starting in it are exactly those the items in it
-// stand for. Empty (start == end) when no item reaches into [t0, t1).
+// The range of `lane` whose items a view of [t0, t1) replaces with spans: [t0, t1) and the items
+// that reach into it, widened until no item of any sub-row straddles either edge. The spans
+// starting in it are exactly those the items in it stand for.
 RunReader::LaneWindow detailRange(const LaneOverview& lane, LaneId id, TimeNs t0, TimeNs t1);
 
 // Gives `run` (its small tables loaded, no spans) one span per overview item, lane by lane, and
