@@ -81,15 +81,35 @@ double percentile(std::vector<double> v, double p)
 }
 
 // --pan-frames: a session of navigation over the whole run, zoom levels from the whole run down to
-// 1/4096 of it, each at positions sweeping from its start to its end, one rendered frame per view
-// change; between frames the GUI thread's events run (the spans arriving are taken there), and
-// the longest of those is the worst stall the user could feel. Runs `frames` frames, and on while
-// a run's spans are still loading.
+// 1/4096 of it, each swept in 16 views from the run's start to its end, one repaint per view
+// change (the on-screen path, into the window's backing store). At the end of each sweep the view
+// rests, repainting, until the spans streamed for it (a run too big to load whole) are in, as a
+// user pausing would; and the session goes on while a run's spans are still loading. Between
+// frames the GUI thread's events run (where streamed spans and loaded runs are taken): the
+// longest of those is the worst stall the user could feel.
 void measurePanning(MainWindow& window, int frames)
 {
     TimelineWidget* timeline = window.timelinePage()->timeline();
     std::vector<double> loading, loaded;
     double stallMs = 0, rssMb = residentMb();
+    int streamedViews = 0;
+    const bool verbose = qEnvironmentVariableIsSet("LOCKSTEP_PAN_VERBOSE");
+    auto busy = [&] { return window.detailPending() || window.timelinePage()->streamingSpans(); };
+    auto frame = [&](int i) {
+        const bool pending = busy();
+        QElapsedTimer t;
+        t.start();
+        timeline->repaint();
+        const double ms = double(t.nsecsElapsed()) / 1e6;
+        (pending ? loading : loaded).push_back(ms);
+        t.restart();
+        QApplication::processEvents();
+        const double eventsMs = double(t.nsecsElapsed()) / 1e6;
+        if (verbose)
+            std::fprintf(stderr, "# frame %d (%s): %.2f ms, then events %.2f ms\n", i, pending ? "loading" : "loaded", ms, eventsMs);
+        stallMs = std::max(stallMs, eventsMs);
+        rssMb = std::max(rssMb, residentMb());
+    };
     static constexpr double kZoom[] = {1.0, 1.0 / 8, 1.0 / 64, 1.0 / 512, 1.0 / 4096};
     for (int i = 0; i < frames || window.detailPending(); ++i) {
         const TimelineRunModel* model = timeline->runModel(0);
@@ -99,25 +119,25 @@ void measurePanning(MainWindow& window, int frames)
         const double width = extent * kZoom[(i / 16) % std::size(kZoom)];
         const double at = begin + (extent - width) * double(i % 16) / 15.0;
         timeline->setViewRange(core::TimeNs(at), core::TimeNs(at + width));
-        const bool pending = window.detailPending() || window.timelinePage()->streamingSpans();
-        QElapsedTimer t;
-        t.start();
-        timeline->repaint(); // the on-screen path: painted into the window's backing store now
-        (pending ? loading : loaded).push_back(double(t.nsecsElapsed()) / 1e6);
-        if (qEnvironmentVariableIsSet("LOCKSTEP_PAN_VERBOSE"))
-            std::fprintf(stderr, "# frame %d (zoom %g, %s): %.2f ms\n", i, kZoom[(i / 16) % std::size(kZoom)],
-                         pending ? "loading" : "loaded", double(t.nsecsElapsed()) / 1e6);
-        t.restart();
-        QApplication::processEvents();
-        if (qEnvironmentVariableIsSet("LOCKSTEP_PAN_VERBOSE"))
-            std::fprintf(stderr, "# events after frame %d: %.2f ms\n", i, double(t.nsecsElapsed()) / 1e6);
-        stallMs = std::max(stallMs, double(t.nsecsElapsed()) / 1e6);
-        rssMb = std::max(rssMb, residentMb());
+        frame(i);
+        if (i % 16 != 15)
+            continue;
+        // The view rests: repaint while what it asked for streams in (at most a minute).
+        QElapsedTimer rest;
+        rest.start();
+        bool streamed = false;
+        while (window.timelinePage()->streamingSpans() && rest.elapsed() < 60'000) {
+            streamed = true;
+            frame(i);
+            QThread::msleep(4);
+        }
+        streamedViews += streamed;
     }
     std::vector<double> all = loading;
     all.insert(all.end(), loaded.begin(), loaded.end());
     std::fprintf(stderr, "ui_pan_frames: %zu frames\n", all.size());
     std::fprintf(stderr, "ui_pan_frames_while_loading: %zu frames\n", loading.size());
+    std::fprintf(stderr, "ui_pan_views_streamed: %d views\n", streamedViews);
     std::fprintf(stderr, "ui_pan_frame_ms_median: %.2f ms\n", percentile(all, 0.5));
     std::fprintf(stderr, "ui_pan_frame_ms_p95: %.2f ms\n", percentile(all, 0.95));
     std::fprintf(stderr, "ui_pan_frame_ms_max: %.2f ms\n", all.empty() ? 0.0 : *std::max_element(all.begin(), all.end()));

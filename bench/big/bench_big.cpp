@@ -19,7 +19,9 @@
 //       shows it first, its spans load behind it), and big_<size>_ui_pan_*: the app's session
 //       of 400 pan and zoom frames across the whole run at five zoom levels, kept going until
 //       the spans are in (--pan-frames): frame render times (all, and while the spans load),
-//       the longest GUI-thread stall between frames, the resident memory's maximum.
+//       the longest GUI-thread stall between frames, the resident memory's maximum; for 10 M
+//       also big_10m_streamed_ui_*: the same with LOCKSTEP_MAX_DETAIL_SPANS=0 (the spans streamed
+//       around the view, never loaded whole: what the app does with a run over its limit).
 // Peak RSS is each child's own (wait4's rusage). A child that runs past --timeout (300 s) is
 // killed and its line says "timed out after N s"; one that fails (past --mem-limit-mb, 12 GB of
 // address space, it cannot allocate) says how it ended. The load average is printed before and
@@ -296,11 +298,15 @@ std::optional<int64_t> firstFrameNs(const std::string& err)
 }
 
 // `lockstep-ui --screenshot OUT.png --view timeline FILE`, offscreen.
-void measureUi(const std::string& prefix, const std::string& file, const std::string& dir, const Options& o)
+void measureUi(const std::string& prefix, const std::string& file, const std::string& dir, const Options& o,
+               const std::string& extraEnv = {})
 {
     const std::string png = dir + "/" + prefix + "_timeline.png";
+    std::vector<std::string> env{"QT_QPA_PLATFORM=offscreen", "LOCKSTEP_FIRST_FRAME_CLOCK=1"};
+    if (!extraEnv.empty())
+        env.push_back(extraEnv);
     const ChildResult r = runChild({o.uiPath, "--screenshot", png, "--view", "timeline", "--pan-frames", "400", file},
-                                   {"QT_QPA_PLATFORM=offscreen", "LOCKSTEP_FIRST_FRAME_CLOCK=1"}, o.timeoutS, o.memLimitMb);
+                                   env, o.timeoutS, o.memLimitMb);
     if (!r.ok()) {
         printFailure(prefix + "_ui_screenshot_s", r, o.timeoutS);
     } else {
@@ -407,6 +413,10 @@ int main(int argc, char** argv)
         measureCli(prefix + "_report_json", {"report", "--json"}, file, o);
         if (o.ui)
             measureUi(prefix, file, dir, o);
+            // The same run as if it were too big to load whole: only the spans around the view
+            // are streamed in (what a 100 M-span run gets), measured at 10 M too.
+            if (prefix.find("100m") == std::string::npos)
+                measureUi(prefix + "_streamed", file, dir, o, "LOCKSTEP_MAX_DETAIL_SPANS=0");
         else
             std::printf("%s_ui_screenshot_s: skipped (no lockstep-ui)\n", prefix.c_str());
         std::printf("%s_loadavg_after: %s\n", prefix.c_str(), loadAverage().c_str());
