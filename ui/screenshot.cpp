@@ -81,8 +81,8 @@ double percentile(std::vector<double> v, double p)
 }
 
 // --pan-frames: a session of navigation over the whole run, zoom levels from the whole run down to
-// 1/4096 of it, each swept in 16 views from the run's start to its end, one repaint per view
-// change (the on-screen path, into the window's backing store). At the end of each sweep the view
+// 1/4096 of it, each swept in 16 views across the run (one way, then back), one repaint per view
+// change (the on-screen path, into the window's backing store). Three times in each sweep the view
 // rests, repainting, until the spans streamed for it (a run too big to load whole) are in, as a
 // user pausing would; and the session goes on while a run's spans are still loading. Between
 // frames the GUI thread's events run (where streamed spans and loaded runs are taken): the
@@ -92,7 +92,7 @@ void measurePanning(MainWindow& window, int frames)
     TimelineWidget* timeline = window.timelinePage()->timeline();
     std::vector<double> loading, loaded;
     double stallMs = 0, rssMb = residentMb();
-    int streamedViews = 0;
+    const int windowsBefore = window.timelinePage()->streamedWindows();
     const bool verbose = qEnvironmentVariableIsSet("LOCKSTEP_PAN_VERBOSE");
     auto busy = [&] { return window.detailPending() || window.timelinePage()->streamingSpans(); };
     auto frame = [&](int i) {
@@ -117,27 +117,26 @@ void measurePanning(MainWindow& window, int frames)
             break;
         const double begin = double(model->alignedBegin()), extent = double(model->alignedEnd() - model->alignedBegin());
         const double width = extent * kZoom[(i / 16) % std::size(kZoom)];
-        const double at = begin + (extent - width) * double(i % 16) / 15.0;
+        // Sweeps alternate direction: each rests in other places.
+        const int k = (i / 16) % 2 ? 15 - i % 16 : i % 16;
+        const double at = begin + (extent - width) * double(k) / 15.0;
         timeline->setViewRange(core::TimeNs(at), core::TimeNs(at + width));
         frame(i);
-        if (i % 16 != 15)
+        if (i % 16 != 5 && i % 16 != 10 && i % 16 != 15)
             continue;
         // The view rests: repaint while what it asked for streams in (at most a minute).
         QElapsedTimer rest;
         rest.start();
-        bool streamed = false;
         while (window.timelinePage()->streamingSpans() && rest.elapsed() < 60'000) {
-            streamed = true;
             frame(i);
             QThread::msleep(4);
         }
-        streamedViews += streamed;
     }
     std::vector<double> all = loading;
     all.insert(all.end(), loaded.begin(), loaded.end());
     std::fprintf(stderr, "ui_pan_frames: %zu frames\n", all.size());
     std::fprintf(stderr, "ui_pan_frames_while_loading: %zu frames\n", loading.size());
-    std::fprintf(stderr, "ui_pan_views_streamed: %d views\n", streamedViews);
+    std::fprintf(stderr, "ui_pan_windows_streamed: %d windows\n", window.timelinePage()->streamedWindows() - windowsBefore);
     std::fprintf(stderr, "ui_pan_frame_ms_median: %.2f ms\n", percentile(all, 0.5));
     std::fprintf(stderr, "ui_pan_frame_ms_p95: %.2f ms\n", percentile(all, 0.95));
     std::fprintf(stderr, "ui_pan_frame_ms_max: %.2f ms\n", all.empty() ? 0.0 : *std::max_element(all.begin(), all.end()));

@@ -108,6 +108,8 @@ private:
 public:
     // A window of spans is about to be asked for, or is being streamed (screenshots wait for it).
     bool streamingSpans() const;
+    // Windows of spans streamed into the timeline since the page was made.
+    int streamedWindows() const { return m_streamedWindows; }
 
 private:
     // A run shown from its overview and too big to load whole: the spans of the lanes on screen
@@ -117,6 +119,7 @@ private:
     RunLoader* m_windowLoader;
     QTimer* m_windowTimer;
     QString m_windowNote; // what streaming last said (shown in the overview note's tooltip)
+    int m_streamedWindows = 0;
     QString m_lastMessage;
 };
 

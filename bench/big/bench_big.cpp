@@ -411,14 +411,15 @@ int main(int argc, char** argv)
         measureCli(prefix + "_index", {"index"}, file, o);
         measureCli(prefix + "_report", {"report"}, file, o);
         measureCli(prefix + "_report_json", {"report", "--json"}, file, o);
-        if (o.ui)
+        if (o.ui) {
             measureUi(prefix, file, dir, o);
             // The same run as if it were too big to load whole: only the spans around the view
             // are streamed in (what a 100 M-span run gets), measured at 10 M too.
             if (prefix.find("100m") == std::string::npos)
                 measureUi(prefix + "_streamed", file, dir, o, "LOCKSTEP_MAX_DETAIL_SPANS=0");
-        else
+        } else {
             std::printf("%s_ui_screenshot_s: skipped (no lockstep-ui)\n", prefix.c_str());
+        }
         std::printf("%s_loadavg_after: %s\n", prefix.c_str(), loadAverage().c_str());
         std::fflush(stdout);
         if (!o.keep)
