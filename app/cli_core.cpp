@@ -154,9 +154,9 @@ void registerCoreCommands(CLI::App& app)
     report->footer(kExitStatusHelp);
 
     CLI::App* index = app.add_subcommand(
-        "index", "Compute and store a run's summaries (its analysis), which report and the app read instead of "
-                 "every span; merge, import and record store them already. For a run written by an older build or "
-                 "changed since");
+        "index", "Compute and store a run's summaries (its analysis and each lane's overview), which report and "
+                 "the app read instead of every span; merge, import and record store them already. For a run "
+                 "written by an older build or changed since");
     index->add_option("RUN", args->shards, "run databases (.db), changed in place")->required();
     index->callback([args] { exitStatus() = runIndex(*args); });
     index->footer(kExitStatusHelp);

@@ -377,6 +377,8 @@ void TimelinePage::updateLiveRun(LoadedRunPtr run)
     if (!m_search->text().isEmpty())
         runSearch();
     updateOverviewNote();
+    if (!m_timeline->selection().valid() && !m_timeline->measureRange())
+        m_details->clear(m_run->detailed ? QString() : tr("Selecting and measuring: %1").arg(waitingForSpans(*m_run)));
 }
 
 void TimelinePage::announce(const QString& text)
@@ -465,12 +467,14 @@ void TimelinePage::showSelection()
         m_details->setSelection(*m_run->timeline, ref.span);
         showSideTab(DetailsTab);
     } else if (const auto range = m_timeline->measureRange(); range && !m_run->detailed) {
-        m_details->clear();
+        m_details->clear(tr("Selecting and measuring: %1").arg(waitingForSpans(*m_run)));
         announce(tr("Measuring: %1").arg(waitingForSpans(*m_run)));
     } else if (const auto range = m_timeline->measureRange()) {
         const TimelineRunModel& m = *m_run->timeline;
         m_details->setRange(m, m.toAbsolute(range->first), m.toAbsolute(range->second));
         showSideTab(DetailsTab);
+    } else if (!m_run->detailed) {
+        m_details->clear(tr("Selecting and measuring: %1").arg(waitingForSpans(*m_run)));
     } else {
         m_details->clear();
     }

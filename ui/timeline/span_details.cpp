@@ -142,11 +142,12 @@ SpanDetailsPanel::SpanDetailsPanel(QWidget* parent)
 
 SpanDetailsPanel::~SpanDetailsPanel() = default;
 
-void SpanDetailsPanel::clear()
+void SpanDetailsPanel::clear(const QString& hint)
 {
     auto& d = *m_impl;
     d.title->setText(tr("No span selected"));
-    d.table->setText(tr("Click a span in the timeline to see its details; Shift+drag to measure a time range."));
+    d.table->setText(hint.isEmpty() ? tr("Click a span in the timeline to see its details; Shift+drag to measure a time range.")
+                                    : hint);
     d.summary.clear();
     d.paramNames.clear();
     d.params->clear();

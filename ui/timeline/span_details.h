@@ -31,7 +31,8 @@ public:
     void setSelection(const TimelineRunModel& model, qint64 spanIndex);
     // A measured range [t0, t1) in absolute time: its length and each rank's breakdown of it.
     void setRange(const TimelineRunModel& model, core::TimeNs t0, core::TimeNs t1);
-    void clear();
+    // `hint` replaces the "click a span" line (a run shown without its spans says why).
+    void clear(const QString& hint = {});
 
     // What is shown, for tests and for copying.
     QString summaryText() const;           // the key/value part, as plain text
