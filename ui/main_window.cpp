@@ -663,12 +663,15 @@ void MainWindow::addRun(LoadedRunPtr run)
         m_open.push_back(run);
     m_current = run;
     addRecent(run->path);
-    statusBar()->showMessage(tr("Opened %1 (%2, %3 steps, %4 spans)")
-                                 .arg(run->label)
-                                 .arg(formatRanks(run->summary().worldSize))
-                                 .arg(formatCount(run->summary().steps))
-                                 .arg(formatCount(run->summary().spans)),
-                             6000);
+    if (!run->indexHint.isEmpty())
+        statusBar()->showMessage(run->indexHint, 20000);
+    else
+        statusBar()->showMessage(tr("Opened %1 (%2, %3 steps, %4 spans)")
+                                     .arg(run->label)
+                                     .arg(formatRanks(run->summary().worldSize))
+                                     .arg(formatCount(run->summary().steps))
+                                     .arg(formatCount(run->summary().spans)),
+                                 6000);
     refreshPages();
     emit runOpened(run);
 }

@@ -45,6 +45,9 @@ struct LoadedRun {
     // !detailed and the spans are being loaded (false: more spans than maxDetailSpans()).
     bool detailPending = false;
     QString detailError; // !detailed: why loading its spans failed
+    // A run of more than kOverviewFirstSpans spans loaded whole because its file has no fresh
+    // stored analysis and overview: why, and how to make it open in a second (`lockstep index`).
+    QString indexHint;
     // !detailed: the stored overview the timeline was built from (windows of spans are streamed
     // into it: loadWindow).
     std::shared_ptr<const core::RunOverview> overview;
@@ -58,6 +61,8 @@ qint64 maxDetailSpans();
 // Runs up to this many spans load whole at once (a fraction of a second): an overview first would
 // only flicker.
 inline constexpr qint64 kOverviewFirstSpans = 1'000'000;
+// Frees `object` (a replaced model: millions of items) on a loader thread, not the caller's.
+void releaseInBackground(std::shared_ptr<const void> object);
 // What a page that needs spans says while a run has none loaded.
 QString waitingForSpans(const LoadedRun& run);
 

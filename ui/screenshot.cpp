@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 
 namespace lockstep::ui {
@@ -93,15 +94,33 @@ void measurePanning(MainWindow& window, int frames)
     std::vector<double> loading, loaded;
     double stallMs = 0, rssMb = residentMb();
     const int windowsBefore = window.timelinePage()->streamedWindows();
+    static constexpr double kZoom[] = {1.0, 1.0 / 8, 1.0 / 64, 1.0 / 512, 1.0 / 4096};
     const bool verbose = qEnvironmentVariableIsSet("LOCKSTEP_PAN_VERBOSE");
     auto busy = [&] { return window.detailPending() || window.timelinePage()->streamingSpans(); };
+    // Where the slowest frame was: its view, and the windows streamed in before it.
+    double worstMs = -1, cpuMax = 0;
+    QString worst;
     auto frame = [&](int i) {
         const bool pending = busy();
         QElapsedTimer t;
+        timespec c0{}, c1{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
         t.start();
         timeline->repaint();
         const double ms = double(t.nsecsElapsed()) / 1e6;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        const double cpuMs = double(c1.tv_sec - c0.tv_sec) * 1e3 + double(c1.tv_nsec - c0.tv_nsec) / 1e6;
         (pending ? loading : loaded).push_back(ms);
+        cpuMax = std::max(cpuMax, cpuMs);
+        if (ms > worstMs) {
+            worstMs = ms;
+            worst = QStringLiteral("view %1 (zoom 1/%2), %5 ms of it on the CPU, after %3 streamed windows, %4 items drawn")
+                        .arg(i)
+                        .arg(int(std::lround(1.0 / kZoom[(i / 16) % std::size(kZoom)])))
+                        .arg(window.timelinePage()->streamedWindows() - windowsBefore)
+                        .arg(timeline->lastFrameItemCount())
+                        .arg(cpuMs, 0, 'f', 2);
+        }
         t.restart();
         QApplication::processEvents();
         const double eventsMs = double(t.nsecsElapsed()) / 1e6;
@@ -110,7 +129,6 @@ void measurePanning(MainWindow& window, int frames)
         stallMs = std::max(stallMs, eventsMs);
         rssMb = std::max(rssMb, residentMb());
     };
-    static constexpr double kZoom[] = {1.0, 1.0 / 8, 1.0 / 64, 1.0 / 512, 1.0 / 4096};
     for (int i = 0; i < frames || window.detailPending(); ++i) {
         const TimelineRunModel* model = timeline->runModel(0);
         if (!model)
@@ -142,7 +160,9 @@ void measurePanning(MainWindow& window, int frames)
     std::fprintf(stderr, "ui_pan_frame_ms_max: %.2f ms\n", all.empty() ? 0.0 : *std::max_element(all.begin(), all.end()));
     std::fprintf(stderr, "ui_pan_frame_ms_max_while_loading: %.2f ms\n",
                  loading.empty() ? 0.0 : *std::max_element(loading.begin(), loading.end()));
+    std::fprintf(stderr, "ui_pan_frame_cpu_ms_max: %.2f ms\n", cpuMax);
     std::fprintf(stderr, "ui_pan_gui_stall_ms_max: %.2f ms\n", stallMs);
+    std::fprintf(stderr, "# the slowest frame: %s\n", qPrintable(worst));
     std::fprintf(stderr, "ui_pan_rss_mb_max: %.1f MB\n", rssMb);
 }
 

@@ -21,7 +21,6 @@
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTabWidget>
-#include <QThreadPool>
 #include <QTimer>
 #include <QToolButton>
 #include <QToolTip>
@@ -256,8 +255,7 @@ void TimelinePage::connectNavigation()
         // a stall on the GUI thread.
         std::shared_ptr<const TimelineRunModel> previous = m_timeline->runs().empty() ? nullptr : m_timeline->runs().front().model;
         m_timeline->updateRun(0, TimelineRun{run->run, run->label, run->timeline});
-        if (previous)
-            QThreadPool::globalInstance()->start([previous = std::move(previous)]() mutable { previous.reset(); });
+        releaseInBackground(std::move(previous));
         ++m_streamedWindows;
         updateOverviewNote();
     });

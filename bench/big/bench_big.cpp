@@ -322,6 +322,8 @@ void measureUi(const std::string& prefix, const std::string& file, const std::st
             std::printf("%s_%s\n", prefix.c_str(), r.err.substr(at, end == std::string::npos ? std::string::npos : end - at).c_str());
             at = end == std::string::npos ? r.err.size() : end;
         }
+        if (const size_t w = r.err.find("# the slowest frame"); w != std::string::npos)
+            std::printf("# %s: %s\n", prefix.c_str(), r.err.substr(w + 2, r.err.find('\n', w) - w - 2).c_str());
     }
     std::printf("%s_ui_cpu_s: %.2f s\n", prefix.c_str(), r.cpuS);
     std::printf("%s_ui_peak_rss_mb: %.1f MB\n", prefix.c_str(), r.maxRssMb);

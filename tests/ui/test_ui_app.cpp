@@ -910,6 +910,17 @@ void TestUiApp::aBigRunOpensFromItsOverviewThenItsSpans()
     // 2 M spans on 32 lanes: each lane's 62 k spans fold to fit the overview's budget.
     auto counts = core::writeSyntheticRun(core::bigRunParams(2'000'000, 16), path.toStdString());
     QVERIFY2(counts, counts ? "" : counts.error().message.c_str());
+    {
+        // Without a stored analysis and overview it is loaded whole, and the app says how to make
+        // it open fast.
+        MainWindow w(options());
+        w.setErrorDialogsEnabled(false);
+        QString error;
+        QVERIFY2(w.openFilesBlocking({path}, &error, true), qPrintable(error));
+        QVERIFY(w.currentRun()->detailed);
+        QVERIFY2(w.currentRun()->indexHint.contains("lockstep index"), qPrintable(w.currentRun()->indexHint));
+        QVERIFY(w.statusBar()->currentMessage().contains("lockstep index"));
+    }
     QVERIFY(core::storeSummaries(path.toStdString())); // what merge, import and `lockstep index` do
     // A rect, and inside the time area its colour and span count (an item cut by the view's edge
     // may count spans beyond it: the LOD's levels do the same).
