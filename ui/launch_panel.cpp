@@ -374,7 +374,9 @@ LaunchPanel::LaunchPanel(QWidget* parent)
     // records. One second keeps the timeline fresh while the reads stay a small fraction of the time.
     m_liveTimer->setInterval(1000);
     connect(m_liveTimer, &QTimer::timeout, this, &LaunchPanel::pollLive);
-    connect(m_liveLoader, &RunLoader::runLoaded, this, [this](const QString&, LoadedRunPtr run) {
+    // A run file with a stored overview (once merged) is answered twice: its overview, then its
+    // spans; both go the same way.
+    const auto shown = [this](const QString&, LoadedRunPtr run) {
         // Shards exist from the ranks' first moments; until a step is committed there is nothing to show.
         if (!isRunning() || run->run->steps.empty())
             return;
@@ -388,7 +390,9 @@ LaunchPanel::LaunchPanel(QWidget* parent)
         if (m_follow->isChecked() || !same)
             m_liveTimeline->fitAll();
         emit liveRunUpdated(run);
-    });
+    };
+    connect(m_liveLoader, &RunLoader::runLoaded, this, shown);
+    connect(m_liveLoader, &RunLoader::detailLoaded, this, shown);
     showMode(LaunchMode::BuiltIn);
 }
 

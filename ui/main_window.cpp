@@ -224,7 +224,10 @@ void MainWindow::connectLoaders()
     m_liveTimer->setInterval(kLivePollMs);
     connect(m_liveTimer, &QTimer::timeout, this, &MainWindow::pollLive);
     connect(m_liveLoader, &RunLoader::runLoaded, this, &MainWindow::liveRunLoaded);
+    // A big run opens from its overview, then its spans arrive: whether the user opened it or the
+    // live view re-read it once it was merged.
     connect(m_loader, &RunLoader::detailLoaded, this, &MainWindow::runDetailLoaded);
+    connect(m_liveLoader, &RunLoader::detailLoaded, this, &MainWindow::runDetailLoaded);
 }
 
 // The pages' requests: show a place in the timeline, open or compare runs, change the workspace.

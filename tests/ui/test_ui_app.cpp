@@ -110,6 +110,7 @@ private slots:
     void kernelRowClickOutlinesItsKernels();
     void whatChangedIsComputedOffTheGuiThread();
     void aBigRunOpensFromItsOverviewThenItsSpans();
+    void aFollowedRunThatEndsBigGetsItsSpans();
 
 private:
     QString importedGpuRun();
@@ -1057,6 +1058,44 @@ void TestUiApp::aBigRunOpensFromItsOverviewThenItsSpans()
     QCOMPARE(drawnAtStep(w), streamed);
     w.timelinePage()->timeline()->select(SpanRef{0, 0});
     QVERIFY(w.timelinePage()->timeline()->selection().valid());
+}
+
+// A run followed while it records that ends as a big file with a stored overview: the live view
+// re-reads it, gets the overview first and then its spans (the live loader's second answer used to
+// be dropped, leaving "loading spans…" for ever).
+void TestUiApp::aFollowedRunThatEndsBigGetsItsSpans()
+{
+    const QString path = m_dir.filePath("followed.db");
+    QVERIFY(core::writeSyntheticRun(core::bigRunParams(1'500'000, 8), path.toStdString()));
+    QVERIFY(core::storeSummaries(path.toStdString()));
+    // Marked as still recording (the status is not part of what the stored analysis describes).
+    auto setStatus = [&](const char* status) {
+        sqlite3* db = nullptr;
+        if (sqlite3_open(path.toUtf8().constData(), &db) != SQLITE_OK)
+            return false;
+        const QByteArray sql = QByteArray("UPDATE run SET status = '") + status + "'";
+        const bool ok = sqlite3_exec(db, sql.constData(), nullptr, nullptr, nullptr) == SQLITE_OK;
+        sqlite3_close(db);
+        return ok;
+    };
+    QVERIFY(setStatus("running"));
+    MainWindow w(options());
+    w.setErrorDialogsEnabled(false);
+    QSignalSpy opened(&w, &MainWindow::runOpened);
+    QSignalSpy detailed(&w, &MainWindow::runDetailed);
+    w.openFiles({path});
+    QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 20000);
+    QVERIFY(!w.liveRuns().isEmpty());
+    QTRY_COMPARE_WITH_TIMEOUT(detailed.count(), 1, 60000); // the first open's spans
+    // It ends: the live view reads it again, from its overview, then its spans.
+    QVERIFY(setStatus("completed"));
+    auto stamp = std::filesystem::last_write_time(path.toStdString());
+    std::filesystem::last_write_time(path.toStdString(), stamp + std::chrono::seconds(2));
+    QTRY_VERIFY_WITH_TIMEOUT(w.liveRuns().isEmpty(), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(w.currentRun()->detailed, 60000);
+    QCOMPARE(w.currentRun()->summary().config.status, core::RunStatus::Completed);
+    QCOMPARE(w.currentRun()->run->spans.size(), size_t(w.currentRun()->summary().spans));
+    QCOMPARE(w.timelinePage()->run(), w.currentRun());
 }
 
 QTEST_MAIN(TestUiApp)
