@@ -207,12 +207,7 @@ void MainWindow::connectLoaders()
             auto copy = std::make_shared<LoadedRun>(**open);
             copy->detailPending = false;
             copy->detailError = message;
-            const bool current = m_current == *open;
-            *open = copy;
-            if (current) {
-                m_current = copy;
-                m_timeline->updateLiveRun(copy);
-            }
+            replaceInPlace(*open, copy);
             emit runDetailed(copy);
         }
         const bool dialog = m_explicitPending.removeAll(path) > 0;
@@ -619,6 +614,18 @@ bool MainWindow::detailPending() const
     return std::any_of(m_open.begin(), m_open.end(), [](const LoadedRunPtr& r) { return r->detailPending; });
 }
 
+bool MainWindow::replaceInPlace(LoadedRunPtr& open, LoadedRunPtr run)
+{
+    const bool current = m_current == open;
+    open = run;
+    if (current) {
+        // In place: the view, the rank order and what is folded stay as the user left them.
+        m_current = run;
+        m_timeline->updateLiveRun(run);
+    }
+    return current;
+}
+
 void MainWindow::runDetailLoaded(const QString& path, LoadedRunPtr run)
 {
     auto it = std::find_if(m_open.begin(), m_open.end(), [&](const LoadedRunPtr& r) { return r->path == path; });
@@ -629,14 +636,9 @@ void MainWindow::runDetailLoaded(const QString& path, LoadedRunPtr run)
         copy->path = path;
         run = copy;
     }
-    const bool current = m_current == *it;
-    *it = run;
-    if (current) {
-        // In place: the view, the rank order and what is folded stay as the user left them.
-        m_current = run;
-        m_timeline->updateLiveRun(run);
+    const bool current = replaceInPlace(*it, run);
+    if (current)
         m_ranks->setRun(run);
-    }
     // The charts are drawn from the analysis, which the spans do not change: they keep the run
     // they have until the next change of runs (rebuilding them would hold the GUI thread ~60 ms
     // at 10 M spans, a visible stall while the user pans).

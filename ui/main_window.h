@@ -134,6 +134,9 @@ private:
     void liveRunLoaded(const QString& path, LoadedRunPtr run);
     // The spans of a run opened from its overview arrived: it replaces the overview in place.
     void runDetailLoaded(const QString& path, LoadedRunPtr run);
+    // `run` takes the place of `open` (an entry of m_open); when that was the current run, the
+    // Timeline page takes it in place. True when it was the current run.
+    bool replaceInPlace(LoadedRunPtr& open, LoadedRunPtr run);
 
     Options m_options;
     QString m_workspace;

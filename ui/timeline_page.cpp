@@ -376,7 +376,7 @@ void TimelinePage::updateLiveRun(LoadedRunPtr run)
         runSearch();
     updateOverviewNote();
     if (!m_timeline->selection().valid() && !m_timeline->measureRange())
-        m_details->clear(m_run->detailed ? QString() : tr("Selecting and measuring: %1").arg(waitingForSpans(*m_run)));
+        m_details->clear(m_run->detailed ? QString() : needsSpansText());
 }
 
 void TimelinePage::announce(const QString& text)
@@ -465,14 +465,14 @@ void TimelinePage::showSelection()
         m_details->setSelection(*m_run->timeline, ref.span);
         showSideTab(DetailsTab);
     } else if (const auto range = m_timeline->measureRange(); range && !m_run->detailed) {
-        m_details->clear(tr("Selecting and measuring: %1").arg(waitingForSpans(*m_run)));
+        m_details->clear(needsSpansText());
         announce(tr("Measuring: %1").arg(waitingForSpans(*m_run)));
     } else if (const auto range = m_timeline->measureRange()) {
         const TimelineRunModel& m = *m_run->timeline;
         m_details->setRange(m, m.toAbsolute(range->first), m.toAbsolute(range->second));
         showSideTab(DetailsTab);
     } else if (!m_run->detailed) {
-        m_details->clear(tr("Selecting and measuring: %1").arg(waitingForSpans(*m_run)));
+        m_details->clear(needsSpansText());
     } else {
         m_details->clear();
     }
@@ -530,17 +530,26 @@ void TimelinePage::updateSearchCount()
     }
 }
 
+QString TimelinePage::needsSpansText() const
+{
+    return tr("Selecting and measuring: %1").arg(waitingForSpans(*m_run));
+}
+
+// The spans are all there, or on their way: nothing is streamed.
+bool TimelinePage::streamsSpans() const
+{
+    return m_run && !m_run->detailed && !m_run->detailPending && m_run->overview;
+}
+
 bool TimelinePage::streamingSpans() const
 {
-    if (!m_run || m_run->detailed || m_run->detailPending || !m_run->overview)
-        return false; // nothing is streamed: the spans are all there, or on their way
-    return m_windowTimer->isActive() || m_windowLoader->pendingJobs() > 0;
+    return streamsSpans() && (m_windowTimer->isActive() || m_windowLoader->pendingJobs() > 0);
 }
 
 void TimelinePage::streamWindow()
 {
-    if (!m_run || m_run->detailed || m_run->detailPending || !m_run->overview)
-        return; // the spans are all there, or on their way
+    if (!streamsSpans())
+        return;
     const TimelineRunModel* shown = m_timeline->runModel(0);
     if (!shown)
         return;

@@ -116,6 +116,10 @@ private:
     // are streamed for a window around the view whenever the view is zoomed in past what the
     // overview draws exactly (RunLoader::loadWindowOf), debounced, newest request winning.
     void streamWindow();
+    // The run is shown from its overview and too big to load whole: its spans are streamed.
+    bool streamsSpans() const;
+    // What the details panel says where selecting or measuring needs spans the run has not loaded.
+    QString needsSpansText() const;
     RunLoader* m_windowLoader;
     QTimer* m_windowTimer;
     QString m_windowNote; // what streaming last said (shown in the overview note's tooltip)

@@ -172,8 +172,8 @@ bool overviewRun(const RunOverview& overview, Run& run, std::vector<DrawItem>& f
             const TimeNs end = std::max(s.end, s.start);
             items.push_back(DrawItem{.start = s.start, .end = end, .span = 0, .count = 1, .maxDuration = end - s.start, .row = row});
         }
-        for (; k < lane.items.size() && lane.items[k].start < win.end; ++k) {
-        }
+        while (k < lane.items.size() && lane.items[k].start < win.end)
+            ++k; // the items the spans stand in for
         for (; k < lane.items.size(); ++k) {
             spans.push_back(spanOf(lane.items[k], id));
             items.push_back(drawOf(lane.items[k]));

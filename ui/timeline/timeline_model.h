@@ -69,7 +69,7 @@ public:
     // detailed model, or a streamed window that covers them.
     bool hasSpans(core::LaneId lane, core::TimeNs t0, core::TimeNs t1) const;
     // False for a model built from an overview: its run's spans stand for the overview's items.
-    bool detailed() const { return m_folded.empty() && !m_overview; }
+    bool detailed() const { return !m_overview; }
     TimelineRunModel(const TimelineRunModel&) = delete;
     TimelineRunModel& operator=(const TimelineRunModel&) = delete;
 
