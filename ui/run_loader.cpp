@@ -24,11 +24,13 @@
 namespace lockstep::ui {
 
 namespace {
-// The loaders' own threads, at a lower priority than the GUI thread (nice 10): on a machine with
-// two cores a model being built or freed took the GUI thread's core for most of a frame (a 3 ms
-// frame took 17 ms of wall time while a window of spans streamed in). Loading takes a little longer
-// while the user pans; frames do not wait.
-QThreadPool* loaderPool()
+// Threads for the work that runs while the user looks at a run already shown (a big run's spans,
+// streamed windows, freeing replaced models), at a lower priority than the GUI thread (nice 10): on
+// a machine with two cores a model being built or freed took the GUI thread's core for most of a
+// frame (a 3 ms frame took 17 ms of wall time while a window of spans streamed in). Opening a run
+// and the live view's re-reads stay on Qt's pool at normal priority: niced, a recording's own
+// workers starved the live view of a sweep on two cores.
+QThreadPool* backgroundPool()
 {
     static QThreadPool* pool = [] {
         auto* p = new QThreadPool;
@@ -51,7 +53,7 @@ void lowerThisThread()
 void releaseInBackground(std::shared_ptr<const void> object)
 {
     if (object)
-        loaderPool()->start([object = std::move(object)]() mutable {
+        backgroundPool()->start([object = std::move(object)]() mutable {
             lowerThisThread();
             object.reset();
         });
@@ -326,10 +328,13 @@ void RunLoader::start(const QString& key, Phase phase, std::function<core::Resul
             start(key, Phase::Detail, [first](std::stop_token t) { return loadDetail(*first, t); }, false);
         emit runLoaded(key, first);
     });
-    watcher->setFuture(QtConcurrent::run(loaderPool(), [job = std::move(job), token] {
-        lowerThisThread();
-        return job(token);
-    }));
+    if (phase == Phase::First)
+        watcher->setFuture(QtConcurrent::run([job = std::move(job), token] { return job(token); }));
+    else
+        watcher->setFuture(QtConcurrent::run(backgroundPool(), [job = std::move(job), token] {
+            lowerThisThread();
+            return job(token);
+        }));
 }
 
 } // namespace lockstep::ui
