@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <cstdio>
 
 namespace lockstep::ui {
@@ -88,44 +90,110 @@ double percentile(std::vector<double> v, double p)
 // user pausing would; and the session goes on while a run's spans are still loading. Between
 // frames the GUI thread's events run (where streamed spans and loaded runs are taken): the
 // longest of those is the worst stall the user could feel.
+//
+// A frame over the 16 ms budget is painted once more at once, its draw lists built again: the same
+// work on the same model. The program's cost repeats; a stall of the machine does not (on a
+// virtual machine a busy host takes the CPU away, or its memory, for tens of milliseconds: an
+// identical repaint of a cached view was seen to take 43 ms against 1.2-1.8 ms for the five
+// before it). So the session prints both the raw maximum and the maximum of what repeats, and the
+// time the machine reported stolen.
 void measurePanning(MainWindow& window, int frames)
 {
+    constexpr double kBudgetMs = 16;
     TimelineWidget* timeline = window.timelinePage()->timeline();
     std::vector<double> loading, loaded;
-    double stallMs = 0, rssMb = residentMb();
+    double stallMs = 0, rssMb = residentMb(), repeatableMax = 0;
+    int overBudget = 0, overBudgetRepeated = 0;
     const int windowsBefore = window.timelinePage()->streamedWindows();
     static constexpr double kZoom[] = {1.0, 1.0 / 8, 1.0 / 64, 1.0 / 512, 1.0 / 4096};
     const bool verbose = qEnvironmentVariableIsSet("LOCKSTEP_PAN_VERBOSE");
     auto busy = [&] { return window.detailPending() || window.timelinePage()->streamingSpans(); };
+    // The GUI thread's own account of a frame (Linux): user and system CPU, page faults, context
+    // switches; and the machine's stolen time (/proc/stat, in clock ticks summed over the CPUs).
+    auto usage = [] {
+        rusage u{};
+#ifdef RUSAGE_THREAD
+        getrusage(RUSAGE_THREAD, &u);
+#endif
+        return u;
+    };
+    auto stolenTicks = [] {
+        QFile stat(QStringLiteral("/proc/stat"));
+        if (!stat.open(QIODevice::ReadOnly))
+            return 0LL;
+        const QList<QByteArray> f = stat.readLine().simplified().split(' ');
+        return f.size() > 8 ? f[8].toLongLong() : 0LL;
+    };
+    const long long stolenBefore = stolenTicks();
+    auto msOf = [](const timeval& tv) { return double(tv.tv_sec) * 1e3 + double(tv.tv_usec) / 1e3; };
+    struct Paint {
+        double ms = 0, cpuMs = 0, userMs = 0, sysMs = 0;
+        long faults = 0, majorFaults = 0, switches = 0;
+        long long stolen = 0;
+    };
+    auto paint = [&] {
+        Paint r;
+        QElapsedTimer t;
+        timespec c0{}, c1{};
+        const long long steal0 = verbose ? stolenTicks() : 0;
+        const rusage u0 = usage();
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+        t.start();
+        timeline->repaint();
+        r.ms = double(t.nsecsElapsed()) / 1e6;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        const rusage u1 = usage();
+        r.stolen = verbose ? stolenTicks() - steal0 : 0;
+        // The precise total; the user/system split is the kernel's (tick-sampled on some kernels).
+        r.cpuMs = double(c1.tv_sec - c0.tv_sec) * 1e3 + double(c1.tv_nsec - c0.tv_nsec) / 1e6;
+        r.userMs = msOf(u1.ru_utime) - msOf(u0.ru_utime);
+        r.sysMs = msOf(u1.ru_stime) - msOf(u0.ru_stime);
+        r.faults = u1.ru_minflt - u0.ru_minflt + u1.ru_majflt - u0.ru_majflt;
+        r.majorFaults = u1.ru_majflt - u0.ru_majflt;
+        r.switches = u1.ru_nvcsw - u0.ru_nvcsw + u1.ru_nivcsw - u0.ru_nivcsw;
+        return r;
+    };
     // Where the slowest frame was: its view, and the windows streamed in before it.
     double worstMs = -1, cpuMax = 0;
     QString worst;
     auto frame = [&](int i) {
         const bool pending = busy();
-        QElapsedTimer t;
-        timespec c0{}, c1{};
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
-        t.start();
-        timeline->repaint();
-        const double ms = double(t.nsecsElapsed()) / 1e6;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-        const double cpuMs = double(c1.tv_sec - c0.tv_sec) * 1e3 + double(c1.tv_nsec - c0.tv_nsec) / 1e6;
-        (pending ? loading : loaded).push_back(ms);
-        cpuMax = std::max(cpuMax, cpuMs);
-        if (ms > worstMs) {
-            worstMs = ms;
-            worst = QStringLiteral("view %1 (zoom 1/%2), %5 ms of it on the CPU, after %3 streamed windows, %4 items drawn")
+        const Paint p = paint();
+        // A frame over budget, painted again from its draw lists' building on.
+        double repeatMs = -1;
+        if (p.ms > kBudgetMs) {
+            ++overBudget;
+            timeline->forgetDrawList();
+            repeatMs = paint().ms;
+            overBudgetRepeated += repeatMs > kBudgetMs;
+        }
+        repeatableMax = std::max(repeatableMax, repeatMs < 0 ? p.ms : std::min(p.ms, repeatMs));
+        (pending ? loading : loaded).push_back(p.ms);
+        cpuMax = std::max(cpuMax, p.cpuMs);
+        if (p.ms > worstMs) {
+            worstMs = p.ms;
+            worst = QStringLiteral("view %1 (zoom 1/%2), %5 ms of it on the CPU (%6 ms user, %7 ms system; %8 page faults, "
+                                   "%9 major; %10 context switches), after %3 streamed windows, %4 items drawn%11")
                         .arg(i)
                         .arg(int(std::lround(1.0 / kZoom[(i / 16) % std::size(kZoom)])))
                         .arg(window.timelinePage()->streamedWindows() - windowsBefore)
                         .arg(timeline->lastFrameItemCount())
-                        .arg(cpuMs, 0, 'f', 2);
+                        .arg(p.cpuMs, 0, 'f', 2)
+                        .arg(p.userMs, 0, 'f', 2)
+                        .arg(p.sysMs, 0, 'f', 2)
+                        .arg(p.faults)
+                        .arg(p.majorFaults)
+                        .arg(p.switches)
+                        .arg(repeatMs < 0 ? QString() : QStringLiteral("; painted again: %1 ms").arg(repeatMs, 0, 'f', 2));
         }
-        t.restart();
+        QElapsedTimer t;
+        t.start();
         QApplication::processEvents();
         const double eventsMs = double(t.nsecsElapsed()) / 1e6;
         if (verbose)
-            std::fprintf(stderr, "# frame %d (%s): %.2f ms, then events %.2f ms\n", i, pending ? "loading" : "loaded", ms, eventsMs);
+            std::fprintf(stderr, "# frame %d (%s): %.2f ms (%.2f ms CPU, %.1f user, %.1f system, %ld faults, %lld ticks stolen)%s, then events %.2f ms\n",
+                         i, pending ? "loading" : "loaded", p.ms, p.cpuMs, p.userMs, p.sysMs, p.faults, p.stolen,
+                         repeatMs < 0 ? "" : qPrintable(QStringLiteral(", painted again %1 ms").arg(repeatMs, 0, 'f', 2)), eventsMs);
         stallMs = std::max(stallMs, eventsMs);
         rssMb = std::max(rssMb, residentMb());
     };
@@ -152,6 +220,7 @@ void measurePanning(MainWindow& window, int frames)
     }
     std::vector<double> all = loading;
     all.insert(all.end(), loaded.begin(), loaded.end());
+    const double tickMs = 1000.0 / double(sysconf(_SC_CLK_TCK));
     std::fprintf(stderr, "ui_pan_frames: %zu frames\n", all.size());
     std::fprintf(stderr, "ui_pan_frames_while_loading: %zu frames\n", loading.size());
     std::fprintf(stderr, "ui_pan_windows_streamed: %d windows\n", window.timelinePage()->streamedWindows() - windowsBefore);
@@ -160,8 +229,12 @@ void measurePanning(MainWindow& window, int frames)
     std::fprintf(stderr, "ui_pan_frame_ms_max: %.2f ms\n", all.empty() ? 0.0 : *std::max_element(all.begin(), all.end()));
     std::fprintf(stderr, "ui_pan_frame_ms_max_while_loading: %.2f ms\n",
                  loading.empty() ? 0.0 : *std::max_element(loading.begin(), loading.end()));
+    std::fprintf(stderr, "ui_pan_frame_ms_max_repeatable: %.2f ms\n", repeatableMax);
+    std::fprintf(stderr, "ui_pan_frames_over_16ms: %d frames\n", overBudget);
+    std::fprintf(stderr, "ui_pan_frames_over_16ms_again: %d frames\n", overBudgetRepeated);
     std::fprintf(stderr, "ui_pan_frame_cpu_ms_max: %.2f ms\n", cpuMax);
     std::fprintf(stderr, "ui_pan_gui_stall_ms_max: %.2f ms\n", stallMs);
+    std::fprintf(stderr, "ui_pan_machine_stolen_ms: %.0f ms\n", double(stolenTicks() - stolenBefore) * tickMs);
     std::fprintf(stderr, "# the slowest frame: %s\n", qPrintable(worst));
     std::fprintf(stderr, "ui_pan_rss_mb_max: %.1f MB\n", rssMb);
 }

@@ -18,8 +18,10 @@
 //       LOCKSTEP_FIRST_FRAME_CLOCK is set; ui/screenshot.cpp: a run with a stored overview
 //       shows it first, its spans load behind it), and big_<size>_ui_pan_*: the app's session
 //       of 400 pan and zoom frames across the whole run at five zoom levels, kept going until
-//       the spans are in (--pan-frames): frame render times (all, and while the spans load),
-//       the longest GUI-thread stall between frames, the resident memory's maximum; for 10 M
+//       the spans are in (--pan-frames): frame render times (all, and while the spans load;
+//       the maximum of what repeats when a frame over 16 ms is painted again, and the time the
+//       machine's host stole), the longest GUI-thread stall between frames, the resident
+//       memory's maximum; for 10 M
 //       also big_10m_streamed_ui_*: the same with LOCKSTEP_MAX_DETAIL_SPANS=0 (the spans streamed
 //       around the view, never loaded whole: what the app does with a run over its limit).
 // Peak RSS is each child's own (wait4's rusage). A child that runs past --timeout (300 s) is

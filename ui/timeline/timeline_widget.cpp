@@ -493,6 +493,11 @@ qint64 TimelineWidget::lastFrameItemCount() const
     return m_impl->lastItems;
 }
 
+void TimelineWidget::forgetDrawList()
+{
+    m_impl->frame.valid = false;
+}
+
 int TimelineWidget::rowCount() const
 {
     return int(m_impl->rows.size());

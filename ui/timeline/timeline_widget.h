@@ -157,6 +157,9 @@ public:
     TimelineOverlay overlay() const;
     // Items drawn in the last paint (for tests and the frame-time benchmark).
     qint64 lastFrameItemCount() const;
+    // Drops the cached draw lists: the next paint builds them again, as the first paint of a view
+    // does (the frame-time benchmark repeats a slow frame with it).
+    void forgetDrawList();
     // All rows: run headers (only when several runs), rank headers and lane rows.
     int rowCount() const;
     std::vector<TimelineRow> rows() const;
