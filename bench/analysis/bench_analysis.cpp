@@ -137,5 +137,35 @@ int main(int argc, char** argv)
         }
     });
     std::printf("visible_range_us: %.3f us\n", vr / kCalls * 1e6);
+
+    // A lane as a big run's streamed window leaves it (run_overview.h): one long folded overview
+    // item (10 s, a thousand spans), then the window's million spans of 1 µs with 1 µs gaps.
+    // Zoomed in at the window's end (100 ns a pixel: finer than any level), a query must not
+    // walk the million spans that the long item's length reaches back over.
+    {
+        std::vector<Span> hybrid;
+        std::vector<DrawItem> folded;
+        Span longItem;
+        longItem.start = 0;
+        longItem.end = 10'000'000'000;
+        hybrid.push_back(longItem);
+        folded.push_back(DrawItem{.start = 0, .end = longItem.end, .span = 0, .count = 1000, .maxDuration = 1'000'000, .row = 0});
+        for (int i = 0; i < 1'000'000; ++i) {
+            Span sp;
+            sp.start = longItem.end + TimeNs(i) * 2000;
+            sp.end = sp.start + 1000;
+            hybrid.push_back(sp);
+            folded.push_back(DrawItem{.start = sp.start, .end = sp.end, .span = 0, .count = 1, .maxDuration = 1000, .row = 0});
+        }
+        const LaneLod hlod(hybrid, folded);
+        constexpr double kNs = 100.0;
+        const TimeNs end = hybrid.back().end, w = static_cast<TimeNs>(kPixels * kNs);
+        const double afterLong = medianSeconds(21, [&](int i) {
+            items.clear();
+            hlod.query(end - w - i * 1000, end - i * 1000, kNs, kMinPixels, items);
+            outItems = items.size();
+        });
+        std::printf("lod_query_after_long_item_ms: %.4f ms (%zu items)\n", afterLong * 1e3, outItems);
+    }
     return sink == 0 ? 1 : 0;
 }

@@ -48,6 +48,39 @@ constexpr TimeNs kLevelFactor = 4;
 constexpr double kMinShrink = 0.75;
 // Below this many items a level is cheap to fold at query time; no coarser level is needed.
 constexpr size_t kSmallLevel = 256;
+// Items per entry of a list's reach (lod.h): a query starting at a block's first item walks at
+// most this many items that end before the window; 8 bytes per 64 items.
+constexpr size_t kReachBlock = 64;
+
+// The running maximum of endOf(0..n-1), kept at the end of every block (and of the last one).
+template <class EndOf>
+std::vector<TimeNs> reachOf(size_t n, EndOf endOf)
+{
+    std::vector<TimeNs> reach;
+    reach.reserve((n + kReachBlock - 1) / kReachBlock);
+    TimeNs latest = std::numeric_limits<TimeNs>::min();
+    for (size_t k = 0; k < n; ++k) {
+        latest = std::max(latest, endOf(k));
+        if ((k + 1) % kReachBlock == 0 || k + 1 == n)
+            reach.push_back(latest);
+    }
+    return reach;
+}
+
+// The first item that may reach t0: the first of the first block whose reach is at least t0
+// (every item of the blocks before ends before t0). An item ending exactly at t0 still counts
+// when it has no length, as in the queries' own test.
+size_t firstReaching(const std::vector<TimeNs>& reach, TimeNs t0)
+{
+    const auto b = std::partition_point(reach.begin(), reach.end(), [t0](TimeNs r) { return r < t0; });
+    return static_cast<size_t>(b - reach.begin()) * kReachBlock;
+}
+
+// An item of the window [t0, ...): it ends after t0, or is an instant at t0.
+inline bool reachesWindow(TimeNs start, TimeNs end, TimeNs t0)
+{
+    return end > t0 || (end == t0 && end == start);
+}
 
 // The fold described above; `emit` receives finished items in start order.
 template <class Emit>
@@ -112,7 +145,8 @@ LaneLod::LaneLod(std::span<const Span> spans, std::span<const DrawItem> folded) 
 {
     if (m_folded.size() != m_spans.size())
         m_folded = {};
-    // Searches widen the window by the longest thing drawn: an item's whole extent.
+    // The longest thing drawn: an item's whole extent (maxDuration(): callers that step back from
+    // a start by it must find every item that reaches their time).
     for (size_t i = 0; i < m_spans.size(); ++i)
         m_maxDuration = std::max({m_maxDuration, m_spans[i].end - m_spans[i].start, m_folded.empty() ? 0 : m_folded[i].maxDuration});
     // The overview keeps the lane's own sub-rows: no packing again.
@@ -121,7 +155,6 @@ LaneLod::LaneLod(std::span<const Span> spans, std::span<const DrawItem> folded) 
         rows = std::max(rows, std::min(it.row, kMaxRows - 1) + 1);
     if (rows == 1) {
         m_rows.resize(1);
-        m_rows[0].maxDuration = m_maxDuration;
     } else {
         m_rows.resize(rows);
         m_rowOf.resize(m_folded.size());
@@ -129,9 +162,8 @@ LaneLod::LaneLod(std::span<const Span> spans, std::span<const DrawItem> folded) 
             const uint32_t row = std::min(m_folded[i].row, kMaxRows - 1);
             m_rowOf[i] = static_cast<uint8_t>(row);
             m_rows[row].members.push_back(static_cast<uint32_t>(i));
-            m_rows[row].maxDuration = std::max({m_rows[row].maxDuration, m_folded[i].maxDuration,
-                                                m_spans[i].end - m_spans[i].start});
         }
+        m_reach = reachOf(m_spans.size(), [this](size_t i) { return std::max(m_spans[i].end, m_spans[i].start); });
     }
     for (Row& row : m_rows)
         buildLevels(row);
@@ -212,7 +244,6 @@ void LaneLod::pack()
     }
     if (!overlaps) {
         m_rows.resize(1);
-        m_rows[0].maxDuration = m_maxDuration;
         return;
     }
     // First fit over the rows' running ends (a handful of rows: a linear scan beats a heap).
@@ -234,22 +265,23 @@ void LaneLod::pack()
         }
         rowEnd[row] = std::max(rowEnd[row], s.end);
         m_rowOf[i] = static_cast<uint8_t>(row);
-        Row& r = m_rows[row];
-        r.members.push_back(static_cast<uint32_t>(i));
-        r.maxDuration = std::max(r.maxDuration, s.end - s.start);
+        m_rows[row].members.push_back(static_cast<uint32_t>(i));
     }
+    m_reach = reachOf(m_spans.size(), [this](size_t i) { return std::max(m_spans[i].end, m_spans[i].start); });
 }
 
 void LaneLod::buildLevels(Row& row)
 {
     TimeNs first = 0, last = 0;
     const size_t n = rowSize(row);
-    for (size_t k = 0; k < n; ++k) {
+    // The row's extent and its reach, in one pass.
+    row.reach = reachOf(n, [&](size_t k) {
         const Span& s = m_spans[spanAt(row, k)];
         if (k == 0 || s.start < first)
             first = s.start;
         last = std::max(last, s.end);
-    }
+        return std::max(s.end, s.start);
+    });
     const TimeNs extent = last - first;
 
     // Count first, materialize only a level that is worth keeping: most fine gaps fold nothing
@@ -274,11 +306,9 @@ void LaneLod::buildLevels(Row& row)
             Level level;
             level.gap = gap;
             level.items.reserve(count);
-            Folder builder(gap, [&level](const DrawItem& it) {
-                level.items.push_back(it);
-                level.maxItemLength = std::max(level.maxItemLength, it.end - it.start);
-            });
+            Folder builder(gap, [&level](const DrawItem& it) { level.items.push_back(it); });
             feed(builder);
+            level.reach = reachOf(level.items.size(), [&level](size_t k) { return level.items[k].end; });
             row.levels.push_back(std::move(level));
             source = &row.levels.back().items;
             sourceSize = count;
@@ -288,16 +318,15 @@ void LaneLod::buildLevels(Row& row)
     }
 }
 
-// Spans are sorted by start, so spans starting at or after t1 are out, and a span that starts
-// before t0 - maxDuration ends before t0. The range between the two searches can still hold a
-// few spans that end before t0 (within the widened margin); callers clip while drawing.
+// Spans are sorted by start, so spans starting at or after t1 are out, and every span before the
+// first block that reaches t0 ends before t0. The range between the two searches can still hold
+// spans that end before t0 (in that block, or nested under a long one); callers clip while drawing.
 std::pair<size_t, size_t> LaneLod::visibleRange(TimeNs t0, TimeNs t1) const
 {
     if (m_spans.empty() || t1 <= t0)
         return {0, 0};
-    const TimeNs lo = t0 - m_maxDuration;
-    auto first = std::lower_bound(m_spans.begin(), m_spans.end(), lo,
-                                  [](const Span& s, TimeNs t) { return s.start < t; });
+    const std::vector<TimeNs>& reach = m_rows.size() == 1 ? m_rows[0].reach : m_reach; // one row: the lane's own
+    auto first = m_spans.begin() + static_cast<std::ptrdiff_t>(std::min(firstReaching(reach, t0), m_spans.size()));
     auto last = std::lower_bound(first, m_spans.end(), t1,
                                  [](const Span& s, TimeNs t) { return s.start < t; });
     // Trim the leading spans of the margin that end before the window (cheap, and exact for
@@ -333,17 +362,9 @@ void LaneLod::queryRow(uint32_t rowIndex, TimeNs t0, TimeNs t1, TimeNs threshold
     }
     if (!level) {
         const size_t n = rowSize(row);
-        const TimeNs lo = t0 - row.maxDuration;
         auto startOf = [&](size_t k) { return m_spans[spanAt(row, k)].start; };
-        // Two binary searches over the row's k = 0..n-1 by start.
-        size_t a = 0, b = n;
-        while (a < b) {
-            const size_t mid = a + (b - a) / 2;
-            if (startOf(mid) < lo)
-                a = mid + 1;
-            else
-                b = mid;
-        }
+        // From the first block that reaches t0, a binary search over the row's starts for t1.
+        const size_t a = std::min(firstReaching(row.reach, t0), n);
         size_t last = a, hiB = n;
         while (last < hiB) {
             const size_t mid = last + (hiB - last) / 2;
@@ -355,22 +376,20 @@ void LaneLod::queryRow(uint32_t rowIndex, TimeNs t0, TimeNs t1, TimeNs threshold
         for (size_t k = a; k < last; ++k) {
             const size_t i = spanAt(row, k);
             const Span& s = m_spans[i];
-            if (s.end <= t0 && s.end > s.start)
-                continue; // in the widened margin but not reaching the window (as below)
+            if (!reachesWindow(s.start, std::max(s.end, s.start), t0))
+                continue; // in the first block but ended before the window
             folder.add(itemAt(i));
         }
         folder.flush();
         return;
     }
     const auto& items = level->items;
-    const TimeNs lo = t0 - level->maxItemLength;
-    auto first = std::lower_bound(items.begin(), items.end(), lo,
-                                  [](const DrawItem& it, TimeNs t) { return it.start < t; });
+    auto first = items.begin() + static_cast<std::ptrdiff_t>(std::min(firstReaching(level->reach, t0), items.size()));
     auto last = std::lower_bound(first, items.end(), t1,
                                  [](const DrawItem& it, TimeNs t) { return it.start < t; });
     for (auto it = first; it != last; ++it) {
-        if (it->end < t0 || (it->end == t0 && it->end > it->start))
-            continue; // in the widened margin but not reaching the window
+        if (!reachesWindow(it->start, it->end, t0))
+            continue; // in the first block but ended before the window
         folder.add(*it);
     }
     folder.flush();

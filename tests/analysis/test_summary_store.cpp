@@ -265,10 +265,11 @@ void expectDetailExact(const std::string& path, size_t budget)
                     EXPECT_EQ(got[k].row, want[k].row) << "lane " << i << " item " << k << " threshold " << threshold;
                     EXPECT_LE(std::abs(gotStart - wantStart), atEdge ? threshold : 0) << "lane " << i << " item " << k;
                     EXPECT_LE(std::abs(gotEnd - wantEnd), atEdge ? threshold : 0) << "lane " << i << " item " << k;
-                    if (!atEdge)
+                    if (!atEdge) {
                         EXPECT_EQ(std::tuple(got[k].start, got[k].end, got[k].count, got[k].maxDuration),
                                   std::tuple(want[k].start, want[k].end, want[k].count, want[k].maxDuration))
                             << "lane " << i << " item " << k << " threshold " << threshold;
+                    }
                     if (want[k].count == 1 && !atEdge) {
                         const Span& s = full.spans[fromSpans.laneOffset(id) + want[k].span];
                         const Span& o = hybrid.spans[fromHybrid.laneOffset(id) + got[k].span];

@@ -364,6 +364,121 @@ TEST(Lod, LevelsMatchRawFoldingOnASyntheticLane)
     }
 }
 
+// An item of the window [t0, t1): it starts before t1 and ends after t0, or is an instant at t0.
+bool inWindow(TimeNs start, TimeNs end, TimeNs t0, TimeNs t1)
+{
+    return start < t1 && (end > t0 || (end == t0 && end == start));
+}
+
+TEST(Lod, AWindowQueryFoldsWhatReachesTheWindow)
+{
+    // Windows of many widths anywhere on a nested lane. Below the finest level the answer is the
+    // fold of exactly the row's spans in the window. At a level, the fold of the whole row
+    // restricted to the window: the same items, except that the first and last of a row may be
+    // cut to what lies in the window (a fold there starts or ends with the window's spans).
+    const std::vector<Span> v = mixedLane(60'000);
+    const LaneLod lod(v);
+    ASSERT_GT(lod.rowCount(), 1u);
+    const auto rows = rowsOf(lod, v.size());
+    TimeNs extent = 0;
+    for (const Span& s : v)
+        extent = std::max(extent, s.end);
+    uint64_t x = 99;
+    auto next = [&x]() {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        return x >> 33;
+    };
+    size_t checkedItems = 0;
+    for (int w = 0; w < 300; ++w) {
+        const TimeNs width = TimeNs(1000) << (next() % 26); // 1 µs to 33 ms
+        const TimeNs t0 = static_cast<TimeNs>(next() % static_cast<uint64_t>(extent));
+        const TimeNs t1 = t0 + width;
+        for (TimeNs t : {TimeNs(5), TimeNs(1500), TimeNs(20'000), TimeNs(300'000), TimeNs(5'000'000)}) {
+            // A view is hundreds of thresholds wide (pixels × ns a pixel / pixels a span): a
+            // narrower window could fall inside a fold's gap, where the fold is drawn in a wider
+            // view and nothing in this one.
+            if (t >= 1024 && width < 100 * t)
+                continue;
+            std::vector<DrawItem> got;
+            lod.query(t0, t1, static_cast<double>(t), 1.0, got);
+            size_t at = 0;
+            for (uint32_t r = 0; r < rows.size(); ++r) {
+                std::vector<DrawItem> want;
+                if (t < 1024) {
+                    std::vector<uint32_t> reaching;
+                    for (uint32_t i : rows[r])
+                        if (inWindow(v[i].start, v[i].end, t0, t1))
+                            reaching.push_back(i);
+                    want = referenceFold(v, reaching, t);
+                } else {
+                    for (const DrawItem& d : referenceFold(v, rows[r], t))
+                        if (inWindow(d.start, d.end, t0, t1))
+                            want.push_back(d);
+                }
+                for (size_t k = 0; k < want.size(); ++k, ++at) {
+                    ASSERT_LT(at, got.size()) << "window " << w << " threshold " << t;
+                    const DrawItem& g = got[at];
+                    EXPECT_EQ(g.row, r);
+                    const bool edge = t >= 1024 && (k == 0 || k + 1 == want.size());
+                    if (edge) {
+                        EXPECT_GE(g.start, want[k].start);
+                        EXPECT_LE(g.end, want[k].end);
+                        EXPECT_LE(g.count, want[k].count);
+                    } else {
+                        EXPECT_EQ(g.start, want[k].start) << "window " << w << " threshold " << t;
+                        EXPECT_EQ(g.end, want[k].end);
+                        EXPECT_EQ(g.count, want[k].count);
+                        EXPECT_EQ(g.maxDuration, want[k].maxDuration);
+                    }
+                    ++checkedItems;
+                }
+            }
+            EXPECT_EQ(at, got.size()) << "window " << w << " threshold " << t;
+        }
+    }
+    EXPECT_GT(checkedItems, 10'000u);
+}
+
+TEST(Lod, ALongItemDoesNotWidenAQueryAfterIt)
+{
+    // A streamed window's lane (run_overview.h): one long folded overview item, then dense spans.
+    // A window at the end gets the spans in it and not the long item; one over the item's tail
+    // gets the item (with the spans it stands for) and the first spans.
+    std::vector<Span> spans;
+    std::vector<DrawItem> folded;
+    spans.push_back(Span{});
+    spans[0].start = 0;
+    spans[0].end = 1'000'000'000;
+    folded.push_back(DrawItem{.start = 0, .end = spans[0].end, .span = 0, .count = 500, .maxDuration = 1'000'000, .row = 0});
+    for (int i = 0; i < 100'000; ++i) {
+        Span s;
+        s.start = spans[0].end + TimeNs(i) * 2000;
+        s.end = s.start + 1000;
+        spans.push_back(s);
+        folded.push_back(DrawItem{.start = s.start, .end = s.end, .span = 0, .count = 1, .maxDuration = 1000, .row = 0});
+    }
+    const LaneLod lod(spans, folded);
+    EXPECT_EQ(lod.maxDuration(), spans[0].end); // what callers stepping back by it must allow for
+    const TimeNs end = spans.back().end;
+    std::vector<DrawItem> out;
+    lod.query(end - 20'000, end, 10.0, 1.0, out); // 10 spans
+    ASSERT_EQ(out.size(), 10u);
+    for (size_t k = 0; k < out.size(); ++k) {
+        EXPECT_EQ(out[k].count, 1u);
+        EXPECT_EQ(out[k].start, spans[spans.size() - 10 + k].start);
+    }
+    const auto [first, last] = lod.visibleRange(end - 20'000, end);
+    EXPECT_GE(first, spans.size() - 10 - 64); // at most one block of spans before the window
+    EXPECT_EQ(last, spans.size());
+    out.clear();
+    lod.query(spans[0].end - 1, spans[0].end + 4000, 10.0, 1.0, out);
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_EQ(out[0].count, 500u);
+    EXPECT_EQ(out[0].start, 0);
+    EXPECT_EQ(out[1].start, spans[1].start);
+    EXPECT_EQ(out[2].start, spans[2].start);
+}
+
 TEST(Lod, ZoomedOutQueryIsSmall)
 {
     // 2000 pixels over the whole lane, 3-pixel threshold: far fewer items than spans, and

@@ -7,8 +7,10 @@
 // sub-rows in which no two spans overlap (Perfetto's depth for async slices). The widget draws a
 // lane as that many rows.
 //
-// Per sub-row, the visible range comes from two binary searches (the lower one widened by the
-// row's longest span, so spans that started before the window but reach into it are found).
+// Per sub-row, the visible range comes from two binary searches: one over the row's running
+// maximum of ends, kept every 64 items (the first block that reaches the window: spans that
+// started before it but reach into it are found, and one long span does not widen the search),
+// one over starts.
 // Spans narrower than a pixel threshold are folded into one DrawItem that keeps how many spans it
 // stands for and the longest of them. To keep a fully zoomed-out frame cheap on a
 // 10-million-span lane, pre-folded levels (each merging neighbours closer than a coarser gap)
@@ -75,16 +77,20 @@ public:
     std::vector<DrawItem> overview(size_t maxItems, TimeNs& gap) const;
 
 private:
+    // reach[b]: the latest end among a list's items [0, 64·(b+1)), a running maximum, so sorted:
+    // every item before block b ends at or before reach[b - 1]. A query starts at the first block
+    // whose reach is at least the window's start (lod.cpp, firstReaching).
+    using Reach = std::vector<TimeNs>;
     struct Level {
         TimeNs gap = 0;                 // neighbours closer than this were merged
         std::vector<DrawItem> items;    // sorted by start
-        TimeNs maxItemLength = 0;
+        Reach reach;
     };
     struct Row {
         // Lane-relative indices of the row's spans, sorted by start. Empty with one row: the
         // row is the whole lane (the common case costs no index).
         std::vector<uint32_t> members;
-        TimeNs maxDuration = 0;
+        Reach reach;
         std::vector<Level> levels;
     };
     size_t rowSize(const Row& row) const { return m_rows.size() == 1 ? m_spans.size() : row.members.size(); }
@@ -98,6 +104,7 @@ private:
     std::span<const Span> m_spans;
     std::span<const DrawItem> m_folded; // empty: m_spans are the lane's own spans
     TimeNs m_maxDuration = 0;
+    Reach m_reach; // over m_spans when the lane has several rows (visibleRange; else its row's)
     std::vector<Row> m_rows;
     std::vector<uint8_t> m_rowOf; // per span; empty when the lane has one row
     size_t m_overflow = 0;
