@@ -137,8 +137,7 @@ LaneLod::LaneLod(std::span<const Span> spans) : m_spans(spans)
     for (const Span& s : spans)
         m_maxDuration = std::max(m_maxDuration, s.end - s.start);
     pack();
-    for (Row& row : m_rows)
-        buildLevels(row);
+    finishRows();
 }
 
 LaneLod::LaneLod(std::span<const Span> spans, std::span<const DrawItem> folded) : m_spans(spans), m_folded(folded)
@@ -163,10 +162,8 @@ LaneLod::LaneLod(std::span<const Span> spans, std::span<const DrawItem> folded) 
             m_rowOf[i] = static_cast<uint8_t>(row);
             m_rows[row].members.push_back(static_cast<uint32_t>(i));
         }
-        m_reach = reachOf(m_spans.size(), [this](size_t i) { return std::max(m_spans[i].end, m_spans[i].start); });
-    }
-    for (Row& row : m_rows)
-        buildLevels(row);
+        }
+    finishRows();
 }
 
 DrawItem LaneLod::itemAt(size_t index) const
@@ -267,7 +264,15 @@ void LaneLod::pack()
         m_rowOf[i] = static_cast<uint8_t>(row);
         m_rows[row].members.push_back(static_cast<uint32_t>(i));
     }
-    m_reach = reachOf(m_spans.size(), [this](size_t i) { return std::max(m_spans[i].end, m_spans[i].start); });
+}
+
+void LaneLod::finishRows()
+{
+    // The lane's own reach only when it differs from its one row's (visibleRange).
+    if (m_rows.size() > 1)
+        m_reach = reachOf(m_spans.size(), [this](size_t i) { return std::max(m_spans[i].end, m_spans[i].start); });
+    for (Row& row : m_rows)
+        buildLevels(row);
 }
 
 void LaneLod::buildLevels(Row& row)

@@ -96,6 +96,7 @@ private:
     size_t rowSize(const Row& row) const { return m_rows.size() == 1 ? m_spans.size() : row.members.size(); }
     size_t spanAt(const Row& row, size_t k) const { return m_rows.size() == 1 ? k : row.members[k]; }
     void pack();
+    void finishRows(); // the lane's reach and every row's reach and levels, once rows are known
     void buildLevels(Row& row);
     void queryRow(uint32_t rowIndex, TimeNs t0, TimeNs t1, TimeNs threshold, std::vector<DrawItem>& out) const;
 
